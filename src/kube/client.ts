@@ -1,0 +1,240 @@
+/**
+ * Kubernetes client plumbing: loading the kubeconfig, building REST paths, and one small JSON
+ * request function that every piece of `src/kube/` uses.
+ *
+ * Why a raw request function next to client-node's generated APIs: the informer must LIST any
+ * resource by (group, version, plural) — core and custom alike — with paging and an abort
+ * signal, and the leader elector needs a per-request deadline shorter than its renew deadline.
+ * The generated clients take neither a signal nor a timeout and turn every failure into an
+ * `ApiException` whose message embeds response headers. `kubeRequest` authenticates exactly like
+ * client-node does (`KubeConfig.applySecurityAuthentication`: TLS, tokens, exec plugins, proxy)
+ * and returns short, secret-free errors carrying the HTTP code and the Status reason.
+ */
+import { existsSync } from 'node:fs';
+import { KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { fetch, type Dispatcher } from 'undici';
+
+/**
+ * One connection pool per KubeConfig. `applySecurityAuthentication` builds a fresh undici Agent
+ * on every call (client-node 2.0.1), which would mean a new TLS handshake per request for status
+ * patches, Events and Lease renewals. Headers (tokens, exec plugins) are still applied per
+ * request; only the TLS/proxy settings are taken from the first call for that KubeConfig.
+ */
+const dispatchers = new WeakMap<KubeConfig, Dispatcher | undefined>();
+
+/** Where client-node's `loadFromCluster` reads the service-account token (fixed by Kubernetes). */
+const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+
+export interface LoadKubeConfigOptions {
+  /** Explicit kubeconfig file (a `--kubeconfig` flag). Wins over everything else. */
+  kubeconfig?: string | undefined;
+  /**
+   * Prefix for the service-account files (tests only; client-node's `loadFromCluster(prefix)`).
+   * Default '' — the real `/var/run/secrets/kubernetes.io/serviceaccount/`.
+   */
+  inClusterPathPrefix?: string;
+}
+
+/**
+ * Loads the client configuration, trying in order:
+ * 1. `opts.kubeconfig` (must exist and name a current cluster, else throws);
+ * 2. in-cluster: the service-account token file exists → `KubeConfig.loadFromCluster()`
+ *    (server from `KUBERNETES_SERVICE_HOST`/`_PORT`, read by client-node);
+ * 3. `KUBECONFIG` (first file, others merged) or `~/.kube/config`, via `loadFromDefault()`.
+ *
+ * client-node's `loadFromDefault` silently falls back to `http://localhost:8080` when nothing is
+ * found; that fallback is treated as "nothing found".
+ *
+ * @throws Error naming every source tried, when none yields a current cluster.
+ */
+export function loadKubeConfig(opts: LoadKubeConfigOptions): KubeConfig {
+  const kc = new KubeConfig();
+  if (opts.kubeconfig !== undefined && opts.kubeconfig !== '') {
+    const file = opts.kubeconfig;
+    if (!existsSync(file)) throw new Error(`kubeconfig file ${file} does not exist`);
+    try {
+      kc.loadFromFile(file);
+    } catch (err) {
+      throw new Error(`cannot load kubeconfig file ${file}: ${errorMessage(err)}`, { cause: err });
+    }
+    if (kc.getCurrentCluster() === null) {
+      throw new Error(`kubeconfig file ${file} has no current context with a cluster`);
+    }
+    return kc;
+  }
+
+  const tried: string[] = [];
+  const prefix = opts.inClusterPathPrefix ?? '';
+  const tokenFile = `${prefix}${SERVICE_ACCOUNT_TOKEN}`;
+  if (existsSync(tokenFile)) {
+    kc.loadFromCluster(prefix);
+    const server = kc.getCurrentCluster()?.server ?? '';
+    if (!server.includes('undefined')) return kc;
+    tried.push(
+      `in-cluster (${tokenFile} exists but KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are unset)`,
+    );
+  } else {
+    tried.push(`in-cluster (no service-account token at ${tokenFile})`);
+  }
+
+  const fallback = new KubeConfig();
+  try {
+    fallback.loadFromDefault();
+  } catch (err) {
+    throw new Error(
+      `no Kubernetes configuration found: tried ${tried.join('; ')}; KUBECONFIG or ~/.kube/config failed to load: ${errorMessage(err)}`,
+      { cause: err },
+    );
+  }
+  const cluster = fallback.getCurrentCluster();
+  const isLocalhostFallback =
+    fallback.getCurrentContext() === 'loaded-context' &&
+    cluster?.name === 'cluster' &&
+    cluster.server === 'http://localhost:8080';
+  if (cluster === null || isLocalhostFallback) {
+    tried.push('KUBECONFIG and ~/.kube/config (none found or no current context)');
+    throw new Error(`no Kubernetes configuration found: tried --kubeconfig (not given); ${tried.join('; ')}`);
+  }
+  return fallback;
+}
+
+/** Identifies a resource collection or one object of it. `group` '' is the core group. */
+export interface ResourceRef {
+  group: string;
+  version: string;
+  plural: string;
+  namespace?: string | undefined;
+  name?: string;
+}
+
+/**
+ * REST path of a collection or object:
+ * `/api/v1[/namespaces/{ns}]/{plural}[/{name}]` for the core group, else
+ * `/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}]`. Segments are URI-encoded.
+ */
+export function objectPath(r: ResourceRef): string {
+  const base = r.group === '' ? `/api/${r.version}` : `/apis/${r.group}/${r.version}`;
+  const ns =
+    r.namespace !== undefined && r.namespace !== '' ? `/namespaces/${encodeURIComponent(r.namespace)}` : '';
+  const name = r.name !== undefined && r.name !== '' ? `/${encodeURIComponent(r.name)}` : '';
+  return `${base}${ns}/${encodeURIComponent(r.plural)}${name}`;
+}
+
+/**
+ * A failed API call. `statusCode` is the HTTP status, or 0 when no response arrived (network
+ * error, timeout, abort). `reason` is the `Status.reason` the API server sent (`NotFound`,
+ * `Conflict`, `Expired`, …) when there was one. The message names method, path, code and the
+ * server's Status message; it never contains request headers or bodies.
+ */
+export class KubeApiError extends Error {
+  readonly statusCode: number;
+  readonly reason: string | undefined;
+  constructor(message: string, statusCode: number, reason?: string) {
+    super(message);
+    this.name = 'KubeApiError';
+    this.statusCode = statusCode;
+    this.reason = reason;
+  }
+}
+
+export interface KubeRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Path from `objectPath` (plus `/status` etc.). */
+  path: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  /** Serialised as JSON. */
+  body?: unknown;
+  /** Default `application/json`; use `application/merge-patch+json` for merge patches. */
+  contentType?: string;
+  signal?: AbortSignal | undefined;
+  /** Whole-request deadline in ms (headers and body). Default 30 000. */
+  timeoutMs?: number;
+}
+
+/**
+ * Sends one request to the current cluster of `kc` and returns the parsed JSON body
+ * (undefined for an empty body).
+ * @throws KubeApiError for non-2xx answers, network errors, timeouts and aborts.
+ */
+export async function kubeRequest<T>(kc: KubeConfig, req: KubeRequest): Promise<T> {
+  const what = `${req.method} ${req.path}`;
+  const cluster = kc.getCurrentCluster();
+  if (cluster === null) throw new KubeApiError(`${what}: no current cluster in kubeconfig`, 0);
+  const url = new URL(cluster.server.replace(/\/+$/, '') + req.path);
+  for (const [k, v] of Object.entries(req.query ?? {})) {
+    if (v !== undefined) url.searchParams.set(k, String(v));
+  }
+  const ctx = new RequestContext(url.toString(), req.method);
+  await kc.applySecurityAuthentication(ctx);
+  const headers: Record<string, string> = { ...ctx.getHeaders(), Accept: 'application/json' };
+  if (req.body !== undefined) headers['Content-Type'] = req.contentType ?? 'application/json';
+
+  const timeoutMs = req.timeoutMs ?? 30_000;
+  const timeout = AbortSignal.timeout(timeoutMs);
+  const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
+  let status: number;
+  let text: string;
+  try {
+    if (!dispatchers.has(kc)) dispatchers.set(kc, ctx.getDispatcher());
+    const dispatcher = dispatchers.get(kc);
+    const res = await fetch(url, {
+      method: req.method,
+      headers,
+      body: req.body === undefined ? null : JSON.stringify(req.body),
+      signal,
+      ...(dispatcher ? { dispatcher } : {}),
+    });
+    status = res.status;
+    text = await res.text();
+  } catch (err) {
+    if (timeout.aborted) throw new KubeApiError(`${what}: timed out after ${timeoutMs} ms`, 0);
+    if (req.signal?.aborted === true) throw new KubeApiError(`${what}: aborted`, 0, 'Aborted');
+    throw new KubeApiError(`${what}: ${errorMessage(err)}`, 0);
+  }
+  if (status >= 200 && status < 300) {
+    if (text === '') return undefined as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new KubeApiError(`${what}: HTTP ${status} with a body that is not JSON`, status);
+    }
+  }
+  let reason: string | undefined;
+  let message = '';
+  try {
+    const st = JSON.parse(text) as { reason?: unknown; message?: unknown };
+    if (typeof st.reason === 'string') reason = st.reason;
+    if (typeof st.message === 'string') message = st.message;
+  } catch {
+    message = text.slice(0, 200);
+  }
+  throw new KubeApiError(
+    `${what}: HTTP ${status}${reason !== undefined ? ` ${reason}` : ''}${message !== '' ? `: ${message}` : ''}`,
+    status,
+    reason,
+  );
+}
+
+/** HTTP status of a failed call (`KubeApiError`, client-node `ApiException`/watch errors), else 0. */
+export function errorStatusCode(err: unknown): number {
+  if (typeof err !== 'object' || err === null) return 0;
+  const e = err as { statusCode?: unknown; code?: unknown };
+  if (typeof e.statusCode === 'number') return e.statusCode;
+  if (typeof e.code === 'number') return e.code;
+  return 0;
+}
+
+/**
+ * One-line description of any thrown value for logs and conditions: the message plus the
+ * message of its `cause` (undici hides `ECONNREFUSED` there). Never includes headers.
+ */
+export function errorMessage(err: unknown): string {
+  if (err instanceof Error) {
+    const cause = (err as { cause?: unknown }).cause;
+    if (cause instanceof Error && cause.message !== '' && !err.message.includes(cause.message)) {
+      return `${err.message}: ${cause.message}`;
+    }
+    return err.message;
+  }
+  return String(err);
+}

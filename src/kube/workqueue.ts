@@ -1,0 +1,203 @@
+/**
+ * A keyed work queue with a fixed number of workers, after client-go's workqueue:
+ * - a key is reconciled by at most one worker at a time;
+ * - adding a key that is already queued coalesces into one run;
+ * - adding a key while it is being reconciled makes it run once more right after;
+ * - a reconcile that throws is retried after a per-key exponential backoff
+ *   (`baseMs * 2^(failures-1)`, capped at `maxMs`); a success forgets the key's failures;
+ * - a reconcile may ask for a later run with `{ requeueAfterMs }`.
+ * Keys are opaque strings (conventionally `namespace/name`). Order is FIFO among ready keys.
+ */
+import type { Registry } from 'prom-client';
+import type { Logger } from '../log.ts';
+import { errorMessage } from './client.ts';
+import { systemClock, type Clock } from './clock.ts';
+import { counter, gauge, histogram } from './metrics.ts';
+
+export interface ReconcileResult {
+  /** Run this key again after this many ms (in addition to any event-driven run). */
+  requeueAfterMs?: number;
+}
+
+export interface WorkQueueOptions {
+  /** Queue name for logs and the `queue` metric label. */
+  name: string;
+  /** Reconciles running in parallel (different keys). At least 1. */
+  concurrency: number;
+  // eslint-disable-next-line @typescript-eslint/no-invalid-void-type -- lets reconcilers be plain `async` functions that return nothing
+  reconcile: (key: string) => Promise<ReconcileResult | undefined | void>;
+  logger: Logger;
+  /** Per-key retry backoff after errors; default 500 ms .. 300 000 ms (5 min). */
+  backoff?: { baseMs: number; maxMs: number };
+  /** Time source for delays and durations; default the system clock. */
+  clock?: Clock;
+  /** Where `pkonc_workqueue_*` / `pkonc_reconcile_*` metrics go; unregistered when absent. */
+  registry?: Registry;
+}
+
+export class WorkQueue {
+  private readonly opts: WorkQueueOptions;
+  private readonly log: Logger;
+  private readonly clock: Clock;
+  private readonly backoff: { baseMs: number; maxMs: number };
+  /** Ready keys in FIFO order; a Set keeps insertion order and dedupes. */
+  private readonly ready = new Set<string>();
+  private readonly active = new Set<string>();
+  /** Keys added while active: run again once the current run ends. */
+  private readonly dirty = new Set<string>();
+  /** Delayed adds: key → due time and timer handle (the earliest due wins). */
+  private readonly delayed = new Map<string, { due: number; handle: unknown }>();
+  private readonly failures = new Map<string, number>();
+  private started = false;
+  private shuttingDown = false;
+  private idleWaiters: (() => void)[] = [];
+  private readonly depth;
+  private readonly total;
+  private readonly errors;
+  private readonly duration;
+
+  constructor(opts: WorkQueueOptions) {
+    if (!Number.isInteger(opts.concurrency) || opts.concurrency < 1) {
+      throw new Error(`work queue ${opts.name}: concurrency must be a positive integer`);
+    }
+    this.opts = opts;
+    this.log = opts.logger.child({ queue: opts.name });
+    this.clock = opts.clock ?? systemClock;
+    this.backoff = opts.backoff ?? { baseMs: 500, maxMs: 300_000 };
+    const q = opts.name;
+    this.depth = gauge(opts.registry, 'pkonc_workqueue_depth', 'Keys waiting in the work queue.', [
+      'queue',
+    ]).labels(q);
+    this.total = counter(opts.registry, 'pkonc_reconcile_total', 'Reconciles run.', ['queue']).labels(q);
+    this.errors = counter(opts.registry, 'pkonc_reconcile_errors_total', 'Reconciles that threw.', [
+      'queue',
+    ]).labels(q);
+    this.duration = histogram(
+      opts.registry,
+      'pkonc_reconcile_duration_seconds',
+      'Reconcile duration.',
+      ['queue'],
+      [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    ).labels(q);
+  }
+
+  /** Queues `key` now. Ignored after shutdown. */
+  add(key: string): void {
+    if (this.shuttingDown) return;
+    if (this.active.has(key)) {
+      this.dirty.add(key);
+      return;
+    }
+    this.ready.add(key);
+    this.depth.set(this.ready.size);
+    this.pump();
+  }
+
+  /** Queues `key` after `delayMs`; an earlier pending delayed add of the same key wins. */
+  addAfter(key: string, delayMs: number): void {
+    if (this.shuttingDown) return;
+    if (delayMs <= 0) {
+      this.add(key);
+      return;
+    }
+    const due = this.clock.now() + delayMs;
+    const existing = this.delayed.get(key);
+    if (existing !== undefined) {
+      if (existing.due <= due) return;
+      this.clock.clearTimeout(existing.handle);
+    }
+    const handle = this.clock.setTimeout(() => {
+      this.delayed.delete(key);
+      this.add(key);
+    }, delayMs);
+    this.delayed.set(key, { due, handle });
+  }
+
+  /** Starts the workers (keys added before start wait until then). */
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.pump();
+  }
+
+  /**
+   * Stops taking work: pending and delayed keys are dropped, no new reconcile starts, and the
+   * call waits up to `deadlineMs` for running reconciles. `drained` says whether they all ended.
+   */
+  async shutdown(deadlineMs: number): Promise<{ drained: boolean }> {
+    this.shuttingDown = true;
+    for (const { handle } of this.delayed.values()) this.clock.clearTimeout(handle);
+    this.delayed.clear();
+    this.ready.clear();
+    this.dirty.clear();
+    this.depth.set(0);
+    if (this.active.size === 0) return { drained: true };
+    let timer: unknown;
+    const drained = await Promise.race([
+      new Promise<boolean>((resolve) => {
+        this.idleWaiters.push(() => {
+          resolve(true);
+        });
+      }),
+      new Promise<boolean>((resolve) => {
+        timer = this.clock.setTimeout(() => {
+          resolve(false);
+        }, deadlineMs);
+      }),
+    ]);
+    this.clock.clearTimeout(timer);
+    if (!drained) {
+      this.log.warn({ running: [...this.active] }, 'shutdown deadline passed with reconciles still running');
+    }
+    return { drained };
+  }
+
+  /** Keys ready to run (not counting running or delayed ones). */
+  length(): number {
+    return this.ready.size;
+  }
+
+  /** Reconciles running now. */
+  processing(): number {
+    return this.active.size;
+  }
+
+  private pump(): void {
+    if (!this.started || this.shuttingDown) return;
+    while (this.active.size < this.opts.concurrency) {
+      const next = this.ready.values().next();
+      if (next.done === true) break;
+      const key = next.value;
+      this.ready.delete(key);
+      this.active.add(key);
+      void this.run(key);
+    }
+    this.depth.set(this.ready.size);
+  }
+
+  private async run(key: string): Promise<void> {
+    const start = this.clock.now();
+    this.total.inc();
+    try {
+      const result = await this.opts.reconcile(key);
+      this.failures.delete(key);
+      const after = result?.requeueAfterMs;
+      if (after !== undefined && after >= 0) this.addAfter(key, after);
+    } catch (err) {
+      this.errors.inc();
+      const n = (this.failures.get(key) ?? 0) + 1;
+      this.failures.set(key, n);
+      const delay = Math.min(this.backoff.maxMs, this.backoff.baseMs * 2 ** Math.min(n - 1, 30));
+      this.log.warn({ key, err: errorMessage(err), failures: n, retryInMs: delay }, 'reconcile failed');
+      this.addAfter(key, delay);
+    } finally {
+      this.duration.observe((this.clock.now() - start) / 1000);
+      this.active.delete(key);
+      if (this.dirty.delete(key)) this.add(key);
+      if (this.active.size === 0) {
+        for (const w of this.idleWaiters.splice(0)) w();
+      }
+      this.pump();
+    }
+  }
+}
