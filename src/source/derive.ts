@@ -1,0 +1,481 @@
+/**
+ * Level-based derivation of {@link NotificationEvent}s from PKO `Update` and `Stack` status
+ * (design §3, §4). Pure: no Kubernetes calls, no clock — the same object always yields the same
+ * events, so a relist or a restart recomputes exactly what a live watch would have seen.
+ *
+ * ## What the functions return
+ * The CURRENT desired events implied by an object's status, not edges:
+ * - An Update that is not done yields `<Type>Started`. A done Update (`Complete=True` and
+ *   `metadata.generation == status.observedGeneration`, shared/facts/pko.md) yields BOTH
+ *   `<Type>Started` and `<Type>Succeeded` (`Failed=False`) or `<Type>Failed` (`Failed=True`), so a
+ *   controller that never saw the running phase still knows the whole run. The delivery layer
+ *   decides what to send: it may skip a Started whose run already has a terminal event in the
+ *   same batch (same {@link runKeyOf}) and was never delivered.
+ * - An aborted or canceled Update (`Failed=True` with reason `Aborted`/`Canceled`, or — older PKO
+ *   v2 — `Complete` reason `Aborted`) yields nothing: it is not a failure of its commit and must
+ *   not read as a success either (case F29). PKO starts a new Update for the same commit, whose
+ *   events then drive the commit status.
+ * - Type mapping: `preview`→Preview*, `up`→Update*, `destroy`→Destroy*, `refresh`→Refresh*; any
+ *   other `spec.type` yields nothing.
+ * - A Stack yields (a) `<Type>Succeeded|Failed` from `status.lastUpdate` {name, type, state} only
+ *   when that Update object no longer exists (TTL, 24 h): same id as the Update-derived event;
+ *   (b) `<Type>Started` from `status.currentUpdate` only when that Update object is not (yet)
+ *   known — PKO writes `currentUpdate` before it creates the Update; `currentUpdate` has no type,
+ *   so it is inferred the way PKO's Stack controller chooses it: `destroy` when the Stack is being
+ *   deleted, `preview` when `spec.preview`, else `up`; (c) for PKO v1 Stacks (`lastUpdate` without
+ *   `name`/`type`) `UpdateSucceeded|UpdateFailed` (`Preview*` when `spec.preview`) — v1 has no
+ *   run object and no in-flight marker, so no Started; (d) `StackStalled` while `Stalled=True`.
+ *
+ * ## Identity (`id`)
+ * `<stack key>/<run>/<phase>`: stack key = the Stack's uid (from the Update's ownerReference of
+ * kind Stack, else the Stack passed in, else the Update's own uid); run = the Update name, or for
+ * PKO v1 `v1:<lastAttemptedCommit>@<lastResyncTime | g<observedGeneration>>` (URI-encoded; v1
+ * stamps `lastResyncTime` on every run, so it tells runs of the same commit apart); phase =
+ * `started|succeeded|failed`, or `stalled:<reason>@<observedGeneration>` with run = the
+ * `lastUpdate.name` (`-` when none). The same run seen through its Update or through the Stack's
+ * `lastUpdate` gets the same id.
+ *
+ * ## Involved object and Alert source kinds
+ * Events are always about a Stack run: `involvedObject` is the Stack (from the Stack passed in or
+ * the Update's ownerReference); only an Update with no Stack owner and no Stack given is its own
+ * involved object (kind `Update`). An Alert source of kind `Update` matches the same events by the
+ * Update name in `metadata.updateName` (see `src/alert/matcher.ts`). `labels` are the involved
+ * object's labels when that object is at hand (the Stack passed in; the Update when it is the
+ * involved object), `{}` when the Stack is known only by reference.
+ *
+ * ## Other fields
+ * Metadata (absent keys omitted): `revision` (raw PKO commit field; for an Update the Stack's
+ * `currentUpdate.commit` or `lastUpdate.lastAttemptedCommit` whose `name` is this Update),
+ * `commit` ({@link parseRevision}), `repository` (`spec.projectRepo`, or for a Flux GitRepository
+ * source `ctx.fluxRepositoryURL`), `branch` (`spec.branch` without `refs/heads/`, or the ref of a
+ * Flux revision), `stack` (`spec.stack`), `updateName`, `updateType`, `permalink`, `failures`,
+ * `pullRequest`. Messages start with a synthesized line (`Preview of stack acme/app/dev
+ * succeeded`) followed by the PKO message (CLI output for failures) through {@link cleanMessage}.
+ * Timestamps come from status (Update start/end time, `lastResyncTime`, condition transition
+ * times) or `metadata.creationTimestamp`, never from the clock; `1970-01-01T00:00:00Z` if none.
+ * Severity: `*Failed` and `StackStalled` are `error`, the rest `info`.
+ */
+import type { InvolvedObject, NotificationEvent } from '../api/event.ts';
+import type { Condition } from '../api/meta.ts';
+import {
+  STACK_GROUP,
+  STACK_VERSION,
+  UPDATE_GROUP,
+  UPDATE_VERSION,
+  type Stack,
+  type StackLastUpdate,
+  type Update,
+} from '../api/pko.ts';
+import type { EventReason, Severity } from '../api/v1alpha1.ts';
+import { parseRevision } from './revision.ts';
+import { cleanMessage } from './text.ts';
+
+export interface DeriveContext {
+  /** `reportingController` of every event, e.g. `pko-notification-controller`. */
+  reportingController: string;
+  /** Repo URL of a Flux GitRepository referenced by a Stack, when known. */
+  fluxRepositoryURL?: (namespace: string, name: string) => string | undefined;
+  /** Pull request number for a Stack when known (preview Stacks created for a pull request). */
+  pullRequest?: (namespace: string, stackName: string) => number | string | undefined;
+}
+
+const STACK_API_VERSION = `${STACK_GROUP}/${STACK_VERSION}`;
+const UPDATE_API_VERSION = `${UPDATE_GROUP}/${UPDATE_VERSION}`;
+const NO_TIME = '1970-01-01T00:00:00Z';
+
+const RUN_TYPES = { preview: 'Preview', up: 'Update', destroy: 'Destroy', refresh: 'Refresh' } as const;
+type RunType = keyof typeof RUN_TYPES;
+const PHASES = { started: 'Started', succeeded: 'Succeeded', failed: 'Failed' } as const;
+type Phase = keyof typeof PHASES;
+/** `Failed` condition reasons (and older PKO's `Complete` reason) that mean "aborted, not failed". */
+const ABORT_REASONS: ReadonlySet<string> = new Set(['Aborted', 'Canceled']);
+
+function isRunType(t: string | undefined): t is RunType {
+  return t !== undefined && Object.hasOwn(RUN_TYPES, t);
+}
+
+function reasonOf(type: RunType, phase: Phase): EventReason {
+  return `${RUN_TYPES[type]}${PHASES[phase]}`;
+}
+
+function condition(conds: readonly Condition[] | undefined, type: string): Condition | undefined {
+  return conds?.find((c) => c.type === type);
+}
+
+/** First candidate that is a usable RFC 3339 time (Date values are converted), else {@link NO_TIME}. */
+function timeOf(...candidates: (string | Date | undefined)[]): string {
+  for (const c of candidates) {
+    if (c instanceof Date) {
+      if (!Number.isNaN(c.getTime())) return c.toISOString();
+    } else if (c !== undefined && c !== '') {
+      return c;
+    }
+  }
+  return NO_TIME;
+}
+
+function stackKey(uid: string | undefined, namespace: string, name: string): string {
+  return uid !== undefined && uid !== '' ? uid : `${namespace}/${name}`;
+}
+
+function stackInvolved(stack: Stack): InvolvedObject {
+  return {
+    apiVersion: stack.apiVersion ?? STACK_API_VERSION,
+    kind: 'Stack',
+    namespace: stack.metadata.namespace ?? '',
+    name: stack.metadata.name ?? '',
+    uid: stack.metadata.uid ?? '',
+  };
+}
+
+/** "acme/app/dev" (Pulumi stack name) or "namespace/name" of the Stack object. */
+function stackLabel(stack: Stack | undefined, fallback: string): string {
+  return stack?.spec?.stack ?? fallback;
+}
+
+function put(meta: Record<string, string>, key: string, value: string | number | null | undefined): void {
+  if (value !== undefined && value !== null && value !== '') meta[key] = String(value);
+}
+
+/** Metadata that comes from the Stack's spec and the run's revision. */
+function sourceMetadata(
+  meta: Record<string, string>,
+  stack: Stack | undefined,
+  rawRevision: string | undefined,
+  ctx: DeriveContext,
+): void {
+  const parsed = parseRevision(rawRevision);
+  put(meta, 'revision', parsed.revision);
+  put(meta, 'commit', parsed.commit);
+  if (!stack) return;
+  const spec = stack.spec ?? {};
+  const namespace = stack.metadata.namespace ?? '';
+  let repository = spec.projectRepo;
+  const sourceRef = spec.fluxSource?.sourceRef;
+  if (repository === undefined && sourceRef?.kind === 'GitRepository' && sourceRef.name !== undefined) {
+    repository = ctx.fluxRepositoryURL?.(namespace, sourceRef.name);
+  }
+  put(meta, 'repository', repository);
+  const branch = spec.branch?.replace(/^refs\/heads\//, '') ?? parsed.branch;
+  put(meta, 'branch', branch);
+  put(meta, 'stack', spec.stack);
+  const name = stack.metadata.name;
+  if (name !== undefined) put(meta, 'pullRequest', ctx.pullRequest?.(namespace, name));
+}
+
+/** Metadata of a run recorded in `status.lastUpdate` (v2 shape). */
+function lastUpdateMetadata(meta: Record<string, string>, last: StackLastUpdate): void {
+  put(meta, 'updateName', last.name);
+  put(meta, 'updateType', last.type);
+  put(meta, 'permalink', last.permalink);
+  put(meta, 'failures', last.failures);
+}
+
+function runMessage(type: RunType, label: string, phase: Phase, detail: string | undefined): string {
+  const head = `${RUN_TYPES[type]} of stack ${label} ${phase}`;
+  if (detail === undefined || detail.trim() === '') return cleanMessage(head);
+  return cleanMessage(detail.includes('\n') ? `${head}:\n${detail}` : `${head}: ${detail}`);
+}
+
+function severityOf(reason: EventReason): Severity {
+  return reason.endsWith('Failed') || reason === 'StackStalled' ? 'error' : 'info';
+}
+
+interface Subject {
+  involvedObject: InvolvedObject;
+  labels: Record<string, string>;
+  key: string;
+}
+
+function makeEvent(
+  subject: Subject,
+  ctx: DeriveContext,
+  fields: { run: string; phase: string; reason: EventReason; message: string; timestamp: string },
+  metadata: Record<string, string>,
+): NotificationEvent {
+  return {
+    id: `${subject.key}/${fields.run}/${fields.phase}`,
+    involvedObject: { ...subject.involvedObject },
+    labels: { ...subject.labels },
+    severity: severityOf(fields.reason),
+    reason: fields.reason,
+    message: fields.message,
+    timestamp: fields.timestamp,
+    metadata,
+    reportingController: ctx.reportingController,
+  };
+}
+
+/**
+ * The run key of an event: its id without the last (phase) segment. Events of one run — Started,
+ * Succeeded/Failed, and a StackStalled caused by it — share it.
+ */
+export function runKeyOf(ev: NotificationEvent): string {
+  return ev.id.slice(0, ev.id.lastIndexOf('/'));
+}
+
+/**
+ * Events implied by an `auto.pulumi.com/v1alpha1` Update's current status (see the file header).
+ *
+ * @param update the Update as read from the API server.
+ * @param stack the Update's Stack when at hand; ignored if the Update's Stack ownerReference names
+ *   another uid (a Stack re-created under the same name).
+ * @returns `[]` (unknown type, unnamed, aborted), `[Started]`, or `[Started, Succeeded|Failed]`.
+ */
+export function eventsFromUpdate(
+  update: Update,
+  stack: Stack | undefined,
+  ctx: DeriveContext,
+): NotificationEvent[] {
+  const type = update.spec?.type;
+  const updateName = update.metadata.name;
+  if (!isRunType(type) || updateName === undefined || updateName === '') return [];
+  const namespace = update.metadata.namespace ?? '';
+
+  const owner = update.metadata.ownerReferences?.find(
+    (r) => r.kind === 'Stack' && r.apiVersion.startsWith(`${STACK_GROUP}/`),
+  );
+  const theStack =
+    stack !== undefined && (owner === undefined || stack.metadata.uid === owner.uid) ? stack : undefined;
+  let subject: Subject;
+  if (theStack) {
+    const involvedObject = stackInvolved(theStack);
+    subject = {
+      involvedObject,
+      labels: theStack.metadata.labels ?? {},
+      key: stackKey(involvedObject.uid, involvedObject.namespace, involvedObject.name),
+    };
+  } else if (owner) {
+    subject = {
+      involvedObject: {
+        apiVersion: owner.apiVersion,
+        kind: 'Stack',
+        namespace,
+        name: owner.name,
+        uid: owner.uid,
+      },
+      labels: {},
+      key: stackKey(owner.uid, namespace, owner.name),
+    };
+  } else {
+    const uid = update.metadata.uid ?? '';
+    subject = {
+      involvedObject: {
+        apiVersion: update.apiVersion ?? UPDATE_API_VERSION,
+        kind: 'Update',
+        namespace,
+        name: updateName,
+        uid,
+      },
+      labels: update.metadata.labels ?? {},
+      key: stackKey(uid, namespace, updateName),
+    };
+  }
+
+  const status = update.status ?? {};
+  const conds = status.conditions;
+  const complete = condition(conds, 'Complete');
+  const failed = condition(conds, 'Failed');
+  const generation = update.metadata.generation;
+  const done =
+    complete?.status === 'True' && (generation === undefined || generation === status.observedGeneration);
+  if (done) {
+    const aborted =
+      (failed?.status === 'True' && ABORT_REASONS.has(failed.reason)) || complete.reason === 'Aborted';
+    if (aborted) return [];
+  }
+
+  // Run facts the Stack recorded under this Update's name.
+  const current = theStack?.status?.currentUpdate;
+  const last = theStack?.status?.lastUpdate;
+  const lastIsThis = last !== undefined && last.name === updateName;
+  const revision =
+    current?.name === updateName ? current.commit : lastIsThis ? last.lastAttemptedCommit : undefined;
+
+  const metadata: Record<string, string> = {};
+  sourceMetadata(metadata, theStack, revision, ctx);
+  put(metadata, 'stack', theStack?.spec?.stack ?? update.spec?.stackName);
+  put(metadata, 'updateName', updateName);
+  put(metadata, 'updateType', type);
+  put(metadata, 'permalink', status.permalink ?? (lastIsThis ? last.permalink : undefined));
+  if (lastIsThis) put(metadata, 'failures', last.failures);
+
+  const label = stackLabel(theStack, update.spec?.stackName ?? `${namespace}/${subject.involvedObject.name}`);
+  const created = update.metadata.creationTimestamp;
+  const events = [
+    makeEvent(
+      subject,
+      ctx,
+      {
+        run: updateName,
+        phase: 'started',
+        reason: reasonOf(type, 'started'),
+        message: runMessage(type, label, 'started', update.spec?.message),
+        timestamp: timeOf(created, status.startTime, condition(conds, 'Progressing')?.lastTransitionTime),
+      },
+      { ...metadata },
+    ),
+  ];
+  if (done && (failed?.status === 'True' || failed?.status === 'False')) {
+    const phase: Phase = failed.status === 'True' ? 'failed' : 'succeeded';
+    events.push(
+      makeEvent(
+        subject,
+        ctx,
+        {
+          run: updateName,
+          phase,
+          reason: reasonOf(type, phase),
+          message: runMessage(type, label, phase, status.message ?? (lastIsThis ? last.message : undefined)),
+          timestamp: timeOf(status.endTime, complete.lastTransitionTime, created),
+        },
+        metadata,
+      ),
+    );
+  }
+  return events;
+}
+
+/**
+ * Events implied by a `pulumi.com/v1` Stack's current status (see the file header): the
+ * `lastUpdate` fallback (v2: only when its Update is gone; v1: always), a `currentUpdate`
+ * Started (only when its Update is not known) and `StackStalled`.
+ *
+ * @param opts.updateExists whether an Update `namespace/name` is currently known (informer cache).
+ */
+export function eventsFromStack(
+  stack: Stack,
+  ctx: DeriveContext,
+  opts: { updateExists: (namespace: string, name: string) => boolean },
+): NotificationEvent[] {
+  const namespace = stack.metadata.namespace ?? '';
+  const name = stack.metadata.name ?? '';
+  const involvedObject = stackInvolved(stack);
+  const subject: Subject = {
+    involvedObject,
+    labels: stack.metadata.labels ?? {},
+    key: stackKey(involvedObject.uid, namespace, name),
+  };
+  const status = stack.status ?? {};
+  const conds = status.conditions;
+  const label = stackLabel(stack, `${namespace}/${name}`);
+  const events: NotificationEvent[] = [];
+
+  const last = status.lastUpdate;
+  const phase: Phase | undefined =
+    last?.state === 'succeeded' ? 'succeeded' : last?.state === 'failed' ? 'failed' : undefined;
+  if (last && phase) {
+    const metadata: Record<string, string> = {};
+    sourceMetadata(metadata, stack, last.lastAttemptedCommit, ctx);
+    const timestamp = timeOf(
+      last.lastResyncTime,
+      condition(conds, 'Ready')?.lastTransitionTime,
+      stack.metadata.creationTimestamp,
+    );
+    if (last.name !== undefined && last.name !== '') {
+      // PKO v2: the Update-derived event has this id; this is the fallback once the Update is gone.
+      if (isRunType(last.type) && !opts.updateExists(namespace, last.name)) {
+        lastUpdateMetadata(metadata, last);
+        events.push(
+          makeEvent(
+            subject,
+            ctx,
+            {
+              run: last.name,
+              phase,
+              reason: reasonOf(last.type, phase),
+              message: runMessage(last.type, label, phase, last.message),
+              timestamp,
+            },
+            metadata,
+          ),
+        );
+      }
+    } else if (last.type === undefined) {
+      // PKO v1: no Update objects; a run is (commit, lastResyncTime).
+      const type: RunType = stack.spec?.preview === true ? 'preview' : 'up';
+      const when =
+        last.lastResyncTime ?? `g${String(status.observedGeneration ?? stack.metadata.generation ?? 0)}`;
+      put(metadata, 'updateType', type);
+      put(metadata, 'permalink', last.permalink);
+      events.push(
+        makeEvent(
+          subject,
+          ctx,
+          {
+            run: encodeURIComponent(`v1:${last.lastAttemptedCommit ?? ''}@${when}`),
+            phase,
+            reason: reasonOf(type, phase),
+            message: runMessage(type, label, phase, last.message),
+            timestamp,
+          },
+          metadata,
+        ),
+      );
+    }
+  }
+
+  const current = status.currentUpdate;
+  if (current?.name !== undefined && current.name !== '' && !opts.updateExists(namespace, current.name)) {
+    // Same choice as PKO's Stack controller when it creates the Update.
+    const type: RunType =
+      stack.metadata.deletionTimestamp !== undefined
+        ? 'destroy'
+        : stack.spec?.preview === true
+          ? 'preview'
+          : 'up';
+    const metadata: Record<string, string> = {};
+    sourceMetadata(metadata, stack, current.commit, ctx);
+    put(metadata, 'updateName', current.name);
+    put(metadata, 'updateType', type);
+    events.push(
+      makeEvent(
+        subject,
+        ctx,
+        {
+          run: current.name,
+          phase: 'started',
+          reason: reasonOf(type, 'started'),
+          message: runMessage(type, label, 'started', undefined),
+          timestamp: timeOf(
+            condition(conds, 'Reconciling')?.lastTransitionTime,
+            stack.metadata.creationTimestamp,
+          ),
+        },
+        metadata,
+      ),
+    );
+  }
+
+  const stalled = condition(conds, 'Stalled');
+  if (stalled?.status === 'True') {
+    const metadata: Record<string, string> = {};
+    // Only an UpdateFailed stall is about the last run's commit; other stalls (SourceUnavailable,
+    // SpecInvalid, …) must not mark a commit that may well have succeeded.
+    const aboutLastRun = stalled.reason === 'UpdateFailed' && last !== undefined;
+    sourceMetadata(metadata, stack, aboutLastRun ? last.lastAttemptedCommit : undefined, ctx);
+    if (aboutLastRun) lastUpdateMetadata(metadata, last);
+    const generation =
+      status.observedGeneration ?? stalled.observedGeneration ?? stack.metadata.generation ?? 0;
+    const detail = stalled.message === '' ? '' : `: ${stalled.message}`;
+    events.push(
+      makeEvent(
+        subject,
+        ctx,
+        {
+          run: last?.name !== undefined && last.name !== '' ? last.name : '-',
+          phase: `stalled:${stalled.reason}@${String(generation)}`,
+          reason: 'StackStalled',
+          message: cleanMessage(`Stack ${label} stalled (${stalled.reason})${detail}`),
+          timestamp: timeOf(
+            stalled.lastTransitionTime,
+            last?.lastResyncTime,
+            stack.metadata.creationTimestamp,
+          ),
+        },
+        metadata,
+      ),
+    );
+  }
+  return events;
+}
