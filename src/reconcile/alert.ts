@@ -1,0 +1,126 @@
+/**
+ * Alert reconciler: compiles the Alert (RE2 regexes, source selectors), checks its Provider and
+ * template ConfigMap, writes `status.observedGeneration` + `Ready`, and publishes the compiled
+ * Alert to the routing index. Regexes are compiled here, once per generation — never per event.
+ */
+import { ApiException, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Alert, Provider } from '../api/v1alpha1.ts';
+import type { Informer } from '../kube/informer.ts';
+import type { ReconcileResult } from '../kube/workqueue.ts';
+import type { EventRecorder } from '../kube/events.ts';
+import type { Logger } from '../log.ts';
+import { compileAlert, type CompiledAlert } from '../alert/matcher.ts';
+import { splitKey, writeReady, type ReadyState } from './common.ts';
+
+/** Compiled, Ready Alerts by `namespace/name`: what the dispatcher routes with. */
+export class AlertIndex {
+  readonly #alerts = new Map<string, CompiledAlert>();
+
+  set(key: string, alert: CompiledAlert | undefined): void {
+    if (alert) this.#alerts.set(key, alert);
+    else this.#alerts.delete(key);
+  }
+
+  get(key: string): CompiledAlert | undefined {
+    return this.#alerts.get(key);
+  }
+
+  all(): IterableIterator<CompiledAlert> {
+    return this.#alerts.values();
+  }
+
+  get size(): number {
+    return this.#alerts.size;
+  }
+}
+
+export interface AlertReconcilerDeps {
+  kubeConfig: KubeConfig;
+  alerts: Informer<Alert>;
+  providers: Informer<Provider>;
+  index: AlertIndex;
+  recorder: EventRecorder;
+  logger: Logger;
+  allowCrossNamespace: boolean;
+  /** Re-check interval while the Provider or template ConfigMap is missing, ms (default 15 s). */
+  notReadyRetryMs?: number;
+  now?: () => Date;
+}
+
+export class AlertReconciler {
+  readonly #d: AlertReconcilerDeps;
+  readonly #core: CoreV1Api;
+
+  constructor(deps: AlertReconcilerDeps) {
+    this.#d = deps;
+    this.#core = deps.kubeConfig.makeApiClient(CoreV1Api);
+  }
+
+  async #configMapExists(namespace: string, name: string): Promise<boolean> {
+    try {
+      await this.#core.readNamespacedConfigMap({ namespace, name });
+      return true;
+    } catch (err) {
+      if (err instanceof ApiException && err.code === 404) return false;
+      throw err;
+    }
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult | undefined> {
+    const { namespace, name } = splitKey(key);
+    const alert = this.#d.alerts.get(namespace, name);
+    if (!alert || alert.metadata.deletionTimestamp) {
+      this.#d.index.set(key, undefined);
+      return undefined;
+    }
+    let state: ReadyState;
+    let compiled: CompiledAlert | undefined;
+    let retry = false;
+    const c = compileAlert(alert, { allowCrossNamespace: this.#d.allowCrossNamespace });
+    if (!c.ok) {
+      state = { ready: false, reason: c.reason, message: c.message };
+    } else if (!this.#d.providers.get(namespace, alert.spec.providerRef.name)) {
+      state = {
+        ready: false,
+        reason: 'ProviderNotFound',
+        message: `Provider '${namespace}/${alert.spec.providerRef.name}' (spec.providerRef) not found`,
+      };
+    } else if (
+      alert.spec.templateRef &&
+      !(await this.#configMapExists(namespace, alert.spec.templateRef.name))
+    ) {
+      state = {
+        ready: false,
+        reason: 'TemplateNotFound',
+        message: `ConfigMap '${namespace}/${alert.spec.templateRef.name}' (spec.templateRef) not found`,
+      };
+      retry = true;
+    } else {
+      compiled = c.alert;
+      state = {
+        ready: true,
+        reason: 'Succeeded',
+        message: alert.spec.suspend ? 'Alert is ready (suspended: nothing is routed)' : 'Alert is ready',
+      };
+    }
+    this.#d.index.set(key, compiled);
+    const { transitioned } = await writeReady(
+      this.#d.kubeConfig,
+      'alerts',
+      alert,
+      state,
+      (this.#d.now ?? (() => new Date()))(),
+    );
+    if (transitioned && !state.ready) {
+      this.#d.logger.warn({ alert: key, reason: state.reason }, state.message);
+      await this.#d.recorder.event(
+        { apiVersion: alert.apiVersion, kind: 'Alert', metadata: alert.metadata },
+        'Warning',
+        state.reason,
+        state.message,
+      );
+    }
+    // A missing Provider comes back through the Provider informer (it re-queues referencing Alerts).
+    return retry ? { requeueAfterMs: this.#d.notReadyRetryMs ?? 15_000 } : undefined;
+  }
+}

@@ -1,0 +1,324 @@
+/**
+ * Provider and Alert reconcilers against the real API server, with the controller running as a
+ * non-admin user bound to deploy/rbac.yaml's ClusterRole (so the RBAC list is tested too).
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  RbacAuthorizationV1Api,
+  type KubeConfig,
+  type V1ClusterRole,
+} from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { createLogger } from '../../src/log.ts';
+import { loadConfig } from '../../src/config.ts';
+import { startController, type ControllerHandle } from '../../src/controller.ts';
+import type { Condition } from '../../src/api/meta.ts';
+import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
+
+const GROUP = 'notification.pko.dev';
+const VERSION = 'v1alpha1';
+
+let admin: KubeConfig;
+let custom: CustomObjectsApi;
+let core: CoreV1Api;
+
+async function bindControllerRole(): Promise<void> {
+  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+  const docs = parseAllDocuments(
+    readFileSync(new URL('../../deploy/rbac.yaml', import.meta.url), 'utf8'),
+  ).map((d) => d.toJS() as { kind: string });
+  const role = docs.find((d) => d.kind === 'ClusterRole') as V1ClusterRole;
+  const name = 'pko-nc-test-controller';
+  await rbac.createClusterRole({ body: { ...role, metadata: { name } } }).catch(() => undefined);
+  await rbac
+    .createClusterRoleBinding({
+      body: {
+        metadata: { name },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+        subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
+      },
+    })
+    .catch(() => undefined);
+}
+
+async function startFor(namespace: string, extraFlags: string[] = []): Promise<ControllerHandle> {
+  const opts = loadConfig(
+    [
+      `--watch-namespace=${namespace}`,
+      '--metrics-bind-address=127.0.0.1:0',
+      '--health-probe-bind-address=127.0.0.1:0',
+      '--log-level=silent',
+      ...extraFlags,
+    ],
+    {},
+  );
+  return startController(opts, {
+    kubeConfig: kubeConfig('controller'),
+    logger: createLogger({ level: 'silent' }),
+    notReadyRetryMs: 300,
+  });
+}
+
+async function readyCondition(
+  plural: 'providers' | 'alerts',
+  namespace: string,
+  name: string,
+): Promise<{
+  c: Condition | undefined;
+  observedGeneration: number | undefined;
+  generation: number | undefined;
+}> {
+  const obj = (await custom.getNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace,
+    plural,
+    name,
+  })) as {
+    metadata: { generation?: number };
+    status?: { observedGeneration?: number; conditions?: Condition[] };
+  };
+  return {
+    c: obj.status?.conditions?.find((c) => c.type === 'Ready'),
+    observedGeneration: obj.status?.observedGeneration,
+    generation: obj.metadata.generation,
+  };
+}
+
+async function waitReady(
+  plural: 'providers' | 'alerts',
+  namespace: string,
+  name: string,
+  status: 'True' | 'False',
+  reason?: string,
+): Promise<Condition> {
+  return waitFor(
+    async () => {
+      const r = await readyCondition(plural, namespace, name);
+      return r.c?.status === status &&
+        (reason === undefined || r.c.reason === reason) &&
+        r.observedGeneration === r.generation
+        ? r.c
+        : undefined;
+    },
+    {
+      timeoutMs: 20_000,
+      intervalMs: 100,
+      what: `${plural} ${namespace}/${name} Ready=${status}${reason ? ` (${reason})` : ''}`,
+    },
+  );
+}
+
+function create(
+  plural: 'providers' | 'alerts',
+  namespace: string,
+  name: string,
+  spec: object,
+): Promise<unknown> {
+  return custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace,
+    plural,
+    body: {
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: plural === 'providers' ? 'Provider' : 'Alert',
+      metadata: { name },
+      spec,
+    },
+  });
+}
+
+beforeAll(async () => {
+  admin = kubeConfig('admin');
+  custom = admin.makeApiClient(CustomObjectsApi);
+  core = admin.makeApiClient(CoreV1Api);
+  await bindControllerRole();
+});
+
+describe('Provider reconciler', () => {
+  let ns: string;
+  let ctl: ControllerHandle;
+  beforeAll(async () => {
+    ns = await createTestNamespace('provider');
+    ctl = await startFor(ns);
+  });
+  afterAll(async () => ctl.stop());
+
+  it('reports SecretNotFound naming the Secret, then turns Ready when the Secret appears (no restart)', async () => {
+    await create('providers', ns, 'hook', {
+      type: 'generic',
+      address: 'https://hooks.example.test/x',
+      secretRef: { name: 'hook-creds' },
+    });
+    const c = await waitReady('providers', ns, 'hook', 'False', 'SecretNotFound');
+    expect(c.message).toContain(`Secret '${ns}/hook-creds'`);
+    // A Warning Event says the same on the Provider.
+    const events = await waitFor(
+      async () => {
+        const list = await core.listNamespacedEvent({ namespace: ns });
+        const e = list.items.find((i) => i.involvedObject.name === 'hook' && i.reason === 'SecretNotFound');
+        return e;
+      },
+      { timeoutMs: 10_000, intervalMs: 100, what: 'SecretNotFound Event' },
+    );
+    expect(events.type).toBe('Warning');
+    expect(events.involvedObject.kind).toBe('Provider');
+
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'hook-creds' }, stringData: { token: 'x-token-value\n' } },
+    });
+    const ready = await waitReady('providers', ns, 'hook', 'True', 'Succeeded');
+    expect(ready.observedGeneration).toBeGreaterThan(0);
+    await waitFor(() => Promise.resolve(ctl.providers.get(`${ns}/hook`)?.token === 'x-token-value'), {
+      timeoutMs: 5000,
+      intervalMs: 50,
+      what: 'resolved provider with trimmed token',
+    });
+  });
+
+  it('F10: username without password is refused naming the missing key; password + spec.username is accepted', async () => {
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'user-only' }, stringData: { username: 'bot' } },
+    });
+    await create('providers', ns, 'gl-user-only', {
+      type: 'gitlab',
+      address: 'https://gitlab.example.test/g/p',
+      secretRef: { name: 'user-only' },
+    });
+    const c = await waitReady('providers', ns, 'gl-user-only', 'False', 'MissingSecretKey');
+    expect(c.message).toContain("no key 'password'");
+
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'pass-only' }, stringData: { password: 's3cret-pass' } },
+    });
+    await create('providers', ns, 'bbs', {
+      type: 'bitbucketserver',
+      address: 'https://bitbucket.example.test/scm/prj/repo.git',
+      username: 'ci-bot',
+      secretRef: { name: 'pass-only' },
+    });
+    await waitReady('providers', ns, 'bbs', 'True');
+    const resolved = await waitFor(() => Promise.resolve(ctl.providers.get(`${ns}/bbs`)), {
+      timeoutMs: 5000,
+      intervalMs: 50,
+      what: 'bbs resolved',
+    });
+    expect(resolved.username).toBe('ci-bot');
+    expect(resolved.password).toBe('s3cret-pass');
+  });
+
+  it('F24: a retired Office 365 connector URL is refused with what to use instead', async () => {
+    await create('providers', ns, 'teams', {
+      type: 'msteams',
+      address: 'https://acme.webhook.office.com/webhookb2/abc',
+    });
+    const c = await waitReady('providers', ns, 'teams', 'False', 'RetiredEndpoint');
+    expect(c.message).toMatch(/Workflows/);
+  });
+
+  it('a certSecretRef without a PEM ca.crt is InvalidCertificate; fixing the Secret makes it Ready', async () => {
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'bad-ca' }, stringData: { 'ca.crt': 'not a certificate' } },
+    });
+    await create('providers', ns, 'ghe', {
+      type: 'generic',
+      address: 'https://hooks.example.test/y',
+      certSecretRef: { name: 'bad-ca' },
+    });
+    const c = await waitReady('providers', ns, 'ghe', 'False', 'InvalidCertificate');
+    expect(c.message).toContain("'ca.crt'");
+  });
+
+  it('does not rewrite status when nothing changed (no write storm on relist)', async () => {
+    await create('providers', ns, 'stable', { type: 'generic', address: 'https://hooks.example.test/z' });
+    await waitReady('providers', ns, 'stable', 'True');
+    const obj1 = (await custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: 'providers',
+      name: 'stable',
+    })) as { metadata: { resourceVersion: string } };
+    await new Promise((r) => setTimeout(r, 1500));
+    const obj2 = (await custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: 'providers',
+      name: 'stable',
+    })) as { metadata: { resourceVersion: string } };
+    expect(obj2.metadata.resourceVersion).toBe(obj1.metadata.resourceVersion);
+  });
+
+  it('serves /healthz, /readyz and /metrics', async () => {
+    await waitFor(() => Promise.resolve(ctl.ready().ok), {
+      timeoutMs: 10_000,
+      intervalMs: 100,
+      what: 'controller ready',
+    });
+    const base = `http://127.0.0.1:${ctl.probePort}`;
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    const metrics = await (await fetch(`http://127.0.0.1:${ctl.metricsPort}/metrics`)).text();
+    expect(metrics).toContain('pkonc_informer_objects');
+  });
+});
+
+describe('Alert reconciler', () => {
+  let ns: string;
+  let ctl: ControllerHandle;
+  beforeAll(async () => {
+    ns = await createTestNamespace('alert');
+    ctl = await startFor(ns);
+  });
+  afterAll(async () => ctl.stop());
+
+  it('reports ProviderNotFound, then Ready when the Provider is created', async () => {
+    await create('alerts', ns, 'a1', {
+      providerRef: { name: 'later' },
+      eventSources: [{ kind: 'Stack', name: '*' }],
+    });
+    const c = await waitReady('alerts', ns, 'a1', 'False', 'ProviderNotFound');
+    expect(c.message).toContain(`Provider '${ns}/later'`);
+    await create('providers', ns, 'later', { type: 'generic', address: 'https://hooks.example.test/a' });
+    await waitReady('alerts', ns, 'a1', 'True');
+    expect(ctl.alertIndex.get(`${ns}/a1`)).toBeDefined();
+  });
+
+  it('reports InvalidRegex naming the pattern, and routes nothing with it', async () => {
+    await create('alerts', ns, 'bad-re', {
+      providerRef: { name: 'later' },
+      eventSources: [{ kind: 'Stack' }],
+      inclusionList: ['(unclosed'],
+    });
+    const c = await waitReady('alerts', ns, 'bad-re', 'False', 'InvalidRegex');
+    expect(c.message).toContain('(unclosed');
+    expect(ctl.alertIndex.get(`${ns}/bad-re`)).toBeUndefined();
+  });
+});
+
+describe('F18: cross-namespace sources', () => {
+  it('an Alert selecting namespace "*" is Ready=False when cross-namespace refs are forbidden', async () => {
+    const ns = await createTestNamespace('xns');
+    const ctl = await startFor(ns, ['--no-cross-namespace-refs']);
+    try {
+      await create('providers', ns, 'p', { type: 'generic', address: 'https://hooks.example.test/a' });
+      await create('alerts', ns, 'all-ns', {
+        providerRef: { name: 'p' },
+        eventSources: [{ kind: 'Stack', name: '*', namespace: '*' }],
+      });
+      const c = await waitReady('alerts', ns, 'all-ns', 'False', 'CrossNamespaceForbidden');
+      expect(c.message).toMatch(/cross-namespace/i);
+    } finally {
+      await ctl.stop();
+    }
+  });
+});
