@@ -201,7 +201,8 @@ describe('Informer (ConfigMaps)', () => {
     const registry = new Registry();
     const inf = new Informer<CM>({
       name: 'denied',
-      kubeConfig: kubeConfig('controller'),
+      // 'viewer' has no grants; 'controller' is bound cluster-wide by other test files.
+      kubeConfig: kubeConfig('viewer'),
       group: '',
       version: 'v1',
       plural: 'configmaps',
@@ -223,7 +224,7 @@ describe('Informer (ConfigMaps)', () => {
       {
         metadata: { name: 'cm-reader' },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'cm-reader' },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'controller' }],
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'viewer' }],
       },
     );
     await inf.waitForSync(AbortSignal.timeout(20_000));

@@ -154,10 +154,11 @@ describe('LeaderElector', () => {
       {
         metadata: { name: 'lease' },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'lease' },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'controller' }],
+        // 'viewer' has no other grants; 'controller' is bound cluster-wide by other test files.
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'viewer' }],
       },
     );
-    const c = candidate(kubeConfig('controller'), ns, 'cand-rbac');
+    const c = candidate(kubeConfig('viewer'), ns, 'cand-rbac');
     await until(() => c.elector.isLeader(), 'leading');
     const signal = c.signals[0]!;
 
