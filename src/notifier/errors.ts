@@ -1,0 +1,181 @@
+/**
+ * Errors raised by notifiers and the shared HTTP layer, and the retry facts read from HTTP
+ * responses (status classes, `Retry-After`, rate-limit headers).
+ *
+ * A `ProviderError` message may end up in logs, Kubernetes Events and `status.conditions`,
+ * so it is sanitised when the error is constructed (case F23): secret values are redacted,
+ * URLs lose their userinfo, query string and fragment, a URL that is itself a secret (a
+ * webhook address kept in a Secret) is replaced whole together with anything appended to it,
+ * control characters are flattened, and the result is bounded to 512 characters.
+ */
+import { redact, REDACTED } from '../credential/redact.ts';
+
+/** Upper bound (characters) of every `ProviderError.message`. */
+export const MAX_ERROR_MESSAGE_LENGTH = 512;
+/** Upper bound (characters) of the response-body excerpt quoted in an error message. */
+export const MAX_BODY_EXCERPT_LENGTH = 200;
+/** Cap of any retry delay read from response headers: 1 hour, in milliseconds. */
+export const MAX_RETRY_AFTER_MS = 3_600_000;
+
+export interface ProviderErrorOptions {
+  /** HTTP status of the endpoint's answer; undefined for network, TLS, proxy and timeout failures. */
+  status?: number | undefined;
+  /** Whether the delivery layer should try again (with backoff). */
+  retryable: boolean;
+  /** Minimum wait before the next attempt, in milliseconds, when the endpoint said so. */
+  retryAfterMs?: number | undefined;
+  /** Stable machine-readable code: `HTTP_<status>`, `TIMEOUT`, `TLS`, `NETWORK`, `PROXY`, `REDIRECT`, … */
+  code: string;
+  /** Every secret value of the Provider (`ResolvedProvider.secretValues`): redacted from the message. */
+  secretValues: readonly string[];
+}
+
+/**
+ * A failed call to a provider endpoint. `message` says what failed and what to do about it,
+ * and is already safe to show anywhere (see the module comment); no `cause` is attached,
+ * because lower-level errors may carry unredacted URLs or bodies.
+ */
+export class ProviderError extends Error {
+  readonly status: number | undefined;
+  readonly retryable: boolean;
+  readonly retryAfterMs: number | undefined;
+  readonly code: string;
+
+  constructor(message: string, opts: ProviderErrorOptions) {
+    super(sanitizeErrorText(message, opts.secretValues, MAX_ERROR_MESSAGE_LENGTH));
+    this.name = 'ProviderError';
+    this.status = opts.status;
+    this.retryable = opts.retryable;
+    this.retryAfterMs = opts.retryAfterMs;
+    this.code = opts.code;
+  }
+}
+
+/**
+ * Whether an HTTP status is worth retrying (design §4): 408, 409, 429 and every 5xx are;
+ * every other 4xx is final. 2xx/3xx are not errors and return false.
+ */
+export function isRetryableStatus(status: number): boolean {
+  return status === 408 || status === 409 || status === 429 || (status >= 500 && status <= 599);
+}
+
+/** Minimal header reader: both the global `Headers` and undici's satisfy it. */
+export interface HeaderReader {
+  get(name: string): string | null;
+}
+
+/** Epoch-looking values (after 2001-09-09) are absolute times; smaller ones are deltas. */
+const EPOCH_SECONDS_THRESHOLD = 1_000_000_000;
+
+const clampDelay = (ms: number): number => Math.min(Math.max(Math.ceil(ms), 0), MAX_RETRY_AFTER_MS);
+
+function parseNumber(v: string | null): number | undefined {
+  if (v === null) return undefined;
+  const t = v.trim();
+  if (!/^\d+(?:\.\d+)?$/.test(t)) return undefined;
+  return Number(t);
+}
+
+/**
+ * How long the endpoint asked us to wait, in milliseconds (≥ 0, capped at 1 hour), or
+ * undefined when its headers do not say. Sources, first match wins:
+ * - `Retry-After`: delta seconds or an HTTP-date (RFC 9110 §10.2.3);
+ * - `x-ratelimit-remaining: 0` with `x-ratelimit-reset` in epoch seconds (GitHub);
+ * - `RateLimit-Reset` (GitLab: epoch seconds; IETF draft: delta seconds — values above 10⁹
+ *   are read as epoch seconds), used when `RateLimit-Remaining` is absent or 0.
+ * `nowMs` is the current time in epoch milliseconds (injected for tests).
+ */
+export function retryAfterFrom(headers: HeaderReader, nowMs: number): number | undefined {
+  const ra = headers.get('retry-after');
+  if (ra !== null) {
+    const secs = parseNumber(ra);
+    if (secs !== undefined) return clampDelay(secs * 1000);
+    // HTTP-date forms (IMF-fixdate, RFC 850, asctime) all carry a month name and hh:mm:ss;
+    // checking that keeps Date.parse's leniency (it reads '-5' as a year) out.
+    const t = ra.trim();
+    const at = /[A-Za-z]{3}/.test(t) && /\d{2}:\d{2}:\d{2}/.test(t) ? Date.parse(t) : Number.NaN;
+    if (!Number.isNaN(at)) return clampDelay(at - nowMs);
+  }
+  if (parseNumber(headers.get('x-ratelimit-remaining')) === 0) {
+    const reset = parseNumber(headers.get('x-ratelimit-reset'));
+    if (reset !== undefined) return clampDelay(reset * 1000 - nowMs);
+  }
+  const remaining = headers.get('ratelimit-remaining');
+  if (remaining === null || parseNumber(remaining) === 0) {
+    const reset = parseNumber(headers.get('ratelimit-reset'));
+    if (reset !== undefined) {
+      return clampDelay(reset >= EPOCH_SECONDS_THRESHOLD ? reset * 1000 - nowMs : reset * 1000);
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A short, single-line, redacted excerpt of a response body for error messages: secrets are
+ * redacted BEFORE cutting (so a cut never leaves half a secret), whitespace is collapsed, and
+ * the result has at most `max` characters (an ellipsis marks a cut).
+ */
+export function bodyExcerpt(
+  body: string,
+  secretValues: readonly string[],
+  max: number = MAX_BODY_EXCERPT_LENGTH,
+): string {
+  return sanitizeErrorText(body, secretValues, max);
+}
+
+/**
+ * Makes `text` safe to show: see the module comment for the steps. `max` bounds the result in
+ * UTF-16 units, i.e. `result.length <= max` (a trailing `…` marks a cut).
+ */
+export function sanitizeErrorText(text: string, secretValues: readonly string[], max: number): string {
+  let out = text;
+  // 1. A secret URL (webhook address, proxy URL) and whatever was appended to it (paths, query).
+  for (const v of secretValues) {
+    if (v.length >= 4 && /^[a-z][a-z0-9+.-]*:\/\//i.test(v)) out = replaceWithContinuation(out, v);
+  }
+  // 2. Userinfo, query strings and fragments of every URL.
+  out = out.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>`]+/gi, stripUrl);
+  // 3. Every secret value (and its URL-encoded and base64 forms).
+  out = redact(out, secretValues);
+  // 4. One line, no control characters.
+  out = out
+    .replace(/\p{Cc}+/gu, ' ')
+    .replace(/ {2,}/g, ' ')
+    .trim();
+  return truncate(out, max);
+}
+
+function replaceWithContinuation(text: string, value: string): string {
+  let out = '';
+  let from = 0;
+  for (;;) {
+    const i = text.indexOf(value, from);
+    if (i < 0) break;
+    out += text.slice(from, i) + REDACTED;
+    let j = i + value.length;
+    while (j < text.length && !/[\s"'<>`]/.test(text.charAt(j))) j++;
+    from = j;
+  }
+  return out + text.slice(from);
+}
+
+function stripUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    if (u.username === '' && u.password === '' && u.search === '' && u.hash === '') return raw;
+    const origin = u.host === '' ? u.protocol : `${u.protocol}//${u.host}`;
+    return `${origin}${u.pathname}${u.search !== '' ? '?…' : ''}`;
+  } catch {
+    const noQuery = raw.replace(/[?#].*$/, '');
+    return noQuery.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/]*@/i, '$1');
+  }
+}
+
+/** Cuts to at most `max` UTF-16 units, never inside a surrogate pair; `…` marks a cut. */
+function truncate(s: string, max: number): string {
+  if (s.length <= max) return s;
+  let end = max - 1;
+  const last = s.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return s.slice(0, end) + '…';
+}

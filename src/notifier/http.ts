@@ -1,0 +1,460 @@
+/**
+ * The one HTTP client every notifier uses. Per Provider it holds ONE undici dispatcher that
+ * carries the Provider's TLS trust (`certSecretRef`: `ca.crt`, optional client `tls.crt` /
+ * `tls.key`, case F08) and proxy (`proxySecretRef`, case F09), so every call a notifier makes —
+ * API calls, token exchanges, webhooks — is verified against the same CA and goes through the
+ * same proxy. A `ca.crt` is the whole trust store for the Provider's endpoints (the public roots
+ * are not added, as with `curl --cacert`). Requests use npm undici's own `fetch` (never the global one: mixing the global
+ * fetch with npm undici dispatchers is unsupported).
+ *
+ * Every failure is a `ProviderError` (./errors.ts) whose message is redacted and says what to do.
+ */
+import { readFileSync } from 'node:fs';
+import { STATUS_CODES } from 'node:http';
+import { rootCertificates } from 'node:tls';
+import { Agent, ProxyAgent, fetch as undiciFetch, type Dispatcher, type Headers } from 'undici';
+import type { ResolvedProvider } from '../credential/provider.ts';
+import { bodyExcerpt, isRetryableStatus, ProviderError, retryAfterFrom } from './errors.ts';
+
+/** `pko-notification-controller/<version from package.json>` (`unknown` if unreadable). */
+export const USER_AGENT = `pko-notification-controller/${packageVersion()}`;
+
+/** Default bound of a successful response body, in bytes (a page of 100 forge comments fits easily). */
+export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+/** How much of an error response body is read (only an excerpt is ever shown). */
+const ERROR_BODY_BYTES = 64 * 1024;
+
+function packageVersion(): string {
+  try {
+    // src/notifier/http.ts and dist/notifier/http.js both sit two levels below package.json.
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version?: unknown;
+    };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+export interface HttpRequestInit {
+  method: string;
+  /** Applied after the Provider's own headers (Secret key `headers`), so these win on a clash. */
+  headers?: Record<string, string>;
+  body?: string;
+  /** Caller's cancellation (e.g. shutdown); combined with the per-request timeout. */
+  signal?: AbortSignal;
+  /**
+   * Non-2xx statuses returned to the caller instead of thrown, e.g. `[304]` for conditional
+   * requests or `[400]` when the caller must read the body (GitLab state transitions, F15).
+   */
+  acceptStatus?: readonly number[];
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: Headers;
+  /** Body decoded as UTF-8. */
+  text: string;
+}
+
+export interface ProviderHttpOptions {
+  /** undici's `fetch` or a compatible function (tests inject a recording wrapper). Default: undici's. */
+  fetch?: typeof undiciFetch;
+  /** Clock for HTTP-date `Retry-After` values, epoch milliseconds. Default `Date.now`. */
+  now?: () => number;
+  /** Bound of a successful response body in bytes; larger answers fail with code `RESPONSE_TOO_LARGE`. */
+  maxResponseBytes?: number;
+}
+
+/** Certificate-verification failures: the endpoint's chain does not lead to a trusted CA (F08). */
+const CERT_VERIFY_CODES = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_DECRYPT_CERT_SIGNATURE',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'INVALID_CA',
+  'PATH_LENGTH_EXCEEDED',
+  'INVALID_PURPOSE',
+]);
+const CERT_TIME_CODES = new Set(['CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID']);
+/** Failures to reach the first hop: with a proxy configured, that hop is the proxy. */
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+const TIMEOUT_CODES = new Set([
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'ETIMEDOUT',
+]);
+
+interface CodedError {
+  code?: unknown;
+  message?: unknown;
+  cause?: unknown;
+  errors?: unknown;
+}
+
+/**
+ * Walks a `cause` chain (and AggregateError members): the innermost error that has a string
+ * `code`, and the innermost message (undici's fetch wraps everything in "fetch failed").
+ */
+function rootCause(err: unknown): { code: string; message: string } {
+  let code = '';
+  let message = err instanceof Error ? err.message : String(err);
+  let cur: unknown = err;
+  for (let depth = 0; depth < 8 && cur !== null && typeof cur === 'object'; depth++) {
+    const e = cur as CodedError;
+    if (typeof e.message === 'string' && e.message !== '') message = e.message;
+    if (typeof e.code === 'string') code = e.code;
+    if (e.cause !== undefined) cur = e.cause;
+    else if (Array.isArray(e.errors) && e.errors.length > 0) cur = e.errors[0];
+    else break;
+  }
+  // Node's advice to use --use-system-ca does not apply to a controller: drop it.
+  message = message.replace(/;\s*if the root CA is installed locally.*$/i, '');
+  return { code, message };
+}
+
+function formatMs(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
+/**
+ * HTTP client bound to one `ResolvedProvider`. Create one per Provider generation and `close()`
+ * it when the Provider changes or the controller stops; it pools connections across requests.
+ */
+export class ProviderHttp {
+  readonly #p: ResolvedProvider;
+  readonly #dispatcher: Dispatcher;
+  readonly #fetch: typeof undiciFetch;
+  readonly #now: () => number;
+  readonly #maxResponseBytes: number;
+  readonly #secretValues: readonly string[];
+  #closing: Promise<void> | undefined;
+
+  constructor(p: ResolvedProvider, opts: ProviderHttpOptions = {}) {
+    this.#p = p;
+    this.#fetch = opts.fetch ?? undiciFetch;
+    this.#now = opts.now ?? Date.now;
+    this.#maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    this.#secretValues = secretValuesOf(p);
+    const tls = p.tls
+      ? {
+          ca: p.tls.ca,
+          ...(p.tls.cert !== undefined && p.tls.key !== undefined
+            ? { cert: p.tls.cert, key: p.tls.key }
+            : {}),
+        }
+      : {};
+    if (p.proxy) {
+      const { username, password } = p.proxy;
+      this.#dispatcher = new ProxyAgent({
+        uri: p.proxy.address,
+        ...(username !== undefined && password !== undefined
+          ? { token: `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}` }
+          : {}),
+        // The Provider's CA applies to the origin, inside the CONNECT tunnel...
+        requestTls: tls,
+        // ...and, on top of the public roots, to an https:// proxy itself.
+        ...(p.tls ? { proxyTls: { ca: [...rootCertificates, p.tls.ca] } } : {}),
+        connectTimeout: p.timeoutMs,
+      });
+    } else {
+      this.#dispatcher = new Agent({ connect: { ...tls, timeout: p.timeoutMs } });
+    }
+  }
+
+  /**
+   * Sends one request and reads the whole answer.
+   * Headers, in increasing precedence: `User-Agent`, the Provider's Secret `headers`, `init.headers`.
+   * The Provider timeout (`timeoutMs`) covers connecting, sending and reading the body.
+   * Redirects are not followed (a 3xx fails with code `REDIRECT`): credentials never travel
+   * to a host the Provider does not name.
+   * @returns status, headers and UTF-8 body of a 2xx answer (or of a status in `init.acceptStatus`).
+   * @throws ProviderError — `HTTP_<status>` (retryable per `isRetryableStatus`, or a 403 that
+   *   carries rate-limit headers), `REDIRECT`, `TLS`, `PROXY`, `TIMEOUT`, `NETWORK`, `ABORTED`,
+   *   `RESPONSE_TOO_LARGE`, `INVALID_URL`, `CLOSED`.
+   */
+  async request(url: string, init: HttpRequestInit): Promise<HttpResponse> {
+    const method = init.method.toUpperCase();
+    const target = this.#describe(url);
+    const secretValues = this.#secretValues;
+    if (this.#closing) {
+      throw new ProviderError(`${method} ${target} not sent: the Provider's HTTP client is closed`, {
+        code: 'CLOSED',
+        retryable: true,
+        secretValues,
+      });
+    }
+    try {
+      new URL(url);
+    } catch {
+      throw new ProviderError(`${method} ${target} not sent: not a valid URL; check the Provider address`, {
+        code: 'INVALID_URL',
+        retryable: false,
+        secretValues,
+      });
+    }
+
+    const headers: Record<string, string> = {};
+    const put = (src: Record<string, string>): void => {
+      for (const [k, v] of Object.entries(src)) {
+        for (const existing of Object.keys(headers)) {
+          if (existing.toLowerCase() === k.toLowerCase()) Reflect.deleteProperty(headers, existing);
+        }
+        headers[k] = v;
+      }
+    };
+    put({ 'User-Agent': USER_AGENT });
+    put(this.#p.headers);
+    if (init.headers) put(init.headers);
+
+    const timeout = AbortSignal.timeout(this.#p.timeoutMs);
+    const signal = init.signal ? AbortSignal.any([timeout, init.signal]) : timeout;
+
+    try {
+      const res = await this.#fetch(url, {
+        method,
+        headers,
+        ...(init.body !== undefined ? { body: init.body } : {}),
+        signal,
+        redirect: 'manual',
+        dispatcher: this.#dispatcher,
+      });
+      const ok =
+        (res.status >= 200 && res.status <= 299) || (init.acceptStatus?.includes(res.status) ?? false);
+      if (ok) {
+        const body = await readBounded(res.body, this.#maxResponseBytes);
+        if (body.truncated) {
+          throw new ProviderError(
+            `${method} ${target} answered ${res.status} with a body over ${this.#maxResponseBytes} bytes: refusing to read it`,
+            { code: 'RESPONSE_TOO_LARGE', status: res.status, retryable: false, secretValues },
+          );
+        }
+        return { status: res.status, headers: res.headers, text: body.text };
+      }
+      const { text } = await readBounded(res.body, ERROR_BODY_BYTES);
+      throw this.#httpError(method, target, res.status, res.headers, text);
+    } catch (err) {
+      if (err instanceof ProviderError) throw err;
+      throw this.#transportError(err, method, target, timeout, init.signal);
+    }
+  }
+
+  /**
+   * What must never appear in messages about this Provider: `p.secretValues`, plus — when the
+   * address came from a Secret — its path and query on their own (an endpoint may echo the
+   * path of a webhook URL without its origin). Notifiers building their own `ProviderError`s
+   * pass this list.
+   */
+  get secretValues(): readonly string[] {
+    return this.#secretValues;
+  }
+
+  /** Closes the dispatcher and its pooled connections. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= this.#dispatcher.close();
+    return this.#closing;
+  }
+
+  /** How the target is named in messages: a Secret-held address is never shown (F23). */
+  #describe(url: string): string {
+    if (this.#p.addressFromSecret && url.startsWith(this.#p.address)) {
+      return "the Provider address (key 'address' of its Secret)";
+    }
+    return url;
+  }
+
+  #httpError(method: string, target: string, status: number, headers: Headers, body: string): ProviderError {
+    const secretValues = this.#secretValues;
+    const statusText = STATUS_CODES[status] ?? '';
+    const excerpt = bodyExcerpt(body, secretValues);
+    const tail = excerpt === '' ? '' : `. Response: ${excerpt}`;
+    const what = `${method} ${target} answered ${status}${statusText === '' ? '' : ` ${statusText}`}`;
+
+    if (status >= 300 && status <= 399) {
+      const location = headers.get('location');
+      return new ProviderError(
+        `${what}: the endpoint redirects${location === null ? '' : ` to ${location}`}; set the Provider address to the final URL (redirects are not followed)`,
+        { code: 'REDIRECT', status, retryable: false, secretValues },
+      );
+    }
+
+    let retryable = isRetryableStatus(status);
+    let retryAfterMs = retryable ? retryAfterFrom(headers, this.#now()) : undefined;
+    // GitHub's primary and secondary rate limits answer 403 (facts/forges.md).
+    if (status === 403) {
+      const fromHeaders = retryAfterFrom(headers, this.#now());
+      if (fromHeaders !== undefined) {
+        retryable = true;
+        retryAfterMs = fromHeaders;
+      } else if (/rate limit/i.test(body)) {
+        retryable = true;
+        retryAfterMs = 60_000;
+      }
+    }
+
+    let hint: string;
+    if (status === 401) {
+      hint =
+        "check the credentials (key 'token', or 'username'/'password') in the Provider's Secret (spec.secretRef)";
+    } else if (status === 403) {
+      hint = retryable
+        ? 'rate limited; will retry'
+        : 'the credentials lack permission for this endpoint: check the token scopes or app permissions';
+    } else if (status === 404 || status === 410) {
+      hint =
+        'check the Provider address: the endpoint or repository does not exist, or the credentials cannot see it';
+    } else if (status === 407) {
+      hint = "the proxy rejected its credentials: check 'username'/'password' in spec.proxySecretRef";
+    } else if (status === 408 || status === 429) {
+      hint = `the endpoint is throttling or slow; will retry${retryAfterMs !== undefined ? ` after ${formatMs(retryAfterMs)}` : ''}`;
+    } else if (status >= 500) {
+      hint = `the endpoint failed; will retry${retryAfterMs !== undefined ? ` after ${formatMs(retryAfterMs)}` : ''}`;
+    } else if (status === 409) {
+      hint = 'conflict; will retry';
+    } else {
+      hint = 'the endpoint rejected the request: check the Provider address and type';
+    }
+    return new ProviderError(`${what}: ${hint}${tail}`, {
+      code: `HTTP_${status}`,
+      status,
+      retryable,
+      retryAfterMs,
+      secretValues,
+    });
+  }
+
+  #transportError(
+    err: unknown,
+    method: string,
+    target: string,
+    timeout: AbortSignal,
+    callerSignal: AbortSignal | undefined,
+  ): ProviderError {
+    const secretValues = this.#secretValues;
+    if (callerSignal?.aborted === true) {
+      return new ProviderError(`${method} ${target} was cancelled before it completed`, {
+        code: 'ABORTED',
+        retryable: true,
+        secretValues,
+      });
+    }
+    const timedOut = (): ProviderError =>
+      new ProviderError(
+        `${method} ${target} got no complete answer within ${formatMs(this.#p.timeoutMs)} (spec.timeout): will retry; raise spec.timeout if the endpoint is slow`,
+        { code: 'TIMEOUT', retryable: true, secretValues },
+      );
+    if (timeout.aborted) return timedOut();
+
+    const cause = rootCause(err);
+    const code = cause.code;
+    const detail = code === '' ? cause.message : `${code}: ${cause.message}`;
+    const proxy = this.#p.proxy !== undefined;
+    const proxyError = (what: string, hint: string, retryable: boolean): ProviderError =>
+      new ProviderError(
+        `${method} ${target} via the proxy failed (${what}): ${hint}${retryable ? '; will retry' : ''}`,
+        {
+          code: 'PROXY',
+          retryable,
+          secretValues,
+        },
+      );
+    const checkProxySecret =
+      "check key 'address' of spec.proxySecretRef and that the proxy is reachable from the controller";
+
+    if (proxy) {
+      const m = /Proxy response \((\d{3})\)|Proxy Authentication Required \((\d{3})\)/.exec(cause.message);
+      const proxyStatus = m ? Number(m[1] ?? m[2]) : undefined;
+      if (proxyStatus !== undefined) {
+        const text = STATUS_CODES[proxyStatus] ?? '';
+        const what = `the proxy answered ${proxyStatus}${text === '' ? '' : ` ${text}`}`;
+        return proxyStatus === 407
+          ? proxyError(what, "check 'username'/'password' in spec.proxySecretRef", false)
+          : proxyError(
+              what,
+              "the proxy could not or would not connect to the endpoint: check the Provider address and the proxy's rules",
+              true,
+            );
+      }
+      if (code === 'UND_ERR_PRX_TLS' || code === 'UND_ERR_PRX_CONN')
+        return proxyError(detail, checkProxySecret, true);
+    }
+    if (CERT_VERIFY_CODES.has(code)) {
+      return new ProviderError(
+        `${method} ${target} failed TLS verification (${detail}): if the endpoint uses a private or self-signed CA, set spec.certSecretRef to a Secret whose key 'ca.crt' holds that CA (PEM); will retry`,
+        { code: 'TLS', retryable: true, secretValues },
+      );
+    }
+    if (CERT_TIME_CODES.has(code)) {
+      return new ProviderError(
+        `${method} ${target} failed TLS verification (${detail}): the endpoint's certificate is outside its validity period; renew it; will retry`,
+        { code: 'TLS', retryable: true, secretValues },
+      );
+    }
+    if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+      return new ProviderError(
+        `${method} ${target} failed TLS verification (${detail}): the certificate does not name this host; use a host name it covers in the Provider address; will retry`,
+        { code: 'TLS', retryable: true, secretValues },
+      );
+    }
+    if (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_') || code === 'EPROTO') {
+      return new ProviderError(
+        `${method} ${target} failed the TLS handshake (${detail}): check that the endpoint speaks HTTPS on this port, and the client certificate ('tls.crt'/'tls.key' in spec.certSecretRef) if it requires one; will retry`,
+        { code: 'TLS', retryable: true, secretValues },
+      );
+    }
+    if (TIMEOUT_CODES.has(code) || (err instanceof Error && err.name === 'TimeoutError')) {
+      if (proxy && code === 'UND_ERR_CONNECT_TIMEOUT') return proxyError(detail, checkProxySecret, true);
+      return timedOut();
+    }
+    if (proxy && CONNECT_CODES.has(code)) return proxyError(detail, checkProxySecret, true);
+    return new ProviderError(
+      `${method} ${target} failed (${detail}): check that the address is right and reachable from the controller; will retry`,
+      { code: 'NETWORK', retryable: true, secretValues },
+    );
+  }
+}
+
+function secretValuesOf(p: ResolvedProvider): readonly string[] {
+  const values = [...p.secretValues];
+  if (p.addressFromSecret) {
+    try {
+      const u = new URL(p.address);
+      if (u.pathname.length > 1) values.push(u.pathname);
+      if (u.search.length > 1) values.push(u.search.slice(1));
+      for (const v of u.searchParams.values()) values.push(v);
+    } catch {
+      // Not a URL (an ssh forge address): the whole value is already in p.secretValues.
+    }
+  }
+  return values;
+}
+
+/** Reads at most `max` bytes of a body as UTF-8; the rest is cancelled (which frees the connection). */
+async function readBounded(
+  body: ReadableStream<Uint8Array> | null,
+  max: number,
+): Promise<{ text: string; truncated: boolean }> {
+  if (body === null) return { text: '', truncated: false };
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let seen = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (seen + value.byteLength > max) {
+      text += decoder.decode(value.subarray(0, max - seen), { stream: true });
+      await reader.cancel();
+      return { text: text + decoder.decode(), truncated: true };
+    }
+    seen += value.byteLength;
+    text += decoder.decode(value, { stream: true });
+  }
+  return { text: text + decoder.decode(), truncated: false };
+}
