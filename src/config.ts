@@ -23,6 +23,8 @@ export interface ControllerOptions {
   identity: string;
   /** Watch only this namespace; empty = all namespaces. */
   watchNamespace: string;
+  /** Label selector for the Providers and Alerts this instance serves (Flux's sharding flag); empty = all. */
+  watchLabelSelector: string;
   /** Goes into default commit-status contexts so two clusters never overwrite each other. */
   clusterName: string;
   logLevel: (typeof LOG_LEVELS)[number];
@@ -45,6 +47,7 @@ const USAGE = `pko-notification-controller [flags]
   --leader-election-namespace=NS      Lease namespace (default: $POD_NAMESPACE or "default")
   --leader-election-id=NAME           Lease name (default: pko-notification-controller-leader)
   --watch-namespace=NS                only watch NS (default: all namespaces)
+  --watch-label-selector=SEL          only serve Providers/Alerts matching SEL, e.g. sharding.fluxcd.io/key=shard1
   --cluster-name=NAME                 cluster name used in commit status contexts (default: "default")
   --log-level=info                    trace|debug|info|warn|error|fatal|silent
   --kubeconfig=PATH                   kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)
@@ -94,6 +97,7 @@ export function loadConfig(
         'leader-election-namespace': { type: 'string' },
         'leader-election-id': { type: 'string', default: 'pko-notification-controller-leader' },
         'watch-namespace': { type: 'string', default: '' },
+        'watch-label-selector': { type: 'string', default: '' },
         'cluster-name': { type: 'string', default: 'default' },
         'log-level': { type: 'string', default: 'info' },
         kubeconfig: { type: 'string' },
@@ -139,6 +143,7 @@ export function loadConfig(
     leaderElectionID: v['leader-election-id'],
     identity: env.POD_NAME ?? `${hostname()}_${Math.random().toString(16).slice(2, 10)}`,
     watchNamespace: v['watch-namespace'],
+    watchLabelSelector: v['watch-label-selector'],
     clusterName,
     logLevel: logLevel as ControllerOptions['logLevel'],
     kubeconfig: v.kubeconfig ?? env.PKO_NC_KUBECONFIG,

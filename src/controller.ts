@@ -29,6 +29,13 @@ import type { ResolvedProvider, SecretReader } from './credential/provider.ts';
 import { ProviderReconciler } from './reconcile/provider.ts';
 import { AlertIndex, AlertReconciler } from './reconcile/alert.ts';
 import { keyOf } from './reconcile/common.ts';
+import { Ledger } from './delivery/ledger.ts';
+import { Dispatcher, type RetryPolicy } from './delivery/dispatcher.ts';
+import { DeliveryStatusWriter } from './delivery/status.ts';
+import { Router } from './source/router.ts';
+import { ProviderHttp } from './notifier/http.ts';
+import { createNotifier } from './notifier/registry.ts';
+import type { Notifier } from './notifier/types.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -42,6 +49,10 @@ export interface ControllerDeps {
   notReadyRetryMs?: number;
   /** Called when leadership is lost; the process should exit (controller-runtime does the same). */
   onLostLeadership?: () => void;
+  /** Delivery retry policy overrides (tests shorten it). */
+  retry?: Partial<RetryPolicy>;
+  /** Builds notifiers; default: the registry in src/notifier with one HTTP client per Provider. */
+  createNotifier?: (p: ResolvedProvider) => Notifier;
 }
 
 export interface ControllerHandle {
@@ -49,6 +60,9 @@ export interface ControllerHandle {
   metricsPort: number;
   probePort: number;
   alertIndex: AlertIndex;
+  ledger: Ledger;
+  dispatcher: Dispatcher;
+  router: Router;
   /** Usable Providers by `namespace/name` (Ready ones only). */
   providers: ReadonlyMap<string, ResolvedProvider>;
   isLeader(): boolean;
@@ -82,24 +96,28 @@ export async function startController(
   if (!deps.registry) collectDefaultMetrics({ register: registry });
   const ns = opts.watchNamespace === '' ? undefined : opts.watchNamespace;
   const common = { kubeConfig: kc, namespace: ns, relistIntervalMs: opts.relistIntervalMs, registry };
+  const ours = {
+    ...common,
+    ...(opts.watchLabelSelector !== '' ? { labelSelector: opts.watchLabelSelector } : {}),
+  };
 
   const providers = new Informer<Provider>({
-    ...common,
+    ...ours,
     name: 'providers',
     group: GROUP,
     version: VERSION,
     plural: 'providers',
     transform: slim,
-    logger: logger.child({ informer: 'providers' }),
+    logger,
   });
   const alerts = new Informer<Alert>({
-    ...common,
+    ...ours,
     name: 'alerts',
     group: GROUP,
     version: VERSION,
     plural: 'alerts',
     transform: slim,
-    logger: logger.child({ informer: 'alerts' }),
+    logger,
   });
   const stacks = new Informer<Stack>({
     ...common,
@@ -108,7 +126,7 @@ export async function startController(
     version: STACK_VERSION,
     plural: STACK_PLURAL,
     transform: slimStack,
-    logger: logger.child({ informer: 'stacks' }),
+    logger,
   });
   const updates = new Informer<Update>({
     ...common,
@@ -117,7 +135,7 @@ export async function startController(
     version: UPDATE_VERSION,
     plural: UPDATE_PLURAL,
     transform: slim,
-    logger: logger.child({ informer: 'updates' }),
+    logger,
   });
   const informers = [providers, alerts, stacks, updates] as const;
 
@@ -137,8 +155,11 @@ export async function startController(
     logger: logger.child({ reconciler: 'provider' }),
     ...(deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {}),
     onResolved: (key, resolved) => {
+      const prev = usableProviders.get(key);
       if (resolved) usableProviders.set(key, resolved);
       else usableProviders.delete(key);
+      // A Provider that became usable releases held events sooner than the retry timer.
+      if (resolved && !prev) router.resyncAll();
     },
   });
   const alertReconciler = new AlertReconciler({
@@ -151,6 +172,56 @@ export async function startController(
     allowCrossNamespace: !opts.noCrossNamespaceRefs,
     ...(deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {}),
   });
+  const ledger = new Ledger({
+    kubeConfig: kc,
+    logger: logger.child({ component: 'ledger' }),
+    isStackAlive: (uid) => (stacks.hasSynced() ? stackUids.has(uid) : undefined),
+  });
+  const stackUids = new Set<string>();
+  stacks.on('add', (s) => {
+    if (s.metadata.uid) stackUids.add(s.metadata.uid);
+  });
+  stacks.on('delete', (s) => {
+    if (s.metadata.uid) stackUids.delete(s.metadata.uid);
+  });
+  const statusWriter = new DeliveryStatusWriter(kc, logger.child({ component: 'delivery-status' }));
+  const dispatcher = new Dispatcher({
+    logger: logger.child({ component: 'dispatcher' }),
+    ledger,
+    recorder,
+    alert: (key) => alertIndex.get(key),
+    provider: (key) => usableProviders.get(key),
+    createNotifier:
+      deps.createNotifier ??
+      ((p) => {
+        const http = new ProviderHttp(p);
+        try {
+          return createNotifier(p, { http });
+        } catch (err) {
+          void http.close();
+          throw err;
+        }
+      }),
+    onOutcome: (r) => {
+      statusWriter.record(r);
+    },
+    registry,
+    ...(deps.retry ? { retry: deps.retry } : {}),
+  });
+  const router = new Router({
+    kubeConfig: kc,
+    stacks,
+    updates,
+    alerts: () => alertIndex.all(),
+    dispatcher,
+    logger: logger.child({ component: 'router' }),
+    reportingController: CONTROLLER_NAME,
+    registry,
+  });
+  alertIndex.onChange(() => {
+    router.resyncAll();
+  });
+
   const providerQueue = new WorkQueue({
     name: 'provider',
     concurrency: 2,
@@ -196,6 +267,7 @@ export async function startController(
   });
 
   const ready = (): { ok: boolean; message: string } => {
+    if (leading && !ledgerLoaded) return { ok: false, message: 'loading the delivery ledger' };
     for (const inf of informers) {
       const h = inf.health();
       if (!inf.hasSynced())
@@ -215,13 +287,35 @@ export async function startController(
   for (const inf of informers) inf.start();
 
   let leading = false;
-  const startWork = (): void => {
+  let stopped = false;
+  const startWork = async (): Promise<void> => {
     leading = true;
     providerQueue.start();
     alertQueue.start();
     // Level-based: after gaining leadership every object is reconciled once.
     for (const p of providers.list()) providerQueue.add(keyOf(p));
     for (const a of alerts.list()) alertQueue.add(keyOf(a));
+    // What earlier leaders delivered, before anything is sent.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await ledger.load(ns);
+        break;
+      } catch (err) {
+        logger.warn(
+          { err: err instanceof Error ? err.message : String(err), attempt },
+          'cannot read the delivery ledger; retrying',
+        );
+        await new Promise((r) => setTimeout(r, Math.min(30_000, 500 * 2 ** attempt)));
+      }
+    }
+    ledgerLoaded = true;
+    router.start();
+  };
+  let ledgerLoaded = false;
+  const startWorkLogged = (): void => {
+    void startWork().catch((err: unknown) => {
+      logger.error({ err: err instanceof Error ? err.message : String(err) }, 'cannot start work');
+    });
   };
   let elector: LeaderElector | undefined;
   if (opts.leaderElect) {
@@ -229,14 +323,16 @@ export async function startController(
       namespace: opts.leaderElectionNamespace,
       name: opts.leaderElectionID,
       identity: opts.identity,
-      logger: logger.child({ component: 'leader-election' }),
+      logger,
     });
     elector.run({
       onStartedLeading: () => {
         logger.info({ identity: opts.identity }, 'became leader');
-        void Promise.all(informers.map((i) => i.waitForSync())).then(startWork);
+        void Promise.all(informers.map((i) => i.waitForSync())).then(startWorkLogged);
       },
       onStoppedLeading: () => {
+        // stop() releases the Lease on purpose: that is a shutdown, not a lost election.
+        if (stopped) return;
         leading = false;
         logger.warn({ identity: opts.identity }, 'lost leadership');
         deps.onLostLeadership?.();
@@ -246,14 +342,16 @@ export async function startController(
       },
     });
   } else {
-    void Promise.all(informers.map((i) => i.waitForSync())).then(startWork);
+    void Promise.all(informers.map((i) => i.waitForSync())).then(startWorkLogged);
   }
 
-  let stopped = false;
   return {
     metricsPort: servers.metricsPort,
     probePort: servers.probePort,
     alertIndex,
+    ledger,
+    dispatcher,
+    router,
     providers: usableProviders,
     isLeader: () => leading,
     ready,
@@ -261,8 +359,15 @@ export async function startController(
       if (stopped) return;
       stopped = true;
       const deadline = opts.shutdownTimeoutMs;
-      const [p, a] = await Promise.all([providerQueue.shutdown(deadline), alertQueue.shutdown(deadline)]);
+      const [p, a] = await Promise.all([
+        providerQueue.shutdown(deadline),
+        alertQueue.shutdown(deadline),
+        router.stop(deadline),
+      ]);
       if (!p.drained || !a.drained) logger.warn('shutdown deadline reached with work in flight');
+      await dispatcher.stop(deadline);
+      await ledger.close();
+      await statusWriter.close();
       await Promise.all(informers.map((i) => i.stop()));
       if (elector) await elector.stop();
       await servers.close();

@@ -41,6 +41,8 @@ export interface ResolvedProvider {
   proxy?: { address: string; username?: string; password?: string };
   /** Per-request timeout in milliseconds (spec.timeout, default 15 s). */
   timeoutMs: number;
+  /** spec.suspend: nothing is sent; events are recorded as skipped. */
+  suspend: boolean;
   /** Every secret value, for redaction of anything derived from requests or responses. */
   secretValues: string[];
 }
@@ -327,6 +329,7 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
       ...(tls !== undefined ? { tls } : {}),
       ...(proxy !== undefined ? { proxy } : {}),
       timeoutMs,
+      suspend: spec.suspend === true,
       secretValues,
     },
   };

@@ -10,22 +10,34 @@ import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Logger } from '../log.ts';
 import { compileAlert, type CompiledAlert } from '../alert/matcher.ts';
+import type { RoutedAlert } from '../delivery/dispatcher.ts';
 import { splitKey, writeReady, type ReadyState } from './common.ts';
 
 /** Compiled, Ready Alerts by `namespace/name`: what the dispatcher routes with. */
 export class AlertIndex {
-  readonly #alerts = new Map<string, CompiledAlert>();
+  readonly #alerts = new Map<string, RoutedAlert>();
+  readonly #listeners: ((key: string, alert: RoutedAlert | undefined) => void)[] = [];
 
-  set(key: string, alert: CompiledAlert | undefined): void {
+  /** Stores (or removes) a routed Alert; listeners hear of new or changed generations and removals. */
+  set(key: string, alert: RoutedAlert | undefined): void {
+    const prev = this.#alerts.get(key);
     if (alert) this.#alerts.set(key, alert);
     else this.#alerts.delete(key);
+    const changed = alert
+      ? prev?.uid !== alert.uid || prev.compiled.generation !== alert.compiled.generation
+      : prev !== undefined;
+    if (changed) for (const l of this.#listeners) l(key, alert);
   }
 
-  get(key: string): CompiledAlert | undefined {
+  onChange(listener: (key: string, alert: RoutedAlert | undefined) => void): void {
+    this.#listeners.push(listener);
+  }
+
+  get(key: string): RoutedAlert | undefined {
     return this.#alerts.get(key);
   }
 
-  all(): IterableIterator<CompiledAlert> {
+  all(): IterableIterator<RoutedAlert> {
     return this.#alerts.values();
   }
 
@@ -103,7 +115,17 @@ export class AlertReconciler {
         message: alert.spec.suspend ? 'Alert is ready (suspended: nothing is routed)' : 'Alert is ready',
       };
     }
-    this.#d.index.set(key, compiled);
+    this.#d.index.set(
+      key,
+      compiled && alert.metadata.uid !== undefined
+        ? {
+            key,
+            uid: alert.metadata.uid,
+            createdMs: new Date(alert.metadata.creationTimestamp ?? 0).getTime(),
+            compiled,
+          }
+        : undefined,
+    );
     const { transitioned } = await writeReady(
       this.#d.kubeConfig,
       'alerts',

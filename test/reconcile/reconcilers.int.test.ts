@@ -2,19 +2,10 @@
  * Provider and Alert reconcilers against the real API server, with the controller running as a
  * non-admin user bound to deploy/rbac.yaml's ClusterRole (so the RBAC list is tested too).
  */
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  RbacAuthorizationV1Api,
-  type KubeConfig,
-  type V1ClusterRole,
-} from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
-import { createLogger } from '../../src/log.ts';
-import { loadConfig } from '../../src/config.ts';
-import { startController, type ControllerHandle } from '../../src/controller.ts';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import type { ControllerHandle } from '../../src/controller.ts';
+import { startInProcess } from '../support/controller.ts';
 import type { Condition } from '../../src/api/meta.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 
@@ -25,41 +16,8 @@ let admin: KubeConfig;
 let custom: CustomObjectsApi;
 let core: CoreV1Api;
 
-async function bindControllerRole(): Promise<void> {
-  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
-  const docs = parseAllDocuments(
-    readFileSync(new URL('../../deploy/rbac.yaml', import.meta.url), 'utf8'),
-  ).map((d) => d.toJS() as { kind: string });
-  const role = docs.find((d) => d.kind === 'ClusterRole') as V1ClusterRole;
-  const name = 'pko-nc-test-controller';
-  await rbac.createClusterRole({ body: { ...role, metadata: { name } } }).catch(() => undefined);
-  await rbac
-    .createClusterRoleBinding({
-      body: {
-        metadata: { name },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
-        subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-      },
-    })
-    .catch(() => undefined);
-}
-
 async function startFor(namespace: string, extraFlags: string[] = []): Promise<ControllerHandle> {
-  const opts = loadConfig(
-    [
-      `--watch-namespace=${namespace}`,
-      '--metrics-bind-address=127.0.0.1:0',
-      '--health-probe-bind-address=127.0.0.1:0',
-      '--log-level=silent',
-      ...extraFlags,
-    ],
-    {},
-  );
-  return startController(opts, {
-    kubeConfig: kubeConfig('controller'),
-    logger: createLogger({ level: 'silent' }),
-    notReadyRetryMs: 300,
-  });
+  return (await startInProcess(namespace, { flags: extraFlags, logLevel: 'silent' })).handle;
 }
 
 async function readyCondition(
@@ -132,11 +90,10 @@ function create(
   });
 }
 
-beforeAll(async () => {
+beforeAll(() => {
   admin = kubeConfig('admin');
   custom = admin.makeApiClient(CustomObjectsApi);
   core = admin.makeApiClient(CoreV1Api);
-  await bindControllerRole();
 });
 
 describe('Provider reconciler', () => {

@@ -1,0 +1,370 @@
+/**
+ * The delivery ledger: what has been delivered, kept in ConfigMaps this controller owns — never in
+ * annotations on PKO objects, which GitOps tools strip (design §4).
+ *
+ * Shape: per (Alert, Stack) one watermark, the position (`src/delivery/order.ts`) of the last
+ * event handled — delivered, skipped with a stated reason, or given up after a final error.
+ * Events of a Stack are handled in position order, so "at or before the watermark" means done.
+ * That keeps the ledger to one short entry per Stack and Alert, whatever the number of runs.
+ *
+ * Storage: ConfigMaps `pkonc-ledger-<alert uid>-<shard>` in the Alert's namespace, owned by the
+ * Alert (garbage-collected with it), labelled `notification.pko.dev/ledger=v1`; data key = Stack
+ * uid, value = `<run>.<rank>.<sub>~<h>[,<h>…]` where each `h` is a short hash of an event id handled
+ * at exactly that position: two events can share a position (PKO v1 runs are ordered by a
+ * second-resolution time), and only the ones listed are done. Stacks are spread over `shards` (default 16) ConfigMaps by a
+ * hash of their uid, so 10,000 Stacks make ~16 × 40 KB, far below the 1 MiB object limit.
+ *
+ * Writes happen only when a watermark moves (never on relist or resync) and are batched per shard
+ * for `flushDelayMs`; `advance()` resolves once the entry is persisted. A write conflict (409)
+ * re-reads the ConfigMap and keeps the larger watermark of each entry. A failed write is retried
+ * with backoff until it lands: the delivery already happened, so giving up would cause a repeat.
+ *
+ * Crash window: between a successful send and the ledger write (milliseconds), a SIGKILL makes
+ * the event be sent again after restart (at-least-once there). Receivers can deduplicate by the
+ * event id; forges deduplicate by comparing with their current state.
+ */
+import { createHash } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from '../log.ts';
+import { KubeApiError, kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
+import { jitteredBackoff, sleep, systemClock, type Clock } from '../kube/clock.ts';
+import { comparePositions, formatPosition, parsePosition, type EventPosition } from './order.ts';
+
+/** A ledger entry: the watermark position and the hashes of the events handled exactly there. */
+interface Entry {
+  pos: EventPosition;
+  ids: string[];
+}
+
+const MAX_TIED_IDS = 8;
+
+/** 8 hex characters of SHA-1 of an event id: enough to tell apart the few events sharing a position. */
+export function eventIdHash(id: string): string {
+  return createHash('sha1').update(id).digest('hex').slice(0, 8);
+}
+
+export function parseEntry(s: string): Entry | undefined {
+  const [p, ids] = s.split('~', 2);
+  const pos = parsePosition(p ?? '');
+  if (!pos) return undefined;
+  return { pos, ids: ids === undefined || ids === '' ? [] : ids.split(',') };
+}
+
+export function formatEntry(e: Entry): string {
+  return e.ids.length === 0 ? formatPosition(e.pos) : `${formatPosition(e.pos)}~${e.ids.join(',')}`;
+}
+
+/** The later of two entries; at the same position, the union of their event hashes. */
+export function mergeEntries(a: Entry | undefined, b: Entry): Entry {
+  if (!a) return b;
+  const c = comparePositions(a.pos, b.pos);
+  if (c > 0) return a;
+  if (c < 0) return b;
+  const ids = [...new Set([...a.ids, ...b.ids])].slice(-MAX_TIED_IDS);
+  return { pos: a.pos, ids };
+}
+import { API_VERSION } from '../api/v1alpha1.ts';
+
+export const LEDGER_LABEL = 'notification.pko.dev/ledger';
+export const LEDGER_ALERT_UID_LABEL = 'notification.pko.dev/alert-uid';
+
+export interface LedgerAlertRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export interface LedgerOptions {
+  kubeConfig: KubeConfig;
+  logger: Logger;
+  /** ConfigMaps per Alert (default 16). Changing it re-homes entries on their next write. */
+  shards?: number;
+  /** Batch window for writes, ms (default 10). */
+  flushDelayMs?: number;
+  /** `false` when the Stack with this uid is known to be gone (its entry is pruned on the next write). */
+  isStackAlive?: (stackUid: string) => boolean | undefined;
+  clock?: Clock;
+}
+
+interface ConfigMapBody {
+  apiVersion: 'v1';
+  kind: 'ConfigMap';
+  metadata: {
+    name: string;
+    namespace: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: object[];
+  };
+  data?: Record<string, string>;
+}
+
+interface Shard {
+  alert: LedgerAlertRef;
+  name: string;
+  data: Map<string, string>;
+  resourceVersion: string | undefined;
+  dirty: boolean;
+  timer: unknown;
+  flushing: Promise<void> | undefined;
+  waiters: (() => void)[];
+}
+
+export class Ledger {
+  readonly #o: Required<Omit<LedgerOptions, 'isStackAlive'>> & Pick<LedgerOptions, 'isStackAlive'>;
+  /** alert uid → shard index → shard */
+  readonly #shards = new Map<string, Map<number, Shard>>();
+  #writes = 0;
+  #stopped = false;
+
+  constructor(opts: LedgerOptions) {
+    this.#o = { shards: 16, flushDelayMs: 10, clock: systemClock, ...opts };
+  }
+
+  /** ConfigMap writes since construction (for benchmarks and tests). */
+  get writes(): number {
+    return this.#writes;
+  }
+
+  /** Number of (Alert, Stack) entries held. */
+  get size(): number {
+    let n = 0;
+    for (const m of this.#shards.values()) for (const s of m.values()) n += s.data.size;
+    return n;
+  }
+
+  static configMapName(alertUid: string, shard: number): string {
+    return `pkonc-ledger-${alertUid}-${shard.toString(16).padStart(2, '0')}`;
+  }
+
+  #shardIndex(stackUid: string): number {
+    return createHash('sha1').update(stackUid).digest().readUInt32BE(0) % this.#o.shards;
+  }
+
+  #shard(alert: LedgerAlertRef, index: number): Shard {
+    let byIndex = this.#shards.get(alert.uid);
+    if (!byIndex) {
+      byIndex = new Map();
+      this.#shards.set(alert.uid, byIndex);
+    }
+    let s = byIndex.get(index);
+    if (!s) {
+      s = {
+        alert,
+        name: Ledger.configMapName(alert.uid, index),
+        data: new Map(),
+        resourceVersion: undefined,
+        dirty: false,
+        timer: undefined,
+        flushing: undefined,
+        waiters: [],
+      };
+      byIndex.set(index, s);
+    }
+    return s;
+  }
+
+  /**
+   * Reads every ledger ConfigMap (all namespaces, or `namespace`), paged. Call before
+   * dispatching, e.g. on becoming leader. Entries already in memory keep the larger watermark.
+   */
+  async load(namespace?: string): Promise<void> {
+    let cont: string | undefined;
+    do {
+      const list = await kubeRequest<{ metadata?: { continue?: string }; items: ConfigMapBody[] }>(
+        this.#o.kubeConfig,
+        {
+          method: 'GET',
+          path: objectPath({ group: '', version: 'v1', plural: 'configmaps', namespace }),
+          query: { labelSelector: `${LEDGER_LABEL}=v1`, limit: 500, continue: cont },
+        },
+      );
+      for (const cm of list.items) this.#absorb(cm);
+      cont = list.metadata?.continue === '' ? undefined : list.metadata?.continue;
+    } while (cont !== undefined);
+  }
+
+  #absorb(cm: ConfigMapBody): void {
+    const uid = cm.metadata.labels?.[LEDGER_ALERT_UID_LABEL];
+    const alertName = cm.metadata.annotations?.['notification.pko.dev/alert-name'];
+    if (uid === undefined || alertName === undefined) return;
+    const alert = { namespace: cm.metadata.namespace, name: alertName, uid };
+    const index = Number.parseInt(cm.metadata.name.slice(cm.metadata.name.lastIndexOf('-') + 1), 16);
+    const shard = this.#shard(alert, Number.isFinite(index) ? index : 0);
+    if (shard.name === cm.metadata.name) shard.resourceVersion = cm.metadata.resourceVersion;
+    for (const [stackUid, value] of Object.entries(cm.data ?? {})) {
+      // Entries may sit in another shard after a shard-count change: re-home them in memory.
+      const target = this.#shard(alert, this.#shardIndex(stackUid));
+      if (target !== shard) target.dirty = true;
+      const e = parseEntry(value);
+      if (e) this.#raise(target.data, stackUid, e);
+    }
+  }
+
+  /** Merges `next` into the entry of `key`; true when the stored value changed. */
+  #raise(data: Map<string, string>, key: string, next: Entry): boolean {
+    const cur = data.get(key);
+    const merged = formatEntry(mergeEntries(cur === undefined ? undefined : parseEntry(cur), next));
+    if (merged === cur) return false;
+    data.set(key, merged);
+    return true;
+  }
+
+  #entry(alertUid: string, stackUid: string): Entry | undefined {
+    const v = this.#shards.get(alertUid)?.get(this.#shardIndex(stackUid))?.data.get(stackUid);
+    return v === undefined ? undefined : parseEntry(v);
+  }
+
+  /** The watermark of (Alert, Stack), if any. */
+  position(alertUid: string, stackUid: string): EventPosition | undefined {
+    return this.#entry(alertUid, stackUid)?.pos;
+  }
+
+  /** True when the event `eventId` at `pos` has been handled for (Alert, Stack). */
+  isDone(alertUid: string, stackUid: string, pos: EventPosition, eventId: string): boolean {
+    const w = this.#entry(alertUid, stackUid);
+    if (!w) return false;
+    const c = comparePositions(pos, w.pos);
+    return c < 0 || (c === 0 && (w.ids.length === 0 || w.ids.includes(eventIdHash(eventId))));
+  }
+
+  /**
+   * Moves the watermark of (Alert, Stack) to `pos`, recording `eventId` as handled there (never
+   * backwards), and resolves once that is persisted. Never rejects: write failures are retried
+   * with backoff (logged).
+   */
+  advance(alert: LedgerAlertRef, stackUid: string, pos: EventPosition, eventId: string): Promise<void> {
+    const shard = this.#shard(alert, this.#shardIndex(stackUid));
+    shard.alert = alert;
+    if (!this.#raise(shard.data, stackUid, { pos, ids: [eventIdHash(eventId)] }) && !shard.dirty)
+      return Promise.resolve();
+    shard.dirty = true;
+    const done = new Promise<void>((resolve) => shard.waiters.push(resolve));
+    this.#schedule(shard);
+    return done;
+  }
+
+  #schedule(shard: Shard): void {
+    if (shard.timer !== undefined || shard.flushing) return;
+    shard.timer = this.#o.clock.setTimeout(() => {
+      shard.timer = undefined;
+      shard.flushing = this.#flush(shard).finally(() => {
+        shard.flushing = undefined;
+        if (shard.dirty && !this.#stopped) this.#schedule(shard);
+      });
+    }, this.#o.flushDelayMs);
+  }
+
+  async #flush(shard: Shard): Promise<void> {
+    for (let attempt = 0; !this.#stopped; attempt++) {
+      const waiters = shard.waiters.splice(0);
+      shard.dirty = false;
+      try {
+        await this.#write(shard);
+        for (const w of waiters) w();
+        return;
+      } catch (err) {
+        shard.waiters.unshift(...waiters);
+        shard.dirty = true;
+        this.#o.logger.warn(
+          { configMap: `${shard.alert.namespace}/${shard.name}`, err: errorMessage(err) },
+          'ledger write failed; retrying',
+        );
+        await sleep(this.#o.clock, jitteredBackoff(attempt, 200, 10_000));
+      }
+    }
+  }
+
+  #body(shard: Shard): ConfigMapBody {
+    const data: Record<string, string> = {};
+    for (const [k, v] of shard.data) {
+      if (this.#o.isStackAlive?.(k) === false) {
+        shard.data.delete(k);
+        continue;
+      }
+      data[k] = v;
+    }
+    return {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: shard.name,
+        namespace: shard.alert.namespace,
+        ...(shard.resourceVersion !== undefined ? { resourceVersion: shard.resourceVersion } : {}),
+        labels: {
+          [LEDGER_LABEL]: 'v1',
+          [LEDGER_ALERT_UID_LABEL]: shard.alert.uid,
+          'app.kubernetes.io/managed-by': 'pko-notification-controller',
+        },
+        annotations: { 'notification.pko.dev/alert-name': shard.alert.name },
+        ownerReferences: [
+          {
+            apiVersion: API_VERSION,
+            kind: 'Alert',
+            name: shard.alert.name,
+            uid: shard.alert.uid,
+            blockOwnerDeletion: false,
+          },
+        ],
+      },
+      data,
+    };
+  }
+
+  async #write(shard: Shard): Promise<void> {
+    const kc = this.#o.kubeConfig;
+    const path = objectPath({
+      group: '',
+      version: 'v1',
+      plural: 'configmaps',
+      namespace: shard.alert.namespace,
+    });
+    for (let i = 0; i < 5; i++) {
+      try {
+        const body = this.#body(shard);
+        const res = await kubeRequest<ConfigMapBody>(
+          kc,
+          shard.resourceVersion === undefined
+            ? { method: 'POST', path, body }
+            : { method: 'PUT', path: `${path}/${encodeURIComponent(shard.name)}`, body },
+        );
+        this.#writes++;
+        shard.resourceVersion = res.metadata.resourceVersion;
+        return;
+      } catch (err) {
+        if (!(err instanceof KubeApiError && err.statusCode === 409)) throw err;
+        // Someone else wrote it (a previous leader, or our create raced): merge and retry.
+        const current = await kubeRequest<ConfigMapBody>(kc, {
+          method: 'GET',
+          path: `${path}/${encodeURIComponent(shard.name)}`,
+        });
+        shard.resourceVersion = current.metadata.resourceVersion;
+        for (const [k, v] of Object.entries(current.data ?? {})) {
+          const e = parseEntry(v);
+          if (e) this.#raise(shard.data, k, e);
+        }
+      }
+    }
+    throw new Error(
+      `ledger ConfigMap ${shard.alert.namespace}/${shard.name}: conflicts persisted after 5 attempts`,
+    );
+  }
+
+  /** Waits for pending writes (≤ `deadlineMs`), then stops retrying. */
+  async close(deadlineMs = 5_000): Promise<void> {
+    const pending: Promise<void>[] = [];
+    for (const m of this.#shards.values()) {
+      for (const s of m.values()) {
+        if (s.timer !== undefined) {
+          this.#o.clock.clearTimeout(s.timer);
+          s.timer = undefined;
+          s.flushing = this.#flush(s);
+        }
+        if (s.flushing) pending.push(s.flushing);
+      }
+    }
+    await Promise.race([Promise.all(pending), sleep(this.#o.clock, deadlineMs)]);
+    this.#stopped = true;
+  }
+}

@@ -1,0 +1,197 @@
+/**
+ * Runs the controller in-process against the test control plane, as the non-admin user
+ * `controller` bound to deploy/rbac.yaml's ClusterRole (so the RBAC list is exercised), and
+ * creates our objects with the admin client.
+ */
+import { readFileSync } from 'node:fs';
+import { Writable } from 'node:stream';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  RbacAuthorizationV1Api,
+  type KubeConfig,
+  type V1ClusterRole,
+} from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { createLogger } from '../../src/log.ts';
+import { loadConfig } from '../../src/config.ts';
+import { startController, type ControllerDeps, type ControllerHandle } from '../../src/controller.ts';
+import type { Condition } from '../../src/api/meta.ts';
+import { kubeConfig, waitFor } from './cluster.ts';
+
+export const GROUP = 'notification.pko.dev';
+export const VERSION = 'v1alpha1';
+
+let bound: Promise<void> | undefined;
+
+/** Binds deploy/rbac.yaml's ClusterRole to the test user `controller` (once per worker). */
+export function bindControllerRole(): Promise<void> {
+  bound ??= (async () => {
+    const rbac = kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api);
+    const docs = parseAllDocuments(
+      readFileSync(new URL('../../deploy/rbac.yaml', import.meta.url), 'utf8'),
+    ).map((d) => d.toJS() as { kind: string });
+    const role = docs.find((d) => d.kind === 'ClusterRole') as V1ClusterRole;
+    const name = 'pko-nc-test-controller';
+    await rbac.createClusterRole({ body: { ...role, metadata: { name } } }).catch(() => undefined);
+    await rbac
+      .createClusterRoleBinding({
+        body: {
+          metadata: { name },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+          subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
+        },
+      })
+      .catch(() => undefined);
+  })();
+  return bound;
+}
+
+/** Log lines captured from an in-process controller (raw JSON lines). */
+export class LogCapture extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
+    for (const l of chunk.toString('utf8').split('\n')) if (l !== '') this.lines.push(l);
+    cb();
+  }
+  parsed(): Record<string, unknown>[] {
+    return this.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+  }
+}
+
+export interface InProcessController {
+  handle: ControllerHandle;
+  logs: LogCapture;
+  stop(): Promise<void>;
+}
+
+/** Starts the controller watching `namespace` (or all with `namespace: ''`) as user `controller`. */
+export async function startInProcess(
+  namespace: string,
+  opts: { flags?: string[]; deps?: Partial<ControllerDeps>; logLevel?: string } = {},
+): Promise<InProcessController> {
+  await bindControllerRole();
+  const cfg = loadConfig(
+    [
+      `--watch-namespace=${namespace}`,
+      '--metrics-bind-address=127.0.0.1:0',
+      '--health-probe-bind-address=127.0.0.1:0',
+      ...(opts.flags ?? []),
+    ],
+    {},
+  );
+  const logs = new LogCapture();
+  if (process.env.PKO_NC_TEST_LOG) logs.on('finish', () => undefined);
+  const handle = await startController(cfg, {
+    kubeConfig: kubeConfig('controller'),
+    logger: createLogger({ level: (opts.logLevel ?? 'debug') as 'debug', destination: logs }),
+    notReadyRetryMs: 300,
+    retry: { initialMs: 200, maxMs: 2000 },
+    ...opts.deps,
+  });
+  return {
+    handle,
+    logs,
+    stop: async () => {
+      await handle.stop();
+      if (process.env.PKO_NC_TEST_LOG) {
+        const { appendFileSync } = await import('node:fs');
+        appendFileSync(process.env.PKO_NC_TEST_LOG, logs.lines.join('\n') + '\n');
+      }
+    },
+  };
+}
+
+/** Admin helpers to create our objects and read their status. */
+export class Objects {
+  readonly custom: CustomObjectsApi;
+  readonly core: CoreV1Api;
+  readonly namespace: string;
+  constructor(namespace: string, kc: KubeConfig = kubeConfig('admin')) {
+    this.namespace = namespace;
+    this.custom = kc.makeApiClient(CustomObjectsApi);
+    this.core = kc.makeApiClient(CoreV1Api);
+  }
+
+  async secret(name: string, stringData: Record<string, string>): Promise<void> {
+    await this.core.createNamespacedSecret({
+      namespace: this.namespace,
+      body: { metadata: { name }, stringData },
+    });
+  }
+
+  async provider(name: string, spec: object, labels?: Record<string, string>): Promise<void> {
+    await this.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: this.namespace,
+      plural: 'providers',
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'Provider',
+        metadata: { name, ...(labels ? { labels } : {}) },
+        spec,
+      },
+    });
+  }
+
+  async alert(name: string, spec: object, labels?: Record<string, string>): Promise<void> {
+    await this.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: this.namespace,
+      plural: 'alerts',
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'Alert',
+        metadata: { name, ...(labels ? { labels } : {}) },
+        spec,
+      },
+    });
+  }
+
+  async get(
+    plural: 'providers' | 'alerts',
+    name: string,
+  ): Promise<{
+    metadata: { generation?: number; uid?: string };
+    status?: {
+      observedGeneration?: number;
+      conditions?: Condition[];
+      lastDelivery?: { result: string; reason?: string; message?: string }[];
+    };
+  }> {
+    return (await this.custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: this.namespace,
+      plural,
+      name,
+    })) as never;
+  }
+
+  /** Waits until the object's Ready condition has `status` (and `reason`) for its current generation. */
+  async waitReady(
+    plural: 'providers' | 'alerts',
+    name: string,
+    status: 'True' | 'False' = 'True',
+    reason?: string,
+  ): Promise<Condition> {
+    return waitFor(
+      async () => {
+        const o = await this.get(plural, name);
+        const c = o.status?.conditions?.find((x) => x.type === 'Ready');
+        return c?.status === status &&
+          (reason === undefined || c.reason === reason) &&
+          o.status?.observedGeneration === o.metadata.generation
+          ? c
+          : undefined;
+      },
+      {
+        timeoutMs: 20_000,
+        intervalMs: 100,
+        what: `${plural} ${this.namespace}/${name} Ready=${status}${reason ? ` (${reason})` : ''}`,
+      },
+    );
+  }
+}
