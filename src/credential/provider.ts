@@ -43,6 +43,10 @@ export interface ResolvedProvider {
   timeoutMs: number;
   /** spec.suspend: nothing is sent; events are recorded as skipped. */
   suspend: boolean;
+  /** Git forges: post the sticky PR/MR comment (spec.pullRequestComment.enabled, default true). */
+  pullRequestComment: boolean;
+  /** Git forges: Handlebars template for the commit status name (spec.commitStatus.context). */
+  commitStatusContext?: string;
   /** Every secret value, for redaction of anything derived from requests or responses. */
   secretValues: string[];
 }
@@ -330,6 +334,8 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
       ...(proxy !== undefined ? { proxy } : {}),
       timeoutMs,
       suspend: spec.suspend === true,
+      pullRequestComment: spec.pullRequestComment?.enabled ?? true,
+      ...(spec.commitStatus?.context !== undefined ? { commitStatusContext: spec.commitStatus.context } : {}),
       secretValues,
     },
   };

@@ -13,6 +13,7 @@ export function resolved(
     headers: {},
     timeoutMs: 5_000,
     suspend: false,
+    pullRequestComment: true,
     secretValues: [],
     ...overrides,
   };
