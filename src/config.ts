@@ -19,6 +19,10 @@ export interface ControllerOptions {
   leaderElect: boolean;
   leaderElectionNamespace: string;
   leaderElectionID: string;
+  /** Lease timings, ms (controller-runtime defaults 15 s / 10 s / 2 s). */
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
   /** Identity written into the Lease; default `<hostname>_<random>`. */
   identity: string;
   /** Watch only this namespace; empty = all namespaces. */
@@ -46,6 +50,9 @@ const USAGE = `pko-notification-controller [flags]
   --leader-elect                      enable Lease-based leader election
   --leader-election-namespace=NS      Lease namespace (default: $POD_NAMESPACE or "default")
   --leader-election-id=NAME           Lease name (default: pko-notification-controller-leader)
+  --leader-election-lease-duration=15s  how long followers wait after the last renewal before taking over
+  --leader-election-renew-deadline=10s  how long the leader keeps trying to renew before it stops leading
+  --leader-election-retry-period=2s     interval of renewals and acquisition attempts
   --watch-namespace=NS                only watch NS (default: all namespaces)
   --watch-label-selector=SEL          only serve Providers/Alerts matching SEL, e.g. sharding.fluxcd.io/key=shard1
   --cluster-name=NAME                 cluster name used in commit status contexts (default: "default")
@@ -96,6 +103,9 @@ export function loadConfig(
         'leader-elect': { type: 'boolean', default: false },
         'leader-election-namespace': { type: 'string' },
         'leader-election-id': { type: 'string', default: 'pko-notification-controller-leader' },
+        'leader-election-lease-duration': { type: 'string', default: '15s' },
+        'leader-election-renew-deadline': { type: 'string', default: '10s' },
+        'leader-election-retry-period': { type: 'string', default: '2s' },
         'watch-namespace': { type: 'string', default: '' },
         'watch-label-selector': { type: 'string', default: '' },
         'cluster-name': { type: 'string', default: 'default' },
@@ -129,11 +139,20 @@ export function loadConfig(
   }
   let relistIntervalMs: number;
   let shutdownTimeoutMs: number;
+  let leaseDurationMs: number;
+  let renewDeadlineMs: number;
+  let retryPeriodMs: number;
   try {
     relistIntervalMs = parseDuration(v['relist-interval']);
     shutdownTimeoutMs = parseDuration(v['shutdown-timeout']);
+    leaseDurationMs = parseDuration(v['leader-election-lease-duration']);
+    renewDeadlineMs = parseDuration(v['leader-election-renew-deadline']);
+    retryPeriodMs = parseDuration(v['leader-election-retry-period']);
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+  if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
+    throw new UsageError('leader election needs retry-period < renew-deadline < lease-duration');
   }
   return {
     metricsBindAddress: v['metrics-bind-address'],
@@ -141,6 +160,9 @@ export function loadConfig(
     leaderElect: v['leader-elect'],
     leaderElectionNamespace: v['leader-election-namespace'] ?? env.POD_NAMESPACE ?? 'default',
     leaderElectionID: v['leader-election-id'],
+    leaseDurationMs,
+    renewDeadlineMs,
+    retryPeriodMs,
     identity: env.POD_NAME ?? `${hostname()}_${Math.random().toString(16).slice(2, 10)}`,
     watchNamespace: v['watch-namespace'],
     watchLabelSelector: v['watch-label-selector'],

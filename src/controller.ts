@@ -323,6 +323,9 @@ export async function startController(
       namespace: opts.leaderElectionNamespace,
       name: opts.leaderElectionID,
       identity: opts.identity,
+      leaseDurationMs: opts.leaseDurationMs,
+      renewDeadlineMs: opts.renewDeadlineMs,
+      retryPeriodMs: opts.retryPeriodMs,
       logger,
     });
     elector.run({

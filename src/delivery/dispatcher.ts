@@ -255,7 +255,11 @@ export class Dispatcher {
       }
       const item = this.#next(lane, alert.uid);
       if (!item) return;
-      const result = await this.#deliver(alert, item.ev);
+      // A Started still being retried is dropped as soon as its run's result is known.
+      const superseded = (): boolean =>
+        item.pos.rank === STARTED_RANK &&
+        [...lane.pending.values()].some((o) => o.pos.rank === FINAL_RANK && runOf(o.ev) === runOf(item.ev));
+      const result = await this.#deliver(alert, item.ev, superseded);
       if (result === 'held') {
         this.#later(lane, this.#o.heldRetryMs ?? 5000);
         return;
@@ -314,6 +318,7 @@ export class Dispatcher {
   async #deliver(
     alert: RoutedAlert,
     ev: NotificationEvent,
+    superseded: () => boolean = () => false,
   ): Promise<'Delivered' | 'Skipped' | 'Failed' | 'held'> {
     const providerKey = `${alert.compiled.namespace}/${alert.compiled.spec.providerRef.name}`;
     const log = this.#o.logger.child({
@@ -362,6 +367,11 @@ export class Dispatcher {
     for (let attempt = 0; ; attempt++) {
       await this.#gate.wait(cred, this.#abort.signal);
       if (this.#stopping()) return 'held';
+      if (attempt > 0 && superseded()) {
+        this.#m.outcomes.inc({ provider_type: p.type, result: 'Skipped', reason: 'Superseded' });
+        log.info('run finished while its start was being retried: sending only the result');
+        return 'Skipped';
+      }
       if (this.#o.provider(providerKey) !== p) return 'held'; // Provider changed or went away: re-resolve.
       const t0 = this.#clock.now();
       try {

@@ -12,7 +12,14 @@
 import { readFileSync } from 'node:fs';
 import { STATUS_CODES } from 'node:http';
 import { rootCertificates } from 'node:tls';
-import { Agent, ProxyAgent, fetch as undiciFetch, type Dispatcher, type Headers } from 'undici';
+import {
+  Agent,
+  ProxyAgent,
+  fetch as undiciFetch,
+  type Dispatcher,
+  type Headers,
+  type Response,
+} from 'undici';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { bodyExcerpt, isRetryableStatus, ProviderError, retryAfterFrom } from './errors.ts';
 
@@ -244,6 +251,66 @@ export class ProviderHttp {
       throw this.#transportError(err, method, target, timeout, init.signal);
     }
   }
+
+  /**
+   * The Provider's undici dispatcher (TLS trust + proxy), for client libraries that take one
+   * (e.g. gitbeaker's `agent`). Owned by this object: never close it directly.
+   */
+  get dispatcher(): Dispatcher {
+    return this.#dispatcher;
+  }
+
+  /**
+   * A `fetch` for client libraries that take one (Octokit's `request.fetch`): every call goes
+   * through this Provider's dispatcher (CA + proxy, F08/F09), carries the Provider's Secret
+   * `headers` under the caller's own, follows no redirects, and is bounded by `timeoutMs`
+   * (combined with the caller's `signal`). Any HTTP answer is returned as it is, for the library
+   * to read; transport failures throw the same `ProviderError`s as `request` (`TLS`, `PROXY`,
+   * `TIMEOUT`, `NETWORK`, `ABORTED`, `CLOSED`).
+   */
+  readonly fetch = async (
+    input: string | URL,
+    init: {
+      method?: string;
+      headers?: Record<string, string>;
+      body?: string | null;
+      signal?: AbortSignal | null;
+      redirect?: string;
+    } = {},
+  ): Promise<Response> => {
+    const url = String(input);
+    const method = (init.method ?? 'GET').toUpperCase();
+    const target = this.#describe(url);
+    if (this.#closing) {
+      throw new ProviderError(`${method} ${target} not sent: the Provider's HTTP client is closed`, {
+        code: 'CLOSED',
+        retryable: true,
+        secretValues: this.#secretValues,
+      });
+    }
+    const headers: Record<string, string> = { 'User-Agent': USER_AGENT, ...this.#p.headers };
+    for (const [k, v] of Object.entries(init.headers ?? {})) {
+      for (const existing of Object.keys(headers)) {
+        if (existing.toLowerCase() === k.toLowerCase()) Reflect.deleteProperty(headers, existing);
+      }
+      headers[k] = v;
+    }
+    const timeout = AbortSignal.timeout(this.#p.timeoutMs);
+    const callerSignal = init.signal ?? undefined;
+    const signal = callerSignal ? AbortSignal.any([timeout, callerSignal]) : timeout;
+    try {
+      return await this.#fetch(url, {
+        method,
+        headers,
+        ...(init.body !== undefined && init.body !== null ? { body: init.body } : {}),
+        signal,
+        redirect: 'manual',
+        dispatcher: this.#dispatcher,
+      });
+    } catch (err) {
+      throw this.#transportError(err, method, target, timeout, callerSignal);
+    }
+  };
 
   /**
    * What must never appear in messages about this Provider: `p.secretValues`, plus — when the

@@ -46,6 +46,8 @@ export interface TestReceiver {
 }
 
 export interface ReceiverOptions {
+  /** Listen on this port (default: a free one). Lets a test bring an endpoint up where a Provider already points. */
+  port?: number;
   tls?: { certPem: string; keyPem: string; clientCaPem?: string };
 }
 
@@ -97,7 +99,7 @@ export async function startReceiver(opts: ReceiverOptions = {}): Promise<TestRec
       )
     : createHttpServer(handler);
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
