@@ -36,6 +36,7 @@ import { Router } from './source/router.ts';
 import { ProviderHttp } from './notifier/http.ts';
 import { createNotifier } from './notifier/registry.ts';
 import type { Notifier } from './notifier/types.ts';
+import { Redactor } from './credential/redact.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -51,6 +52,8 @@ export interface ControllerDeps {
   onLostLeadership?: () => void;
   /** Delivery retry policy overrides (tests shorten it). */
   retry?: Partial<RetryPolicy>;
+  /** Known secret values, shared with the logger; default: a new one. */
+  redactor?: Redactor;
   /** Builds notifiers; default: the registry in src/notifier with one HTTP client per Provider. */
   createNotifier?: (p: ResolvedProvider) => Notifier;
 }
@@ -145,6 +148,7 @@ export async function startController(
   });
   const alertIndex = new AlertIndex();
   const usableProviders = new Map<string, ResolvedProvider>();
+  const redactor = deps.redactor ?? new Redactor();
   const readSecret = deps.readSecret ?? secretReader(kc);
 
   const providerReconciler = new ProviderReconciler({
@@ -156,8 +160,12 @@ export async function startController(
     ...(deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {}),
     onResolved: (key, resolved) => {
       const prev = usableProviders.get(key);
-      if (resolved) usableProviders.set(key, resolved);
-      else usableProviders.delete(key);
+      if (resolved) {
+        usableProviders.set(key, resolved);
+        redactor.set(key, resolved.secretValues);
+      } else {
+        usableProviders.delete(key);
+      }
       // A Provider that became usable releases held events sooner than the retry timer.
       if (resolved && !prev) router.resyncAll();
     },
@@ -205,6 +213,7 @@ export async function startController(
     onOutcome: (r) => {
       statusWriter.record(r);
     },
+    redact: (text) => redactor.redact(text),
     registry,
     ...(deps.retry ? { retry: deps.retry } : {}),
   });

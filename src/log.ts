@@ -27,13 +27,37 @@ const REDACT_PATHS = [
 
 export interface LoggerOptions {
   level?: LevelWithSilent;
+  /** Redacts known secret values from every message and string field (src/credential/redact.ts). */
+  redactor?: { redact(text: string): string };
   /** Where lines go; default stdout. Tests pass a stream to scan output for secrets. */
   destination?: NodeJS.WritableStream;
 }
 
 export function createLogger(opts: LoggerOptions = {}): Logger {
+  const redactor = opts.redactor;
   const options = {
     level: opts.level ?? 'info',
+    ...(redactor
+      ? {
+          hooks: {
+            logMethod(this: Logger, args: unknown[], method: (...a: unknown[]) => void): void {
+              method.apply(
+                this,
+                args.map((a) => {
+                  if (typeof a === 'string') return redactor.redact(a);
+                  if (a !== null && typeof a === 'object' && !(a instanceof Error)) {
+                    const copy: Record<string, unknown> = {};
+                    for (const [k, v] of Object.entries(a))
+                      copy[k] = typeof v === 'string' ? redactor.redact(v) : v;
+                    return copy;
+                  }
+                  return a;
+                }),
+              );
+            },
+          },
+        }
+      : {}),
     base: { controller: 'pko-notification-controller' },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,

@@ -10,6 +10,7 @@ import { createLogger } from './log.ts';
 import { loadKubeConfig } from './kube/client.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from './kube/crds.ts';
 import { startController } from './controller.ts';
+import { Redactor } from './credential/redact.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -23,7 +24,8 @@ try {
   }
   throw err;
 }
-const logger = createLogger({ level: opts.logLevel });
+const redactor = new Redactor();
+const logger = createLogger({ level: opts.logLevel, redactor });
 
 let kubeconfigPath = opts.kubeconfig;
 let stopDevCluster: (() => Promise<void>) | undefined;
@@ -60,6 +62,7 @@ const kubeConfig = loadKubeConfig({ kubeconfig: kubeconfigPath });
 const controller = await startController(opts, {
   kubeConfig,
   logger,
+  redactor,
   onLostLeadership: () => {
     logger.error('leadership lost: exiting so that only the leader sends');
     process.exit(1);

@@ -142,7 +142,17 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
     );
   }
   const addressFromSecret = spec.address === undefined;
-  if (addressFromSecret) secretValues.push(address);
+  if (addressFromSecret) {
+    secretValues.push(address);
+    // Endpoints often echo the path alone (Slack/Discord-style URLs carry the credential there).
+    try {
+      const u = new URL(address);
+      if (u.pathname.length > 8) secretValues.push(u.pathname);
+      if (u.search.length > 8) secretValues.push(u.search);
+    } catch {
+      // not a URL: InvalidAddress below
+    }
+  }
   const where = addressFromSecret ? `key 'address' of ${secretName}` : 'spec.address';
   const git = isGitProviderType(spec.type);
   if (!(isHttpURL(address) || (git && isSshURL(address)))) {

@@ -21,3 +21,31 @@ export function redact(text: string, secretValues: readonly string[]): string {
   }
   return out;
 }
+
+/**
+ * Every secret value the controller currently holds, by owner (`namespace/provider`). One
+ * instance per process: the logger, the dispatcher and the status writers redact with it, so a
+ * response that echoes another Provider's credentials is caught too.
+ */
+export class Redactor {
+  readonly #byOwner = new Map<string, readonly string[]>();
+  #all: string[] = [];
+
+  set(owner: string, values: readonly string[]): void {
+    this.#byOwner.set(owner, values);
+    this.#rebuild();
+  }
+
+  delete(owner: string): void {
+    if (this.#byOwner.delete(owner)) this.#rebuild();
+  }
+
+  #rebuild(): void {
+    this.#all = [...new Set([...this.#byOwner.values()].flat())];
+  }
+
+  /** `text` with every known secret value (and its encoded forms) replaced by `[redacted]`. */
+  redact(text: string): string {
+    return this.#all.length === 0 ? text : redact(text, this.#all);
+  }
+}

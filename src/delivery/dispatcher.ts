@@ -87,6 +87,8 @@ export interface DispatcherOptions {
   providerConcurrency?: number;
   /** Re-check interval while a Provider is not Ready, ms (default 5 s). */
   heldRetryMs?: number;
+  /** Redacts every secret the controller knows (all Providers'), on top of the Provider's own. */
+  redact?: (text: string) => string;
 }
 
 interface Pending {
@@ -288,7 +290,7 @@ export class Dispatcher {
       provider: alert.compiled.spec.providerRef.name,
       result,
       reason,
-      message,
+      message: this.#o.redact ? this.#o.redact(message) : message,
       event: ev,
     });
   }
@@ -426,10 +428,11 @@ export class Dispatcher {
     message: string,
     log: Logger,
   ): Promise<'Failed'> {
-    const text = redact(
+    const own = redact(
       `${ev.reason} for ${ev.involvedObject.namespace}/${ev.involvedObject.name} not delivered: ${message}`,
       p.secretValues,
     );
+    const text = this.#o.redact ? this.#o.redact(own) : own;
     log.error({ failReason: reason }, text);
     this.#report(alert, p, ev, 'Failed', reason, text);
     await this.#o.recorder.event(

@@ -14,6 +14,7 @@ import {
 } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { createLogger } from '../../src/log.ts';
+import { Redactor } from '../../src/credential/redact.ts';
 import { loadConfig } from '../../src/config.ts';
 import { startController, type ControllerDeps, type ControllerHandle } from '../../src/controller.ts';
 import type { Condition } from '../../src/api/meta.ts';
@@ -82,9 +83,11 @@ export async function startInProcess(
   );
   const logs = new LogCapture();
   if (process.env.PKO_NC_TEST_LOG) logs.on('finish', () => undefined);
+  const redactor = new Redactor();
   const handle = await startController(cfg, {
     kubeConfig: kubeConfig('controller'),
-    logger: createLogger({ level: (opts.logLevel ?? 'debug') as 'debug', destination: logs }),
+    logger: createLogger({ level: (opts.logLevel ?? 'debug') as 'debug', destination: logs, redactor }),
+    redactor,
     notReadyRetryMs: 300,
     retry: { initialMs: 200, maxMs: 2000 },
     ...opts.deps,
