@@ -31,6 +31,8 @@ import { startControlPlane, type ControlPlane } from '../../src/envtest/controlp
 import { installCRDs, readCRDs, yamlFilesIn } from '../../src/kube/crds.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** Upstream PKO CRDs (reference data beside the repository; never copied into it). */
+export const UPSTREAM_PKO_CRDS = path.resolve(ROOT, '..', 'shared', 'pko-crds');
 /** How long a restart waits for other test files to finish before it gives up. */
 const EXCLUSIVE_WAIT_MS = 110_000;
 
@@ -45,7 +47,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   let control: ControlServer | undefined;
   try {
     const started = performance.now();
-    const pkoDir = process.env['PKO_CRDS_DIR'];
+    // The `compat` project runs the source tests against the real upstream PKO CRDs.
+    const pkoDir = project.name === 'compat' ? UPSTREAM_PKO_CRDS : process.env['PKO_CRDS_DIR'];
     const pkoFiles = await yamlFilesIn(pkoDir ?? path.join(ROOT, 'test', 'crds'));
     if (pkoDir !== undefined && pkoFiles.length === 0) {
       throw new Error(`PKO_CRDS_DIR=${pkoDir} holds no *.yaml files`);
