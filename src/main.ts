@@ -58,7 +58,16 @@ if (opts.devCluster === 'always' || (opts.devCluster === 'auto' && source === 'n
   logger.info({ source }, 'using the configured cluster');
 }
 
-const kubeConfig = loadKubeConfig({ kubeconfig: kubeconfigPath });
+let kubeConfig;
+try {
+  kubeConfig = loadKubeConfig({ kubeconfig: kubeconfigPath });
+} catch (err) {
+  logger.fatal(
+    { source },
+    `cannot load a cluster configuration: ${err instanceof Error ? err.message : String(err)} — fix --kubeconfig/$KUBECONFIG, or unset them and run with --dev-cluster=auto (npm start) to use a local control plane`,
+  );
+  process.exit(1);
+}
 const controller = await startController(opts, {
   kubeConfig,
   logger,
