@@ -240,14 +240,12 @@ describe('generic and generic-hmac over TLS and proxies (F08, F09)', () => {
 });
 
 describe('registry', () => {
-  it('implements generic and generic-hmac; other types throw a clear error', () => {
-    expect(Object.keys(notifiers).sort()).toEqual(['generic', 'generic-hmac']);
+  it('implements generic and generic-hmac; a type without a notifier throws a clear error', () => {
+    expect(Object.keys(notifiers)).toEqual(expect.arrayContaining(['generic', 'generic-hmac']));
     expect(hasNotifier('generic')).toBe(true);
-    expect(hasNotifier('github')).toBe(false);
-    expect(() =>
-      createNotifier(resolved({ type: 'github', address: 'https://github.com/acme/app' })),
-    ).toThrow(
-      "Provider team-a/hook: type 'github' has no notifier in this version of pko-notification-controller (implemented: generic, generic-hmac)",
+    expect(hasNotifier('slack')).toBe(false);
+    expect(() => createNotifier(resolved({ type: 'slack', address: 'https://hooks.slack.example/x' }))).toThrow(
+      /^Provider team-a\/hook: type 'slack' has no notifier in this version of pko-notification-controller \(implemented: .*\bgeneric-hmac\b/,
     );
   });
 });
