@@ -37,6 +37,7 @@ import { ProviderHttp } from './notifier/http.ts';
 import { createNotifier } from './notifier/registry.ts';
 import type { Notifier } from './notifier/types.ts';
 import { Redactor } from './credential/redact.ts';
+import { renderNotification } from './template/index.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -214,6 +215,18 @@ export async function startController(
       statusWriter.record(r);
     },
     redact: (text) => redactor.redact(text),
+    render: (alert, p, ev) =>
+      renderNotification(alert.templates, ev, {
+        clusterName: opts.clusterName,
+        providerType: p.type,
+        commentsEnabled: p.pullRequestComment,
+        onTemplateError: (template, message) => {
+          logger.warn(
+            { alert: alert.key, template },
+            `template failed at render time, used the built-in one: ${message}`,
+          );
+        },
+      }),
     registry,
     ...(deps.retry ? { retry: deps.retry } : {}),
   });

@@ -30,7 +30,8 @@ import type { Registry } from 'prom-client';
 import PQueue from 'p-queue';
 import { parseRevision } from '../source/revision.ts';
 import { ProviderError } from '../notifier/errors.ts';
-import type { Notifier } from '../notifier/types.ts';
+import type { Notifier, RenderedNotification } from '../notifier/types.ts';
+import type { TemplateSet } from '../template/index.ts';
 import { CredentialGate, credentialKey } from './gate.ts';
 import type { Ledger, LedgerAlertRef } from './ledger.ts';
 import { comparePositions, positionOf, type EventPosition } from './order.ts';
@@ -44,6 +45,8 @@ export interface RoutedAlert {
   /** `metadata.creationTimestamp` in epoch ms: events older than the Alert are not sent. */
   createdMs: number;
   compiled: CompiledAlert;
+  /** The Alert's templates (built-ins overridden by its ConfigMap and the Provider's context). */
+  templates: TemplateSet;
 }
 
 export type DeliveryResult = 'Delivered' | 'Skipped' | 'Failed';
@@ -77,8 +80,8 @@ export interface DispatcherOptions {
   provider: (key: string) => ResolvedProvider | undefined;
   /** Builds a notifier for a resolved Provider (throws for unimplemented types). */
   createNotifier: (p: ResolvedProvider) => Notifier;
-  /** Renders the message for an event (templates); default: the event message. */
-  render?: (alert: RoutedAlert, p: ResolvedProvider, ev: NotificationEvent) => string;
+  /** Renders an event for a Provider (templates); default: the event message only. */
+  render?: (alert: RoutedAlert, p: ResolvedProvider, ev: NotificationEvent) => RenderedNotification;
   onOutcome?: (report: DeliveryOutcomeReport) => void;
   registry?: Registry;
   clock?: Clock;
@@ -363,7 +366,9 @@ export class Dispatcher {
         log,
       );
     }
-    const message = this.#o.render ? this.#o.render(alert, p, ev) : ev.message;
+    const rendered: RenderedNotification = this.#o.render
+      ? this.#o.render(alert, p, ev)
+      : { message: ev.message };
     const cred = credentialKey(p);
     const started = this.#clock.now();
     for (let attempt = 0; ; attempt++) {
@@ -377,7 +382,7 @@ export class Dispatcher {
       if (this.#o.provider(providerKey) !== p) return 'held'; // Provider changed or went away: re-resolve.
       const t0 = this.#clock.now();
       try {
-        await this.#queue(providerKey, p).add(() => notifier.send(ev, { message }));
+        await this.#queue(providerKey, p).add(() => notifier.send(ev, rendered));
         this.#m.duration.observe({ provider_type: p.type }, (this.#clock.now() - t0) / 1000);
         this.#m.attempts.inc({ provider_type: p.type, outcome: 'success' });
         log.debug({ attempt }, 'delivered');

@@ -11,6 +11,23 @@ import type { EventRecorder } from '../kube/events.ts';
 import type { Logger } from '../log.ts';
 import { compileAlert, type CompiledAlert } from '../alert/matcher.ts';
 import type { RoutedAlert } from '../delivery/dispatcher.ts';
+import { compileTemplates, type TemplateSet } from '../template/index.ts';
+import { GROUP, VERSION } from '../api/v1alpha1.ts';
+import { KubeApiError, kubeRequest, objectPath } from '../kube/client.ts';
+
+/** How often a referenced template ConfigMap is re-read, ms (ConfigMaps are not watched). */
+const TEMPLATE_RECHECK_MS = 60_000;
+
+let builtins: TemplateSet | undefined;
+/** The built-in templates, compiled once. */
+function builtinTemplates(): TemplateSet {
+  if (!builtins) {
+    const r = compileTemplates({});
+    if (!r.ok) throw new Error(`built-in template ${r.template} does not compile: ${r.message}`);
+    builtins = r.set;
+  }
+  return builtins;
+}
 import { splitKey, writeReady, type ReadyState } from './common.ts';
 
 /** Compiled, Ready Alerts by `namespace/name`: what the dispatcher routes with. */
@@ -68,12 +85,29 @@ export class AlertReconciler {
     this.#core = deps.kubeConfig.makeApiClient(CoreV1Api);
   }
 
-  async #configMapExists(namespace: string, name: string): Promise<boolean> {
+  /** ConfigMap `data`, or undefined when it does not exist. */
+  async #configMapData(namespace: string, name: string): Promise<Record<string, string> | undefined> {
     try {
-      await this.#core.readNamespacedConfigMap({ namespace, name });
-      return true;
+      const cm = await this.#core.readNamespacedConfigMap({ namespace, name });
+      return cm.data ?? {};
     } catch (err) {
-      if (err instanceof ApiException && err.code === 404) return false;
+      if (err instanceof ApiException && err.code === 404) return undefined;
+      throw err;
+    }
+  }
+
+  /** The Provider from the cache, else from the API (the cache may lag an `apply` of both at once). */
+  async #provider(namespace: string, name: string): Promise<Provider | 'lagging' | undefined> {
+    const cached = this.#d.providers.get(namespace, name);
+    if (cached) return cached;
+    try {
+      await kubeRequest(this.#d.kubeConfig, {
+        method: 'GET',
+        path: objectPath({ group: GROUP, version: VERSION, plural: 'providers', namespace, name }),
+      });
+      return 'lagging';
+    } catch (err) {
+      if (err instanceof KubeApiError && err.statusCode === 404) return undefined;
       throw err;
     }
   }
@@ -87,33 +121,55 @@ export class AlertReconciler {
     }
     let state: ReadyState;
     let compiled: CompiledAlert | undefined;
-    let retry = false;
+    let templates: TemplateSet | undefined;
+    let retryMs: number | undefined;
     const c = compileAlert(alert, { allowCrossNamespace: this.#d.allowCrossNamespace });
+    const provider = c.ok ? await this.#provider(namespace, alert.spec.providerRef.name) : undefined;
+    const templateData = alert.spec.templateRef
+      ? await this.#configMapData(namespace, alert.spec.templateRef.name)
+      : {};
     if (!c.ok) {
       state = { ready: false, reason: c.reason, message: c.message };
-    } else if (!this.#d.providers.get(namespace, alert.spec.providerRef.name)) {
+    } else if (provider === 'lagging') {
+      // Created together with the Alert: our cache has not seen it yet. Check again shortly.
+      return { requeueAfterMs: 500 };
+    } else if (!provider) {
       state = {
         ready: false,
         reason: 'ProviderNotFound',
         message: `Provider '${namespace}/${alert.spec.providerRef.name}' (spec.providerRef) not found`,
       };
-    } else if (
-      alert.spec.templateRef &&
-      !(await this.#configMapExists(namespace, alert.spec.templateRef.name))
-    ) {
+    } else if (templateData === undefined) {
       state = {
         ready: false,
         reason: 'TemplateNotFound',
-        message: `ConfigMap '${namespace}/${alert.spec.templateRef.name}' (spec.templateRef) not found`,
+        message: `ConfigMap '${namespace}/${alert.spec.templateRef?.name ?? ''}' (spec.templateRef) not found`,
       };
-      retry = true;
+      retryMs = this.#d.notReadyRetryMs ?? 15_000;
     } else {
-      compiled = c.alert;
-      state = {
-        ready: true,
-        reason: 'Succeeded',
-        message: alert.spec.suspend ? 'Alert is ready (suspended: nothing is routed)' : 'Alert is ready',
-      };
+      const context = provider.spec.commitStatus?.context;
+      const t = compileTemplates(templateData, context !== undefined ? { commitStatusContext: context } : {});
+      if (!t.ok) {
+        const where =
+          t.template === 'commitStatusContext' && context !== undefined
+            ? `Provider '${namespace}/${provider.metadata.name ?? ''}' spec.commitStatus.context`
+            : `template '${t.template}'${alert.spec.templateRef ? ` (ConfigMap '${namespace}/${alert.spec.templateRef.name}')` : ''}`;
+        state = {
+          ready: false,
+          reason: 'InvalidTemplate',
+          message: `${where}${t.line !== null ? ` line ${t.line}` : ''}: ${t.message}`,
+        };
+      } else {
+        compiled = c.alert;
+        templates = t.set;
+        state = {
+          ready: true,
+          reason: 'Succeeded',
+          message: alert.spec.suspend ? 'Alert is ready (suspended: nothing is routed)' : 'Alert is ready',
+        };
+      }
+      // ConfigMaps are not watched: re-read a referenced one now and then.
+      if (alert.spec.templateRef) retryMs = TEMPLATE_RECHECK_MS;
     }
     this.#d.index.set(
       key,
@@ -123,6 +179,7 @@ export class AlertReconciler {
             uid: alert.metadata.uid,
             createdMs: new Date(alert.metadata.creationTimestamp ?? 0).getTime(),
             compiled,
+            templates: templates ?? builtinTemplates(),
           }
         : undefined,
     );
@@ -143,6 +200,6 @@ export class AlertReconciler {
       );
     }
     // A missing Provider comes back through the Provider informer (it re-queues referencing Alerts).
-    return retry ? { requeueAfterMs: this.#d.notReadyRetryMs ?? 15_000 } : undefined;
+    return retryMs !== undefined ? { requeueAfterMs: retryMs } : undefined;
   }
 }
