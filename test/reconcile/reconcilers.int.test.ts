@@ -3,7 +3,13 @@
  * non-admin user bound to deploy/rbac.yaml's ClusterRole (so the RBAC list is tested too).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+} from '@kubernetes/client-node';
 import type { ControllerHandle } from '../../src/controller.ts';
 import { startInProcess } from '../support/controller.ts';
 import type { Condition } from '../../src/api/meta.ts';
@@ -248,6 +254,55 @@ describe('Alert reconciler', () => {
     await create('providers', ns, 'later', { type: 'generic', address: 'https://hooks.example.test/a' });
     await waitReady('alerts', ns, 'a1', 'True');
     expect(ctl.alertIndex.get(`${ns}/a1`)).toBeDefined();
+  });
+
+  it('reports TemplateNotFound, then InvalidTemplate with the line for a typo, then Ready when fixed', async () => {
+    await create('alerts', ns, 'tpl', {
+      providerRef: { name: 'later' },
+      eventSources: [{ kind: 'Stack' }],
+      templateRef: { name: 'alert-templates' },
+    });
+    await waitReady('alerts', ns, 'tpl', 'False', 'TemplateNotFound');
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: {
+        metadata: { name: 'alert-templates' },
+        data: { message: 'Stack {{stackName}}\nresult: {{stak}}\n' },
+      },
+    });
+    // The Alert re-reads its ConfigMap; a spec change makes it happen now.
+    await custom.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: 'alerts',
+        name: 'tpl',
+        body: { spec: { eventSeverity: 'error' } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const c = await waitReady('alerts', ns, 'tpl', 'False', 'InvalidTemplate');
+    expect(c.message).toContain("template 'message'");
+    expect(c.message).toContain('line 2');
+    expect(c.message).toContain('stak');
+    await core.replaceNamespacedConfigMap({
+      namespace: ns,
+      name: 'alert-templates',
+      body: { metadata: { name: 'alert-templates' }, data: { message: 'Stack {{stackName}}: {{reason}}' } },
+    });
+    await custom.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: 'alerts',
+        name: 'tpl',
+        body: { spec: { eventSeverity: 'info' } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await waitReady('alerts', ns, 'tpl', 'True');
   });
 
   it('reports InvalidRegex naming the pattern, and routes nothing with it', async () => {
