@@ -11,6 +11,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { NotificationEvent } from '../api/event.ts';
+import type { GitProviderType } from '../api/v1alpha1.ts';
+import type { ResolvedProvider } from '../credential/provider.ts';
+import { resolveRepository, type ForgeRepo } from './address.ts';
 import { ProviderError } from './errors.ts';
 import type { HttpResponse, ProviderHttp } from './http.ts';
 import type { CommitState, Notifier, RenderedNotification } from './types.ts';
@@ -317,6 +320,27 @@ export function sameOriginNext(next: string, base: string, secretValues: readonl
   return u.toString();
 }
 
+/**
+ * The repository an event goes to (`resolveRepository` from ./address.ts with the Provider's
+ * address and apiURL and the Stack's repository, `metadata.repository`).
+ * @throws ProviderError with `code` = the failure reason (`InvalidAddress`, `NoRepository`,
+ *   `OutsideAddress`), not retryable: the Provider or the Stack must change.
+ */
+export function repositoryFor(
+  type: GitProviderType,
+  p: ResolvedProvider,
+  ev: NotificationEvent,
+  secretValues: readonly string[],
+): ForgeRepo {
+  const r = resolveRepository(type, p.address, p.apiURL, ev.metadata.repository);
+  if (r.ok) return r.repo;
+  throw new ProviderError(`Provider ${p.namespace}/${p.name}: ${r.message}`, {
+    code: r.reason,
+    retryable: false,
+    secretValues,
+  });
+}
+
 /** Pull request ids named explicitly by the event (`metadata.pullRequest`, a positive integer), or undefined. */
 export function explicitPullRequest(ev: NotificationEvent): string | undefined {
   const v = ev.metadata.pullRequest?.trim();
@@ -417,7 +441,9 @@ export function forgeNotifier<R, P extends { id: string }>(
 
       const cs = rendered.commitStatus;
       if (cs !== undefined) {
-        const description = adapter.nativeDescription ? adapter.nativeDescription(cs.description) : cs.description;
+        const description = adapter.nativeDescription
+          ? adapter.nativeDescription(cs.description)
+          : cs.description;
         const native: NativeStatus = {
           state: adapter.nativeState(cs.state),
           context: cs.context,
@@ -469,6 +495,95 @@ export async function* pages<T, C>(
     yield page.items;
     cursor = page.next;
   }
+}
+
+export interface JsonCall {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  /** Serialised as JSON with `Content-Type: application/json`. */
+  body?: unknown;
+  /** Non-2xx statuses returned instead of thrown (see `ProviderHttp.request`). */
+  acceptStatus?: readonly number[];
+}
+
+/**
+ * One JSON API call through the Provider's `ProviderHttp` (CA, proxy, timeout, redacted errors).
+ * Sends `Accept: application/json` (and the JSON content type with a body).
+ * @returns the status, headers and parsed body (null for an empty body).
+ * @throws ProviderError from the transport, for a non-2xx status not in `acceptStatus`, or
+ *   `BAD_RESPONSE` for a body that is not JSON.
+ */
+export async function callJson(
+  http: ProviderHttp,
+  call: JsonCall,
+): Promise<{ status: number; headers: HttpResponse['headers']; data: unknown }> {
+  const res = await http.request(call.url, {
+    method: call.method,
+    headers: {
+      Accept: 'application/json',
+      ...(call.body !== undefined ? { 'Content-Type': 'application/json' } : {}),
+      ...call.headers,
+    },
+    ...(call.body !== undefined ? { body: JSON.stringify(call.body) } : {}),
+    ...(call.acceptStatus !== undefined ? { acceptStatus: call.acceptStatus } : {}),
+  });
+  const ok = res.status >= 200 && res.status <= 299;
+  const data = ok ? parseJson(res, `${call.method} ${describeURL(call.url)}`, http.secretValues) : null;
+  return { status: res.status, headers: res.headers, data };
+}
+
+/** A URL without its query (query strings may hold search terms we do not want in messages). */
+export function describeURL(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+/**
+ * Pages of a JSON-array listing that paginates with RFC 8288 `Link: <…>; rel="next"` (Gitea,
+ * GitLab): starts at `url`, follows `next` (same origin only) until there is none.
+ * @throws ProviderError from the calls, `BAD_RESPONSE` for a page that is not an array,
+ *   `TOO_MANY_PAGES` after `MAX_PAGES`.
+ */
+export function linkPages(
+  http: ProviderHttp,
+  url: string,
+  headers: Record<string, string>,
+  what: string,
+): AsyncGenerator<unknown[], void, undefined> {
+  return pages<unknown, string>(
+    url,
+    async (u) => {
+      const { data, headers: h } = await callJson(http, { method: 'GET', url: u, headers });
+      if (!Array.isArray(data)) throw badShape(`GET ${describeURL(u)}`, http.secretValues);
+      const next = nextLink(h.get('link'));
+      return {
+        items: data as unknown[],
+        next:
+          next === undefined || data.length === 0 ? undefined : sameOriginNext(next, u, http.secretValues),
+      };
+    },
+    what,
+    http.secretValues,
+  );
+}
+
+/**
+ * Authorization headers for forges taking either a token or a username/password pair:
+ * with `username` and a password (or, lacking one, the token: Atlassian API tokens and Azure
+ * DevOps PATs work as basic-auth passwords) → `Basic`; else the token with `tokenScheme`
+ * (`Bearer`, or Gitea's `token`).
+ * @throws Error when the Provider has neither (resolveProvider already refuses that).
+ */
+export function authHeaders(p: ResolvedProvider, tokenScheme: string, label: string): Record<string, string> {
+  const secret = p.password ?? p.token;
+  if (p.username !== undefined && secret !== undefined) {
+    return { Authorization: basicAuth(p.username, secret) };
+  }
+  if (p.token !== undefined) return { Authorization: `${tokenScheme} ${p.token}` };
+  throw new Error(
+    `Provider ${p.namespace}/${p.name}: type '${label}' needs credentials: key 'token', or 'username' (or spec.username) and 'password', in the Provider's Secret`,
+  );
 }
 
 /** Collects every item of a paged listing. */

@@ -4,13 +4,25 @@
  */
 import type { ProviderType } from '../api/v1alpha1.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
+import { azuredevops } from './azuredevops.ts';
+import { bitbucket } from './bitbucket.ts';
+import { bitbucketserver } from './bitbucketserver.ts';
 import { generic } from './generic.ts';
 import { genericHmac } from './generic-hmac.ts';
+import { gitea } from './gitea.ts';
+import { github } from './github.ts';
+import { gitlab } from './gitlab.ts';
 import { ProviderHttp } from './http.ts';
 import type { Notifier, NotifierFactory } from './types.ts';
 
 export const notifiers: Partial<Record<ProviderType, NotifierFactory>> = {
   generic,
+  github,
+  gitlab,
+  gitea,
+  bitbucket,
+  bitbucketserver,
+  azuredevops,
   'generic-hmac': genericHmac,
 };
 
