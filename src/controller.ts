@@ -150,6 +150,8 @@ export async function startController(
   const alertIndex = new AlertIndex();
   const usableProviders = new Map<string, ResolvedProvider>();
   const redactor = deps.redactor ?? new Redactor();
+  /** Provider key → what the last failed send said about it (cleared by a successful send). */
+  const deliveryProblems = new Map<string, { reason: string; message: string }>();
   const readSecret = deps.readSecret ?? secretReader(kc);
 
   const providerReconciler = new ProviderReconciler({
@@ -159,6 +161,7 @@ export async function startController(
     recorder,
     logger: logger.child({ reconciler: 'provider' }),
     ...(deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {}),
+    deliveryProblem: (key) => deliveryProblems.get(key),
     onResolved: (key, resolved) => {
       const prev = usableProviders.get(key);
       if (resolved) {
@@ -215,6 +218,12 @@ export async function startController(
       statusWriter.record(r);
     },
     redact: (text) => redactor.redact(text),
+    onProviderHealth: (key, problem) => {
+      const prev = deliveryProblems.get(key);
+      if (problem) deliveryProblems.set(key, problem);
+      else deliveryProblems.delete(key);
+      if (prev?.reason !== problem?.reason || prev?.message !== problem?.message) providerQueue.add(key);
+    },
     render: (alert, p, ev) =>
       renderNotification(alert.templates, ev, {
         clusterName: opts.clusterName,

@@ -90,6 +90,11 @@ export interface DispatcherOptions {
   providerConcurrency?: number;
   /** Re-check interval while a Provider is not Ready, ms (default 5 s). */
   heldRetryMs?: number;
+  /**
+   * Told what sends reveal about a Provider (`namespace/name`): a TLS, proxy or authentication
+   * failure (`CertificateError`, `ProxyError`, `AuthenticationFailed`), or undefined after a success.
+   */
+  onProviderHealth?: (providerKey: string, problem: { reason: string; message: string } | undefined) => void;
   /** Redacts every secret the controller knows (all Providers'), on top of the Provider's own. */
   redact?: (text: string) => string;
 }
@@ -385,6 +390,7 @@ export class Dispatcher {
         await this.#queue(providerKey, p).add(() => notifier.send(ev, rendered));
         this.#m.duration.observe({ provider_type: p.type }, (this.#clock.now() - t0) / 1000);
         this.#m.attempts.inc({ provider_type: p.type, outcome: 'success' });
+        this.#o.onProviderHealth?.(providerKey, undefined);
         log.debug({ attempt }, 'delivered');
         this.#report(alert, p, ev, 'Delivered', 'Delivered', `${ev.reason} delivered to ${p.type}`);
         return 'Delivered';
@@ -399,6 +405,19 @@ export class Dispatcher {
               });
         this.#m.attempts.inc({ provider_type: p.type, outcome: pe.code });
         if (pe.retryAfterMs !== undefined) this.#gate.block(cred, this.#clock.now() + pe.retryAfterMs);
+        const problem =
+          pe.code === 'TLS'
+            ? 'CertificateError'
+            : pe.code === 'PROXY'
+              ? 'ProxyError'
+              : pe.status === 401 || (pe.status === 403 && pe.retryAfterMs === undefined)
+                ? 'AuthenticationFailed'
+                : undefined;
+        if (problem)
+          this.#o.onProviderHealth?.(providerKey, {
+            reason: problem,
+            message: this.#o.redact ? this.#o.redact(pe.message) : pe.message,
+          });
         const elapsed = this.#clock.now() - started;
         if (!pe.retryable) return this.#fail(alert, p, ev, 'DeliveryFailed', pe.message, log);
         if (elapsed >= this.#retry.maxElapsedMs) {

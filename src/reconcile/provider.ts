@@ -24,6 +24,11 @@ export interface ProviderReconcilerDeps {
   /** Re-check interval for a Provider that is not ready, milliseconds (default 15 s). */
   notReadyRetryMs?: number;
   now?: () => Date;
+  /**
+   * What deliveries last learned about the Provider that its spec cannot show (a TLS
+   * verification failure, rejected credentials); undefined when the last send worked.
+   */
+  deliveryProblem?: (key: string) => { reason: string; message: string } | undefined;
   /** Called after every reconcile with the key and whether the Provider is usable. */
   onResolved?: (key: string, resolved: ResolvedProvider | undefined) => void;
 }
@@ -43,15 +48,20 @@ export class ProviderReconciler {
       return undefined;
     }
     const result = await resolveProvider(provider, this.#d.readSecret);
-    const state: ReadyState = result.ok
-      ? {
-          ready: true,
-          reason: 'Succeeded',
-          message: provider.spec.suspend
-            ? 'Provider is ready (suspended: nothing is sent)'
-            : 'Provider is ready',
-        }
-      : { ready: false, reason: result.reason, message: result.message };
+    // A delivery problem makes the Provider not Ready, but it stays usable: its events keep
+    // being retried, and the first successful send (e.g. once the CA is added) clears it.
+    const problem = result.ok ? this.#d.deliveryProblem?.(key) : undefined;
+    const state: ReadyState = !result.ok
+      ? { ready: false, reason: result.reason, message: result.message }
+      : problem
+        ? { ready: false, reason: problem.reason, message: problem.message }
+        : {
+            ready: true,
+            reason: 'Succeeded',
+            message: provider.spec.suspend
+              ? 'Provider is ready (suspended: nothing is sent)'
+              : 'Provider is ready',
+          };
     const { transitioned } = await writeReady(
       this.#d.kubeConfig,
       'providers',
