@@ -2,7 +2,7 @@
  * Provider type → notifier factory. Types without an entry are not implemented yet
  * (forges and chat services land in later changes).
  */
-import type { ProviderType } from '../api/v1alpha1.ts';
+import type { GitProviderType, ProviderType } from '../api/v1alpha1.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { azuredevops } from './azuredevops.ts';
 import { bitbucket } from './bitbucket.ts';
@@ -15,15 +15,28 @@ import { gitlab } from './gitlab.ts';
 import { ProviderHttp } from './http.ts';
 import type { Notifier, NotifierFactory } from './types.ts';
 
-export const notifiers: Partial<Record<ProviderType, NotifierFactory>> = {
-  generic,
+/**
+ * Every git forge type has a notifier: this record is typed over all of `GIT_PROVIDER_TYPES`, so
+ * adding a forge type to the API without an implementation does not compile.
+ */
+const forgeNotifiers: Record<GitProviderType, NotifierFactory> = {
   github,
   gitlab,
   gitea,
   bitbucket,
   bitbucketserver,
   azuredevops,
+};
+
+/** Webhook types; chat types (slack, msteams, discord, googlechat) are not implemented yet. */
+const messageNotifiers: Partial<Record<Exclude<ProviderType, GitProviderType>, NotifierFactory>> = {
+  generic,
   'generic-hmac': genericHmac,
+};
+
+export const notifiers: Partial<Record<ProviderType, NotifierFactory>> = {
+  ...forgeNotifiers,
+  ...messageNotifiers,
 };
 
 /** Whether `type` has a notifier in this build. */
