@@ -19,8 +19,9 @@ try {
   opts = loadConfig();
 } catch (err) {
   if (err instanceof UsageError) {
-    writeSync(2, `${err.message}\n\n${err.usage}`);
-    process.exit(err.message === 'help requested' ? 0 : 2);
+    const help = err.message === 'help requested';
+    writeSync(help ? 1 : 2, help ? err.usage : `${err.message}\n\n${err.usage}`);
+    process.exit(help ? 0 : 2);
   }
   throw err;
 }
