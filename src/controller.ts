@@ -295,6 +295,7 @@ export async function startController(
   });
   alerts.on('delete', (a) => {
     alertQueue.add(keyOf(a));
+    if (a.metadata.uid) dispatcher.dropAlert(a.metadata.uid);
   });
 
   const ready = (): { ok: boolean; message: string } => {

@@ -175,7 +175,11 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
   const password = trimmed(data, 'password');
   const username = spec.username ?? trimmed(data, 'username');
   if (token) secretValues.push(token);
-  if (password) secretValues.push(password);
+  if (password) {
+    secretValues.push(password);
+    // An echoed `Authorization: Basic …` header is base64 of `user:password`, not of the password.
+    if (username !== undefined) secretValues.push(`${username}:${password}`);
+  }
 
   let githubApp: GitHubAppCredentials | undefined;
   const appID = trimmed(data, 'githubAppID');

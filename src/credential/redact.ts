@@ -5,7 +5,10 @@
  */
 export const REDACTED = '[redacted]';
 
-/** Replaces every occurrence of each value (and its URL-encoded and base64 forms) with `[redacted]`. */
+/**
+ * Replaces every occurrence of each value — raw, URL-encoded, base64, and JSON-escaped (with and
+ * without `\/`) — with `[redacted]`.
+ */
 export function redact(text: string, secretValues: readonly string[]): string {
   let out = text;
   const forms = new Set<string>();
@@ -14,6 +17,11 @@ export function redact(text: string, secretValues: readonly string[]): string {
     forms.add(v);
     forms.add(encodeURIComponent(v));
     forms.add(Buffer.from(v, 'utf8').toString('base64'));
+    // As it appears inside a JSON string: escaped quotes/newlines (a PEM key), and `\/` (many
+    // APIs escape slashes, e.g. an echoed webhook URL).
+    const json = JSON.stringify(v).slice(1, -1);
+    forms.add(json);
+    forms.add(json.replaceAll('/', '\\/'));
   }
   // Longest first, so a value containing another is replaced whole.
   for (const f of [...forms].sort((a, b) => b.length - a.length)) {

@@ -472,6 +472,17 @@ export class Dispatcher {
     return 'Failed';
   }
 
+  /** Forgets every waiting event of a deleted Alert (its lanes would otherwise wait forever). */
+  dropAlert(alertUid: string): void {
+    for (const [key, lane] of this.#lanes) {
+      if (!key.startsWith(`${alertUid}/`)) continue;
+      lane.pending.clear();
+      if (lane.timer !== undefined) this.#clock.clearTimeout(lane.timer);
+      lane.timer = undefined;
+      if (!lane.running) this.#lanes.delete(key);
+    }
+  }
+
   /** Stops sending: in-flight sends finish or are abandoned after `deadlineMs`; nothing is recorded for held events. */
   async stop(deadlineMs = 10_000): Promise<void> {
     this.#abort.abort();

@@ -30,11 +30,21 @@ import { KubeApiError, kubeRequest, objectPath, errorMessage } from '../kube/cli
 import { jitteredBackoff, sleep, systemClock, type Clock } from '../kube/clock.ts';
 import { comparePositions, formatPosition, parsePosition, type EventPosition } from './order.ts';
 
-/** A ledger entry: the watermark position and the hashes of the events handled exactly there. */
-interface Entry {
+/**
+ * A ledger entry: the watermark position, the hashes of the events handled exactly there, and
+ * the runs still open — whose Started was handled but whose result was not. An open run's result
+ * is not done even when it sorts before the watermark: the next run's Started can be handled
+ * before the previous run's result is seen (Stack and Update are watched separately), and that
+ * result must still go out.
+ */
+export interface Entry {
   pos: EventPosition;
   ids: string[];
+  /** `run` of each open run (bounded; the oldest is forgotten first). */
+  open: number[];
 }
+
+const MAX_OPEN_RUNS = 8;
 
 const MAX_TIED_IDS = 8;
 
@@ -43,25 +53,58 @@ export function eventIdHash(id: string): string {
   return createHash('sha1').update(id).digest('hex').slice(0, 8);
 }
 
+/** Parses `<run>.<rank>.<sub>[~<h>,…][!<open run>,…]`. */
 export function parseEntry(s: string): Entry | undefined {
-  const [p, ids] = s.split('~', 2);
+  const [main = '', openPart] = s.split('!', 2);
+  const [p, ids] = main.split('~', 2);
   const pos = parsePosition(p ?? '');
   if (!pos) return undefined;
-  return { pos, ids: ids === undefined || ids === '' ? [] : ids.split(',') };
+  const open = openPart === undefined || openPart === '' ? [] : openPart.split(',').map(Number).filter(Number.isSafeInteger);
+  return { pos, ids: ids === undefined || ids === '' ? [] : ids.split(','), open };
 }
 
 export function formatEntry(e: Entry): string {
-  return e.ids.length === 0 ? formatPosition(e.pos) : `${formatPosition(e.pos)}~${e.ids.join(',')}`;
+  const ids = e.ids.length === 0 ? '' : `~${e.ids.join(',')}`;
+  const open = e.open.length === 0 ? '' : `!${e.open.join(',')}`;
+  return `${formatPosition(e.pos)}${ids}${open}`;
+}
+
+/** `e` after handling event `eventId` at `pos`: the watermark never moves back; Started opens its run, a result closes it. */
+export function applyHandled(e: Entry | undefined, pos: EventPosition, eventId: string): Entry {
+  const h = eventIdHash(eventId);
+  let next: Entry;
+  if (!e) next = { pos, ids: [h], open: [] };
+  else {
+    const c = comparePositions(pos, e.pos);
+    next =
+      c > 0
+        ? { pos, ids: [h], open: [...e.open] }
+        : c === 0
+          ? { pos: e.pos, ids: [...new Set([...e.ids, h])].slice(-MAX_TIED_IDS), open: [...e.open] }
+          : { pos: e.pos, ids: [...e.ids], open: [...e.open] };
+  }
+  if (pos.rank === 0 && !next.open.includes(pos.run)) next.open = [...next.open, pos.run].slice(-MAX_OPEN_RUNS);
+  if (pos.rank === 1) next.open = next.open.filter((r) => r !== pos.run);
+  return next;
+}
+
+/** Whether the event `eventId` at `pos` is covered by entry `e`. */
+export function entryCovers(e: Entry | undefined, pos: EventPosition, eventId: string): boolean {
+  if (!e) return false;
+  if (pos.rank === 1 && e.open.includes(pos.run)) return false;
+  const c = comparePositions(pos, e.pos);
+  return c < 0 || (c === 0 && (e.ids.length === 0 || e.ids.includes(eventIdHash(eventId))));
 }
 
 /** The later of two entries; at the same position, the union of their event hashes. */
 export function mergeEntries(a: Entry | undefined, b: Entry): Entry {
   if (!a) return b;
   const c = comparePositions(a.pos, b.pos);
-  if (c > 0) return a;
-  if (c < 0) return b;
+  const open = [...new Set([...a.open, ...b.open])].slice(-MAX_OPEN_RUNS);
+  if (c > 0) return { ...a, open };
+  if (c < 0) return { ...b, open };
   const ids = [...new Set([...a.ids, ...b.ids])].slice(-MAX_TIED_IDS);
-  return { pos: a.pos, ids };
+  return { pos: a.pos, ids, open };
 }
 import { API_VERSION } from '../api/v1alpha1.ts';
 
@@ -223,10 +266,7 @@ export class Ledger {
 
   /** True when the event `eventId` at `pos` has been handled for (Alert, Stack). */
   isDone(alertUid: string, stackUid: string, pos: EventPosition, eventId: string): boolean {
-    const w = this.#entry(alertUid, stackUid);
-    if (!w) return false;
-    const c = comparePositions(pos, w.pos);
-    return c < 0 || (c === 0 && (w.ids.length === 0 || w.ids.includes(eventIdHash(eventId))));
+    return entryCovers(this.#entry(alertUid, stackUid), pos, eventId);
   }
 
   /**
@@ -237,8 +277,10 @@ export class Ledger {
   advance(alert: LedgerAlertRef, stackUid: string, pos: EventPosition, eventId: string): Promise<void> {
     const shard = this.#shard(alert, this.#shardIndex(stackUid));
     shard.alert = alert;
-    if (!this.#raise(shard.data, stackUid, { pos, ids: [eventIdHash(eventId)] }) && !shard.dirty)
-      return Promise.resolve();
+    const cur = shard.data.get(stackUid);
+    const next = formatEntry(applyHandled(cur === undefined ? undefined : parseEntry(cur), pos, eventId));
+    if (next === cur && !shard.dirty) return Promise.resolve();
+    shard.data.set(stackUid, next);
     shard.dirty = true;
     const done = new Promise<void>((resolve) => shard.waiters.push(resolve));
     this.#schedule(shard);

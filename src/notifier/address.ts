@@ -148,6 +148,9 @@ function parseRaw(input: string): RawAddress | string {
     const port = u.port === defaultPort ? '' : u.port;
     return finish(kind, hostname, port, u.pathname, displayURL(u));
   }
+  // `user:token@host/path` without a scheme is an https URL with credentials, not scp-like
+  // `user@host:path`: read it as https (userinfo is then dropped from every message).
+  if (/^[^@/\s:]+:[^@/\s]*@[^/\s:]+(:\d+)?\/\S/.test(text)) return parseRaw(`https://${text}`);
   const scp = SCP.exec(text);
   if (scp) {
     const [, host = '', path = ''] = scp;

@@ -70,6 +70,11 @@ import type { EventReason, Severity } from '../api/v1alpha1.ts';
 import { parseRevision } from './revision.ts';
 import { cleanMessage } from './text.ts';
 
+/** The revision PKO writes into an Update's `spec.message` (`New commit detected: "<rev>"`), if any. */
+export function revisionFromUpdateMessage(message: string | undefined): string | undefined {
+  return message === undefined ? undefined : /New commit detected: "([^"]+)"/.exec(message)?.[1];
+}
+
 export interface DeriveContext {
   /** `reportingController` of every event, e.g. `pko-notification-controller`. */
   reportingController: string;
@@ -289,8 +294,14 @@ export function eventsFromUpdate(
   const current = theStack?.status?.currentUpdate;
   const last = theStack?.status?.lastUpdate;
   const lastIsThis = last !== undefined && last.name === updateName;
+  // The Stack names this run's commit only while the run is its current or last one; later
+  // (the next run already started) PKO's Update message still says `New commit detected: "<rev>"`.
   const revision =
-    current?.name === updateName ? current.commit : lastIsThis ? last.lastAttemptedCommit : undefined;
+    current?.name === updateName
+      ? current.commit
+      : lastIsThis
+        ? last.lastAttemptedCommit
+        : revisionFromUpdateMessage(update.spec?.message);
 
   const metadata: Record<string, string> = {};
   sourceMetadata(metadata, theStack, revision, ctx);

@@ -531,3 +531,14 @@ it('derivation is deterministic: no clock, Date timestamps normalised', () => {
   expect(a[0]!.timestamp).toBe('2026-08-01T00:00:00.000Z');
   expect(PREV_SHA).not.toBe(a[0]!.metadata.commit); // lastSuccessfulCommit is not the run's commit
 });
+
+describe('commit of a run the Stack has moved past', () => {
+  it("takes the revision from the Update's message when the Stack no longer names the run", async () => {
+    const { revisionFromUpdateMessage } = await import('../../src/source/derive.ts');
+    expect(revisionFromUpdateMessage('New commit detected: "9f1c2e7d0a4b5c6d7e8f90112233445566778899"')).toBe(
+      '9f1c2e7d0a4b5c6d7e8f90112233445566778899',
+    );
+    expect(revisionFromUpdateMessage('Initial stack update')).toBeUndefined();
+    expect(revisionFromUpdateMessage(undefined)).toBeUndefined();
+  });
+});
