@@ -8,6 +8,7 @@ import { azuredevops } from './azuredevops.ts';
 import { bitbucket } from './bitbucket.ts';
 import { bitbucketserver } from './bitbucketserver.ts';
 import { generic } from './generic.ts';
+import { slack } from './slack.ts';
 import { genericHmac } from './generic-hmac.ts';
 import { gitea } from './gitea.ts';
 import { github } from './github.ts';
@@ -28,10 +29,11 @@ const forgeNotifiers: Record<GitProviderType, NotifierFactory> = {
   azuredevops,
 };
 
-/** Webhook types; chat types (slack, msteams, discord, googlechat) are not implemented yet. */
+/** Webhook and chat types; msteams, discord and googlechat are not implemented yet. */
 const messageNotifiers: Partial<Record<Exclude<ProviderType, GitProviderType>, NotifierFactory>> = {
   generic,
   'generic-hmac': genericHmac,
+  slack,
 };
 
 export const notifiers: Partial<Record<ProviderType, NotifierFactory>> = {

@@ -77,6 +77,21 @@ describe('github end to end', () => {
       expect(ours.edits).toBeGreaterThanOrEqual(1);
       expect(ours.body).toContain(SHA.slice(0, 7));
       expect(gh.comments('acme/app', 7).find((c) => c.login === 'octocat')?.edits).toBe(0);
+
+      // F22: failures until PKO stalls: the commit ends at failure, never left pending.
+      const SHA2 = '5f4c3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a2';
+      for (let i = 0; i < 3; i++) {
+        const run = await sim.startRun('app', { type: 'up', commit: SHA2 });
+        await sim.finishRun(run, 'failed');
+      }
+      await sim.stall('app', 'UpdateFailed');
+      await waitFor(() => Promise.resolve(gh.statuses('acme/app', SHA2)[0]?.state === 'failure'), {
+        timeoutMs: 30_000,
+        what: 'failure status on the stalled commit',
+      });
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(gh.statuses('acme/app', SHA2)[0]?.state).toBe('failure');
+
       expect(gh.violations).toEqual([]);
       expect(gh.log.every((r) => r.path.startsWith('/api/v3/'))).toBe(true);
     } finally {

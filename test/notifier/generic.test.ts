@@ -243,9 +243,11 @@ describe('registry', () => {
   it('implements generic and generic-hmac; a type without a notifier throws a clear error', () => {
     expect(Object.keys(notifiers)).toEqual(expect.arrayContaining(['generic', 'generic-hmac']));
     expect(hasNotifier('generic')).toBe(true);
-    expect(hasNotifier('slack')).toBe(false);
-    expect(() => createNotifier(resolved({ type: 'slack', address: 'https://hooks.slack.example/x' }))).toThrow(
-      /^Provider team-a\/hook: type 'slack' has no notifier in this version of pko-notification-controller \(implemented: .*\bgeneric-hmac\b/,
+    expect(hasNotifier('discord')).toBe(false);
+    expect(() =>
+      createNotifier(resolved({ type: 'discord', address: 'https://discord.example/api/webhooks/x' })),
+    ).toThrow(
+      /^Provider team-a\/hook: type 'discord' has no notifier in this version of pko-notification-controller \(implemented: .*\bgeneric-hmac\b/,
     );
   });
 });

@@ -1,0 +1,76 @@
+/**
+ * `slack` provider: an incoming webhook (`address` = the hooks.slack.com URL, usually kept in
+ * the Secret's `address` key), or, with a bot `token`, the Web API `chat.postMessage`
+ * (`address` = `https://slack.com/api/chat.postMessage`, `channel` required).
+ *
+ * Plain HTTP through `ProviderHttp` rather than `@slack/webhook`/`@slack/web-api`: those send
+ * through axios, which would bypass the Provider's CA bundle and proxy (every provider must honour
+ * them), and have no timeout by default. The JSON payload is built here; only the text is templated.
+ *
+ * Facts (shared/facts/forges.md): a webhook answers `ok` (HTTP 200) and errors with 4xx text
+ * (`invalid_payload`, `no_service`, `channel_is_archived`); `chat.postMessage` answers HTTP 200 with
+ * `{"ok": false, "error": "…"}` on failure, and 429 with `Retry-After` when rate limited. `text`
+ * is bounded by the renderer (≤ 4,000 characters advisable — src/notifier/limits.ts).
+ */
+import type { NotifierFactory } from './types.ts';
+import { ProviderError } from './errors.ts';
+
+/** `chat.postMessage` errors worth retrying; every other `ok: false` is a configuration error. */
+const RETRYABLE_API_ERRORS = new Set([
+  'ratelimited',
+  'internal_error',
+  'fatal_error',
+  'service_unavailable',
+  'request_timeout',
+]);
+
+export const slack: NotifierFactory = (p, { http }) => {
+  const bot = p.token !== undefined;
+  if (bot && p.channel === undefined) {
+    throw new Error(`Provider ${p.namespace}/${p.name}: a slack bot token needs spec.channel`);
+  }
+  return {
+    async send(_ev, rendered) {
+      const payload = {
+        text: rendered.message,
+        ...(p.channel !== undefined ? { channel: p.channel } : {}),
+        ...(p.username !== undefined ? { username: p.username } : {}),
+      };
+      const res = await http.request(p.address, {
+        method: 'POST',
+        headers: {
+          'Content-Type': 'application/json; charset=utf-8',
+          ...(bot ? { Authorization: `Bearer ${p.token ?? ''}` } : {}),
+        },
+        body: JSON.stringify(payload),
+      });
+      if (!bot) return;
+      let answer: { ok?: unknown; error?: unknown };
+      try {
+        answer = JSON.parse(res.text) as { ok?: unknown; error?: unknown };
+      } catch {
+        throw new ProviderError(
+          'chat.postMessage answered with a body that is not JSON: check spec.address',
+          {
+            status: res.status,
+            retryable: true,
+            code: 'BAD_RESPONSE',
+            secretValues: http.secretValues,
+          },
+        );
+      }
+      if (answer.ok === true) return;
+      const error = typeof answer.error === 'string' ? answer.error : 'unknown_error';
+      throw new ProviderError(
+        `chat.postMessage failed: ${error}${error === 'invalid_auth' || error === 'not_authed' ? ' (check the token in the Provider Secret)' : error === 'channel_not_found' || error === 'not_in_channel' ? ' (check spec.channel and invite the bot)' : ''}`,
+        {
+          status: res.status,
+          retryable: RETRYABLE_API_ERRORS.has(error),
+          code: `SLACK_${error.toUpperCase()}`,
+          secretValues: http.secretValues,
+        },
+      );
+    },
+    close: () => http.close(),
+  };
+};
