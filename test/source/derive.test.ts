@@ -160,7 +160,10 @@ describe('eventsFromUpdate', () => {
       expect(without.map((e) => e.id)).toEqual(withStack.map((e) => e.id));
       expect(without[1]!.involvedObject).toEqual(withStack[1]!.involvedObject);
       expect(without[1]!.labels).toEqual({}); // the Stack is known only by reference
+      // Without the Stack, the commit still comes from the Update's `New commit detected` message.
       expect(without[1]!.metadata).toEqual({
+        revision: '9f1c2e7d0a4b5c6d7e8f90112233445566778899',
+        commit: '9f1c2e7d0a4b5c6d7e8f90112233445566778899',
         stack: 'acme/app/dev',
         updateName: UPDATE_NAME,
         updateType: 'up',
@@ -172,7 +175,9 @@ describe('eventsFromUpdate', () => {
       other.metadata.uid = 'another-uid';
       const evs = eventsFromUpdate(update('failed'), other, ctx);
       expect(evs[0]!.id).toBe(`${STACK_UID}/${UPDATE_NAME}/started`);
-      expect(evs[0]!.metadata.commit).toBeUndefined();
+      // Nothing of the other Stack is used: no labels, no permalink; the commit comes from the Update message.
+      expect(evs[0]!.metadata.commit).toBe('9f1c2e7d0a4b5c6d7e8f90112233445566778899');
+      expect(evs[0]!.metadata).not.toHaveProperty('permalink');
       expect(evs[0]!.labels).toEqual({});
     });
 
