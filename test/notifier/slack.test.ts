@@ -4,6 +4,7 @@ import { slack } from '../../src/notifier/slack.ts';
 import { ProviderError } from '../../src/notifier/errors.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { resolved, sampleEvent } from './fixtures.ts';
+import { startProxy } from '../support/proxy.ts';
 
 let receivers: TestReceiver[] = [];
 afterEach(async () => {
@@ -63,6 +64,25 @@ describe('slack', () => {
     expect((err as ProviderError).message).toContain('invalid_auth');
     expect((err as ProviderError).message).not.toContain(token);
     await n.close();
+  });
+
+  it('F09: with proxySecretRef every request goes through the proxy (with proxy auth)', async () => {
+    const r = await receiver();
+    const proxy = await startProxy({ auth: { username: 'p', password: 'proxy-pass-123' } });
+    try {
+      const p = resolved({
+        type: 'slack',
+        address: `${r.url}/services/T0/B0/X`,
+        proxy: { address: proxy.url, username: 'p', password: 'proxy-pass-123' },
+      });
+      const n = slack(p, { http: new ProviderHttp(p) });
+      await n.send(sampleEvent, { message: 'via proxy' });
+      await n.close();
+      expect(r.requests).toHaveLength(1);
+      expect(proxy.seen).toEqual([`POST ${r.url}/services/T0/B0/X`]);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('a bot token without spec.channel is refused at construction', () => {
