@@ -149,6 +149,8 @@ interface Shard {
   data: Map<string, string>;
   resourceVersion: string | undefined;
   dirty: boolean;
+  /** Keys changed in memory since the last successful write (sent as a merge patch). */
+  changed: Set<string>;
   timer: unknown;
   flushing: Promise<void> | undefined;
   waiters: (() => void)[];
@@ -199,6 +201,7 @@ export class Ledger {
         data: new Map(),
         resourceVersion: undefined,
         dirty: false,
+        changed: new Set(),
         timer: undefined,
         flushing: undefined,
         waiters: [],
@@ -239,7 +242,10 @@ export class Ledger {
     for (const [stackUid, value] of Object.entries(cm.data ?? {})) {
       // Entries may sit in another shard after a shard-count change: re-home them in memory.
       const target = this.#shard(alert, this.#shardIndex(stackUid));
-      if (target !== shard) target.dirty = true;
+      if (target !== shard) {
+        target.dirty = true;
+        target.changed.add(stackUid);
+      }
       const e = parseEntry(value);
       if (e) this.#raise(target.data, stackUid, e);
     }
@@ -281,6 +287,7 @@ export class Ledger {
     const next = formatEntry(applyHandled(cur === undefined ? undefined : parseEntry(cur), pos, eventId));
     if (next === cur && !shard.dirty) return Promise.resolve();
     shard.data.set(stackUid, next);
+    shard.changed.add(stackUid);
     shard.dirty = true;
     const done = new Promise<void>((resolve) => shard.waiters.push(resolve));
     this.#schedule(shard);
@@ -318,15 +325,19 @@ export class Ledger {
     }
   }
 
+  /** Drops entries of Stacks known to be gone; returns their keys. */
+  #prune(shard: Shard): string[] {
+    const dead: string[] = [];
+    for (const k of shard.data.keys()) {
+      if (this.#o.isStackAlive?.(k) === false) dead.push(k);
+    }
+    for (const k of dead) shard.data.delete(k);
+    return dead;
+  }
+
   #body(shard: Shard): ConfigMapBody {
     const data: Record<string, string> = {};
-    for (const [k, v] of shard.data) {
-      if (this.#o.isStackAlive?.(k) === false) {
-        shard.data.delete(k);
-        continue;
-      }
-      data[k] = v;
-    }
+    for (const [k, v] of shard.data) data[k] = v;
     return {
       apiVersion: 'v1',
       kind: 'ConfigMap',
@@ -362,19 +373,39 @@ export class Ledger {
       plural: 'configmaps',
       namespace: shard.alert.namespace,
     });
+    const dead = this.#prune(shard);
     for (let i = 0; i < 5; i++) {
+      // Only what changed goes over the wire (a merge patch conditioned on resourceVersion):
+      // rewriting a whole 40 KB shard per delivery would cost the API server and our heap.
+      const keys = [...shard.changed];
+      const sent = new Map(keys.map((k) => [k, shard.data.get(k)]));
       try {
-        const body = this.#body(shard);
-        const res = await kubeRequest<ConfigMapBody>(
-          kc,
-          shard.resourceVersion === undefined
-            ? { method: 'POST', path, body }
-            : { method: 'PUT', path: `${path}/${encodeURIComponent(shard.name)}`, body },
-        );
+        let res: ConfigMapBody;
+        if (shard.resourceVersion === undefined) {
+          res = await kubeRequest<ConfigMapBody>(kc, { method: 'POST', path, body: this.#body(shard) });
+        } else {
+          const data: Record<string, string | null> = {};
+          for (const k of keys) data[k] = shard.data.get(k) ?? null;
+          for (const k of dead) data[k] = null;
+          res = await kubeRequest<ConfigMapBody>(kc, {
+            method: 'PATCH',
+            path: `${path}/${encodeURIComponent(shard.name)}`,
+            contentType: 'application/merge-patch+json',
+            body: { metadata: { resourceVersion: shard.resourceVersion }, data },
+          });
+        }
         this.#writes++;
         shard.resourceVersion = res.metadata.resourceVersion;
+        // A key changed again while the request was in flight stays to be written.
+        for (const k of keys) if (shard.data.get(k) === sent.get(k)) shard.changed.delete(k);
+        dead.length = 0;
         return;
       } catch (err) {
+        if (err instanceof KubeApiError && err.statusCode === 404 && shard.resourceVersion !== undefined) {
+          // Deleted under us (e.g. by hand): create it again with everything we hold.
+          shard.resourceVersion = undefined;
+          continue;
+        }
         if (!(err instanceof KubeApiError && err.statusCode === 409)) throw err;
         // Someone else wrote it (a previous leader, or our create raced): merge and retry.
         const current = await kubeRequest<ConfigMapBody>(kc, {
