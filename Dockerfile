@@ -17,4 +17,5 @@ COPY --from=build /app/dist ./dist
 COPY templates ./templates
 USER 65532:65532
 EXPOSE 8080 8081
-ENTRYPOINT ["node", "dist/main.js"]
+# A small young generation keeps RSS down (bench/pipeline.ts: ~300 → ~170 MiB with 10,000 Stacks).
+ENTRYPOINT ["node", "--max-semi-space-size=2", "dist/main.js"]
