@@ -48,7 +48,7 @@ describe('controller process', () => {
     const gauge = (name: string): number =>
       Number(new RegExp(`^${name} (\\d+(?:\\.\\d+)?)`, 'm').exec(idleMetrics)?.[1] ?? NaN);
     console.log(
-      `controller process (Node ${process.version}, src/main.ts via type stripping, all namespaces, admin): ` +
+      `controller process (Node ${process.version}, src/main.ts via type stripping, one watched namespace, admin): ` +
         `ready in ${Math.round(readyMs)} ms; RSS ${(rssReady / MiB).toFixed(1)} MiB after ready, ` +
         `${(rssIdle / MiB).toFixed(1)} MiB after 5 s idle (V8 heap used ${(gauge('nodejs_heap_size_used_bytes') / MiB).toFixed(1)} MiB, ` +
         `external ${(gauge('nodejs_external_memory_bytes') / MiB).toFixed(1)} MiB)`,
