@@ -44,6 +44,13 @@ async function pool<T>(items: readonly T[], n: number, fn: (x: T) => Promise<voi
   );
 }
 
+/** V8 heap and external memory from the controller's /metrics (prom-client default metrics), MiB. */
+async function heapMiB(): Promise<string> {
+  const text = await (await fetch('http://127.0.0.1:18080/metrics')).text();
+  const get = (name: string): number => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 1048576;
+  return `heap used ${get('nodejs_heap_size_used_bytes').toFixed(1)} of ${get('nodejs_heap_size_total_bytes').toFixed(1)} MiB, external ${get('nodejs_external_memory_bytes').toFixed(1)} MiB`;
+}
+
 function rssMiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : NaN;
@@ -111,7 +118,7 @@ async function main(): Promise<void> {
     const startController = async (): Promise<{ child: ChildProcess; readyMs: number }> => {
       const t0 = performance.now();
       const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter((f) => f !== '');
-      const child = spawn(process.execPath, [...nodeFlags, join(root, process.env.BENCH_MAIN ?? 'src/main.ts'), `--kubeconfig=${plane.kubeconfigPath}`, `--watch-namespace=${NS}`, '--log-level=warn', '--metrics-bind-address=0', '--health-probe-bind-address=127.0.0.1:18081'], { stdio: ['ignore', 'inherit', 'inherit'] });
+      const child = spawn(process.execPath, [...nodeFlags, join(root, process.env.BENCH_MAIN ?? 'src/main.ts'), `--kubeconfig=${plane.kubeconfigPath}`, `--watch-namespace=${NS}`, '--log-level=warn', '--metrics-bind-address=127.0.0.1:18080', '--health-probe-bind-address=127.0.0.1:18081'], { stdio: ['ignore', 'inherit', 'inherit'] });
       for (;;) {
         try {
           const r = await fetch('http://127.0.0.1:18081/readyz');
@@ -178,7 +185,7 @@ async function main(): Promise<void> {
     }
     await sleep(3000);
     const rssBefore = rssMiB(controller.pid ?? 0);
-    console.log(`RSS with ${STACKS} Stacks watched: ${rssBefore.toFixed(1)} MiB`);
+    console.log(`RSS with ${STACKS} Stacks watched: ${rssBefore.toFixed(1)} MiB (${await heapMiB()})`);
 
     // 4. Restart.
     const before = deliveries;
@@ -188,7 +195,7 @@ async function main(): Promise<void> {
     controller = second.child;
     await sleep(5000);
     console.log(`restart with ${STACKS} Stacks: ready in ${second.readyMs.toFixed(0)} ms; deliveries caused by the restart: ${deliveries - before}`);
-    console.log(`RSS after restart + 5 s: ${rssMiB(controller.pid ?? 0).toFixed(1)} MiB`);
+    console.log(`RSS after restart + 5 s: ${rssMiB(controller.pid ?? 0).toFixed(1)} MiB (${await heapMiB()})`);
   } finally {
     controller?.kill('SIGTERM');
     receiver.close();
