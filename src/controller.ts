@@ -187,6 +187,7 @@ export async function startController(
   const ledger = new Ledger({
     kubeConfig: kc,
     logger: logger.child({ component: 'ledger' }),
+    registry,
     isStackAlive: (uid) => (stacks.hasSynced() ? stackUids.has(uid) : undefined),
   });
   const stackUids = new Set<string>();

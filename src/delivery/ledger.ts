@@ -59,7 +59,10 @@ export function parseEntry(s: string): Entry | undefined {
   const [p, ids] = main.split('~', 2);
   const pos = parsePosition(p ?? '');
   if (!pos) return undefined;
-  const open = openPart === undefined || openPart === '' ? [] : openPart.split(',').map(Number).filter(Number.isSafeInteger);
+  const open =
+    openPart === undefined || openPart === ''
+      ? []
+      : openPart.split(',').map(Number).filter(Number.isSafeInteger);
   return { pos, ids: ids === undefined || ids === '' ? [] : ids.split(','), open };
 }
 
@@ -83,7 +86,8 @@ export function applyHandled(e: Entry | undefined, pos: EventPosition, eventId: 
           ? { pos: e.pos, ids: [...new Set([...e.ids, h])].slice(-MAX_TIED_IDS), open: [...e.open] }
           : { pos: e.pos, ids: [...e.ids], open: [...e.open] };
   }
-  if (pos.rank === 0 && !next.open.includes(pos.run)) next.open = [...next.open, pos.run].slice(-MAX_OPEN_RUNS);
+  if (pos.rank === 0 && !next.open.includes(pos.run))
+    next.open = [...next.open, pos.run].slice(-MAX_OPEN_RUNS);
   if (pos.rank === 1) next.open = next.open.filter((r) => r !== pos.run);
   return next;
 }
@@ -107,6 +111,8 @@ export function mergeEntries(a: Entry | undefined, b: Entry): Entry {
   return { pos: a.pos, ids, open };
 }
 import { API_VERSION } from '../api/v1alpha1.ts';
+import type { Registry } from 'prom-client';
+import { counter, gauge } from '../kube/metrics.ts';
 
 export const LEDGER_LABEL = 'notification.pko.dev/ledger';
 export const LEDGER_ALERT_UID_LABEL = 'notification.pko.dev/alert-uid';
@@ -124,6 +130,8 @@ export interface LedgerOptions {
   shards?: number;
   /** Batch window for writes, ms (default 10). */
   flushDelayMs?: number;
+  /** Exposes `pkonc_ledger_writes_total{result}` and `pkonc_ledger_entries`. */
+  registry?: Registry;
   /** `false` when the Stack with this uid is known to be gone (its entry is pruned on the next write). */
   isStackAlive?: (stackUid: string) => boolean | undefined;
   clock?: Clock;
@@ -157,14 +165,31 @@ interface Shard {
 }
 
 export class Ledger {
-  readonly #o: Required<Omit<LedgerOptions, 'isStackAlive'>> & Pick<LedgerOptions, 'isStackAlive'>;
+  readonly #o: Required<Omit<LedgerOptions, 'isStackAlive' | 'registry'>> &
+    Pick<LedgerOptions, 'isStackAlive' | 'registry'>;
   /** alert uid → shard index → shard */
   readonly #shards = new Map<string, Map<number, Shard>>();
   #writes = 0;
   #stopped = false;
 
+  readonly #m;
+
   constructor(opts: LedgerOptions) {
     this.#o = { shards: 16, flushDelayMs: 10, clock: systemClock, ...opts };
+    this.#m = {
+      writes: counter(
+        opts.registry,
+        'pkonc_ledger_writes_total',
+        'Delivery-ledger ConfigMap writes by result',
+        ['result'],
+      ),
+      entries: gauge(
+        opts.registry,
+        'pkonc_ledger_entries',
+        '(Alert, Stack) entries held by the delivery ledger',
+        [],
+      ),
+    };
   }
 
   /** ConfigMap writes since construction (for benchmarks and tests). */
@@ -314,6 +339,7 @@ export class Ledger {
         for (const w of waiters) w();
         return;
       } catch (err) {
+        this.#m.writes.inc({ result: 'error' });
         shard.waiters.unshift(...waiters);
         shard.dirty = true;
         this.#o.logger.warn(
@@ -395,6 +421,8 @@ export class Ledger {
           });
         }
         this.#writes++;
+        this.#m.writes.inc({ result: 'success' });
+        this.#m.entries.set(this.size);
         shard.resourceVersion = res.metadata.resourceVersion;
         // A key changed again while the request was in flight stays to be written.
         for (const k of keys) if (shard.data.get(k) === sent.get(k)) shard.changed.delete(k);
