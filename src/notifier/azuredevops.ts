@@ -41,6 +41,7 @@ import {
   type ForgeAdapter,
   type ForgeComment,
   type StatusSnapshot,
+  badShape,
 } from './forge-common.ts';
 import type { CommitState, NotifierFactory } from './types.ts';
 
@@ -113,14 +114,7 @@ export const azuredevops: NotifierFactory = (p, { http }) => {
   const values = (data: unknown, url: string): unknown[] => {
     const v = field(data, 'value');
     if (!Array.isArray(v)) {
-      throw new ProviderError(
-        `GET ${describeURL(url)} answered without 'value': check the Provider address`,
-        {
-          code: 'BAD_RESPONSE',
-          retryable: false,
-          secretValues,
-        },
-      );
+      throw badShape(`GET ${describeURL(url)}`, secretValues);
     }
     return v as unknown[];
   };

@@ -44,6 +44,7 @@ import {
   str,
   type ForgeAdapter,
   type ForgeComment,
+  badShape,
 } from './forge-common.ts';
 import type { ProviderHttp } from './http.ts';
 import { limitsFor } from './limits.ts';
@@ -84,14 +85,7 @@ export function valuesPages(
       prefetched = undefined;
       const values = field(data, 'values');
       if (!Array.isArray(values)) {
-        throw new ProviderError(
-          `GET ${describeURL(u)} answered without 'values': check the Provider address`,
-          {
-            code: 'BAD_RESPONSE',
-            retryable: false,
-            secretValues: http.secretValues,
-          },
-        );
+        throw badShape(`GET ${describeURL(u)}`, http.secretValues);
       }
       const next = str(field(data, 'next'));
       return {

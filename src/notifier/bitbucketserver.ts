@@ -47,6 +47,7 @@ import {
   type ForgeAdapter,
   type ForgeComment,
   type StatusSnapshot,
+  badShape,
 } from './forge-common.ts';
 import type { ProviderHttp } from './http.ts';
 import { limitsFor } from './limits.ts';
@@ -86,14 +87,7 @@ export function pagedValues(
       const { data } = await callJson(http, { method: 'GET', url: u, headers });
       const values = field(data, 'values');
       if (!Array.isArray(values)) {
-        throw new ProviderError(
-          `GET ${describeURL(u)} answered without 'values': check the Provider address`,
-          {
-            code: 'BAD_RESPONSE',
-            retryable: false,
-            secretValues: http.secretValues,
-          },
-        );
+        throw badShape(`GET ${describeURL(u)}`, http.secretValues);
       }
       const next = field(data, 'nextPageStart');
       const last = field(data, 'isLastPage') !== false || typeof next !== 'number' || next <= start;
