@@ -132,6 +132,8 @@ export async function startController(
     transform: slimStack,
     logger,
   });
+  // PKO v1 clusters have no Update CRD: an absent Update kind means "no Updates", not "not ready"
+  // (docs: README, "Event model: PKO v1 and v2").
   const updates = new Informer<Update>({
     ...common,
     name: 'updates',
@@ -140,6 +142,7 @@ export async function startController(
     plural: UPDATE_PLURAL,
     transform: slim,
     logger,
+    optional: {},
   });
   const informers = [providers, alerts, stacks, updates] as const;
 
