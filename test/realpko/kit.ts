@@ -25,6 +25,7 @@ import {
   realPkoBinaries,
   startRealPkoPlane,
   type PkoMajor,
+  type StatusRecorder,
   type RealPkoBinaries,
   type RealPkoPlane,
 } from '../support/realpko.ts';
@@ -308,4 +309,21 @@ export async function report(entry: Record<string, unknown>): Promise<void> {
   await appendFile(file, `${JSON.stringify(entry)}\n`);
 }
 
-export { writeFile };
+/**
+ * Writes a recording to `test/fixtures/realpko/<name>.json` (when `PKO_NC_RECORD_FIXTURES` is
+ * set): every stored version of the Stacks/Updates PKO wrote, in order, without
+ * `managedFields`, and what the generic receiver got. test/source/replay.test.ts replays it.
+ */
+export async function writeFixture(name: string, pko: string, rec: StatusRecorder, k: Kit): Promise<void> {
+  if (!process.env['PKO_NC_RECORD_FIXTURES']) return;
+  const objects = rec.items.map((i) => {
+    const o = structuredClone(i.object) as { metadata: Record<string, unknown> };
+    delete o.metadata['managedFields'];
+    return { ...i, object: o };
+  });
+  const file = path.resolve(import.meta.dirname, '..', 'fixtures', 'realpko', `${name}.json`);
+  await writeFile(
+    file,
+    `${JSON.stringify({ pko, recordedAt: new Date().toISOString(), objects, delivered: k.delivered() }, null, 1)}\n`,
+  );
+}

@@ -19,8 +19,6 @@
  * already reported commit, for a branch reset that ran nothing, or for deleting a Stack (v1
  * writes no status while finalizing). On GitHub: `success`/`failure` on exactly those commits.
  */
-import { writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
 import { GitRepo } from '../support/git-repo.ts';
@@ -43,6 +41,7 @@ import {
   startKit,
   tempDir,
   until,
+  writeFixture,
   type Delivered,
   type Kit,
 } from './kit.ts';
@@ -92,21 +91,6 @@ function forge(...names: string[]): Record<string, string[]> {
   return Object.fromEntries(names.map((n) => [n, kit.statuses(sha(n)).map((s) => s.state)]));
 }
 
-/** Writes what PKO wrote and what was delivered to test/fixtures/realpko/ (PKO_NC_RECORD_FIXTURES=1). */
-async function writeFixture(rec: StatusRecorder, k: Kit): Promise<void> {
-  const file = path.resolve(
-    import.meta.dirname,
-    '..',
-    'fixtures',
-    'realpko',
-    `pko-v${REALPKO_VERSIONS.pkoV1}.json`,
-  );
-  await writeFile(
-    file,
-    `${JSON.stringify({ pko: `v${REALPKO_VERSIONS.pkoV1}`, objects: rec.items, delivered: k.delivered() }, null, 1)}\n`,
-  );
-}
-
 describe(`real PKO v${REALPKO_VERSIONS.pkoV1}`, () => {
   beforeAll(async () => {
     kit = await startKit('v1', log);
@@ -122,12 +106,13 @@ describe(`real PKO v${REALPKO_VERSIONS.pkoV1}`, () => {
     await recorder.start();
     cleanups.push(async () => {
       recorder.stop();
-      if (process.env['PKO_NC_RECORD_FIXTURES']) await writeFixture(recorder, kit);
+      await writeFixture(`pko-v${REALPKO_VERSIONS.pkoV1}`, `v${REALPKO_VERSIONS.pkoV1}`, recorder, kit);
     });
     for (const name of ['app', 'resync', 'idle']) {
       const r = await GitRepo.create();
       repos.set(name, r);
-      shas.set(`${name}-1`, await r.commit('first', yamlProgram(1)));
+      // Messages differ per repository: identical commits would get identical SHAs.
+      shas.set(`${name}-1`, await r.commit(`first commit of ${name}`, yamlProgram(1)));
     }
     const backend = async (): Promise<string> => tempDir('backend');
     await createStack(kit.admin, kit.namespace, 'app', {

@@ -18,8 +18,6 @@
  * once, then `StackStalled` when PKO stops retrying, or one Succeeded if a retry succeeds;
  * resyncs of an already reported commit send nothing; messages appear without PKO's JSON quotes.
  */
-import { writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
@@ -45,6 +43,7 @@ import {
   startKit,
   tempDir,
   until,
+  writeFixture,
   type Delivered,
   type Kit,
 } from './kit.ts';
@@ -91,20 +90,6 @@ async function scenario(
     seconds: Math.round((performance.now() - t0) / 100) / 10,
     ...r,
   });
-}
-
-async function writeFixture(rec: StatusRecorder, k: Kit): Promise<void> {
-  const file = path.resolve(
-    import.meta.dirname,
-    '..',
-    'fixtures',
-    'realpko',
-    `pko-v${REALPKO_VERSIONS.pkoV2}.json`,
-  );
-  await writeFile(
-    file,
-    `${JSON.stringify({ pko: `v${REALPKO_VERSIONS.pkoV2}`, objects: rec.items, delivered: k.delivered() }, null, 1)}\n`,
-  );
 }
 
 /** Waits until the newest Update of `stack` is complete with `outcome` for commit `name`. */
@@ -168,7 +153,7 @@ describe(`real PKO v${REALPKO_VERSIONS.pkoV2}`, () => {
     await recorder.start();
     cleanups.push(async () => {
       recorder.stop();
-      if (process.env['PKO_NC_RECORD_FIXTURES']) await writeFixture(recorder, kit);
+      await writeFixture(`pko-v${REALPKO_VERSIONS.pkoV2}`, `v${REALPKO_VERSIONS.pkoV2}`, recorder, kit);
     });
     for (const name of ['app', 'preview']) {
       const r = await GitRepo.create();
@@ -190,7 +175,7 @@ describe(`real PKO v${REALPKO_VERSIONS.pkoV2}`, () => {
   it('first up: UpdateStarted and UpdateSucceeded on the commit, message without JSON quotes', async () => {
     dumpOnFailure();
     await scenario('v2 first up', async () => {
-      shas.set('app-1', await repo('app').commit('first', yamlProgram(1)));
+      shas.set('app-1', await repo('app').commit('first commit of app', yamlProgram(1)));
       await createStack(kit.admin, kit.namespace, 'app', {
         ...stackSpecBase(await tempDir('backend')),
         projectRepo: git.url('app'),
@@ -430,7 +415,7 @@ describe(`real PKO v${REALPKO_VERSIONS.pkoV2}`, () => {
   it('preview Stack: PreviewStarted and PreviewSucceeded', async () => {
     dumpOnFailure();
     await scenario('v2 preview succeeding', async () => {
-      shas.set('preview-1', await repo('preview').commit('first', yamlProgram(1)));
+      shas.set('preview-1', await repo('preview').commit('first commit of preview', yamlProgram(1)));
       await createStack(kit.admin, kit.namespace, 'preview', {
         ...stackSpecBase(await tempDir('backend')),
         projectRepo: git.url('preview'),
