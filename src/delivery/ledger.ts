@@ -92,12 +92,18 @@ export function applyHandled(e: Entry | undefined, pos: EventPosition, eventId: 
   return next;
 }
 
-/** Whether the event `eventId` at `pos` is covered by entry `e`. */
+/**
+ * Whether the event `eventId` at `pos` is covered by entry `e`: it sorts before the watermark, or
+ * it is one of the events handled at the watermark — even when it now sorts later. The latter is
+ * a PKO v1 outcome seen again (a retry of a failing commit, a resync of a deployed one): v1 stamps
+ * every run with a new `lastResyncTime`, which orders events but is not part of their id, so the
+ * same event reappears at a later position (README, "Event model: PKO v1 and v2").
+ */
 export function entryCovers(e: Entry | undefined, pos: EventPosition, eventId: string): boolean {
   if (!e) return false;
   if (pos.rank === 1 && e.open.includes(pos.run)) return false;
   const c = comparePositions(pos, e.pos);
-  return c < 0 || (c === 0 && (e.ids.length === 0 || e.ids.includes(eventIdHash(eventId))));
+  return c < 0 || (c === 0 && e.ids.length === 0) || e.ids.includes(eventIdHash(eventId));
 }
 
 /** The later of two entries; at the same position, the union of their event hashes. */

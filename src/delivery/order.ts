@@ -5,8 +5,8 @@
  * - `run`: when the run was created, in epoch milliseconds. PKO v2 names Updates
  *   `<stack>-<hex millis>` (shared/facts/pko.md), so the name suffix gives the exact creation
  *   order of runs, and a run's Started and Succeeded share it even though their timestamps
- *   differ. PKO v1 runs (`v1:<commit>@<lastResyncTime>`) use `lastResyncTime`. Anything else
- *   falls back to the event timestamp.
+ *   differ. PKO v1 events (`v1:<commit>`) use their timestamp, the run's `lastResyncTime`, as does
+ *   anything else.
  * - `rank`: started 0, succeeded/failed 1, stalled 2 — the phases of one run in order.
  * - `sub`: for StackStalled, the Stack's observedGeneration (a later stall of the same run
  *   comes after an earlier one); 0 otherwise.
@@ -48,11 +48,9 @@ export function positionOf(ev: NotificationEvent): EventPosition {
   const rank = phase === 'started' ? 0 : stalled ? 2 : 1;
   const sub = stalled ? Number(phase.slice(phase.lastIndexOf('@') + 1)) || 0 : 0;
   const segment = runSegmentOf(ev);
+  // PKO v1 ids (`v1:<commit>`) carry no time: their events are ordered by their timestamp, the
+  // run's lastResyncTime.
   let run = runMillisFromUpdateName(ev.metadata.updateName) ?? runMillisFromUpdateName(segment);
-  if (run === undefined && segment.startsWith('v1:')) {
-    const t = Date.parse(segment.slice(segment.lastIndexOf('@') + 1));
-    if (Number.isFinite(t)) run = t;
-  }
   run ??= Date.parse(ev.timestamp) || 0;
   return { run, rank, sub };
 }

@@ -14,7 +14,8 @@ import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
-import { eventsFromStack, eventsFromUpdate, type DeriveContext } from './derive.ts';
+import { eventsForStack, type DeriveContext } from './derive.ts';
+import { V1FailureTexts } from './runs.ts';
 
 export interface RouterOptions {
   kubeConfig: KubeConfig;
@@ -44,6 +45,8 @@ export class Router {
   readonly #updatesByStack = new Map<string, Set<string>>();
   readonly #flux = new Map<string, { url: string | undefined; at: number }>();
   readonly #ctx: DeriveContext;
+  /** PKO v1 error texts, seen in every stored Stack version (the condition showing them is brief). */
+  readonly #v1Texts = new V1FailureTexts();
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
@@ -57,15 +60,19 @@ export class Router {
     this.#ctx = {
       reportingController: opts.reportingController,
       fluxRepositoryURL: (ns, name) => this.#flux.get(`${ns}/${name}`)?.url,
+      v1FailureText: (uid, commit) => this.#v1Texts.text(uid, commit),
     };
     const stackKey = (s: Stack): string => `${s.metadata.namespace ?? ''}/${s.metadata.name ?? ''}`;
     opts.stacks.on('add', (s) => {
+      this.#v1Texts.observe(s);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('update', (s) => {
+      this.#v1Texts.observe(s);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('delete', (s) => {
+      if (s.metadata.uid !== undefined) this.#v1Texts.forget(s.metadata.uid);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('relist', () => {
@@ -147,19 +154,15 @@ export class Router {
     }
   }
 
-  /** Events the Stack `namespace/name` currently implies (its Updates' and its own status). */
+  /** Events the Stack `namespace/name` currently implies (its Updates' and its own status; see eventsForStack). */
   eventsFor(stack: Stack): NotificationEvent[] {
     const ns = stack.metadata.namespace ?? '';
-    const byId = new Map<string, NotificationEvent>();
+    const updates: Update[] = [];
     for (const name of this.#updatesByStack.get(`${ns}/${stack.metadata.name ?? ''}`) ?? []) {
       const u = this.#o.updates.get(ns, name);
-      if (!u) continue;
-      for (const ev of eventsFromUpdate(u, stack, this.#ctx)) byId.set(ev.id, ev);
+      if (u) updates.push(u);
     }
-    const updateExists = (n: string, name: string): boolean => this.#o.updates.get(n, name) !== undefined;
-    for (const ev of eventsFromStack(stack, this.#ctx, { updateExists }))
-      if (!byId.has(ev.id)) byId.set(ev.id, ev);
-    return [...byId.values()];
+    return eventsForStack(stack, updates, this.#ctx);
   }
 
   async reconcile(key: string): Promise<undefined> {
