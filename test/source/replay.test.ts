@@ -1,0 +1,135 @@
+/**
+ * Recorded real PKO runs replayed through derivation. The `real-pko` project records, with
+ * `PKO_NC_RECORD_FIXTURES=1`, every stored version of the Stacks (and Updates) a real PKO v1.16.0
+ * and v2.9.0 wrote during its scenarios, and what the controller delivered to a generic webhook
+ * (test/fixtures/realpko/*.json). Here each recorded version is fed, in order, to the same pure
+ * functions the controller uses — eventsForStack (src/source/derive.ts), positions
+ * (src/delivery/order.ts) and the ledger's coverage rules (src/delivery/ledger.ts), with a
+ * dispatcher that, like the real one, drops a Started whose run's result is already pending —
+ * and the events that come out must be the ones the real run delivered, per Stack and in order.
+ * A change to derivation that would make the controller behave differently against real PKO
+ * fails here, without a real PKO.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { NotificationEvent } from '../../src/api/event.ts';
+import type { Stack, Update } from '../../src/api/pko.ts';
+import { applyHandled, entryCovers, type Entry } from '../../src/delivery/ledger.ts';
+import { comparePositions, positionOf } from '../../src/delivery/order.ts';
+import { eventsForStack, runKeyOf } from '../../src/source/derive.ts';
+import { stackNameOfUpdate } from '../../src/source/router.ts';
+import { V1FailureTexts } from '../../src/source/runs.ts';
+
+interface Recorded {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  kind: 'Stack' | 'Update';
+  object: Stack | Update;
+}
+interface DeliveredRecord {
+  id: string;
+  reason: string;
+  message: string;
+  commit?: string;
+  stack: string;
+}
+interface Fixture {
+  pko: string;
+  objects: Recorded[];
+  delivered: DeliveredRecord[];
+}
+
+function load(name: string): Fixture {
+  const file = path.resolve(import.meta.dirname, '..', 'fixtures', 'realpko', name);
+  return JSON.parse(readFileSync(file, 'utf8')) as Fixture;
+}
+
+/** What the controller would deliver for this sequence of stored versions (one Alert, every event). */
+function replay(f: Fixture): NotificationEvent[] {
+  const stacks = new Map<string, Stack>();
+  const updates = new Map<string, Update>();
+  const texts = new V1FailureTexts();
+  const ledger = new Map<string, Entry>();
+  const ctx = {
+    reportingController: 'pko-notification-controller',
+    v1FailureText: (uid: string, commit: string) => texts.text(uid, commit),
+  };
+  const out: NotificationEvent[] = [];
+  for (const item of f.objects) {
+    const name = item.object.metadata.name ?? '';
+    let stackName: string | undefined;
+    if (item.kind === 'Stack') {
+      const s = item.object;
+      stackName = name;
+      if (item.type === 'DELETED') {
+        stacks.delete(name);
+        texts.forget(s.metadata.uid ?? '');
+        continue;
+      }
+      stacks.set(name, s);
+      texts.observe(s);
+    } else {
+      const u = item.object;
+      stackName = stackNameOfUpdate(u);
+      if (item.type === 'DELETED') updates.delete(name);
+      else updates.set(name, u);
+    }
+    const stack = stackName === undefined ? undefined : stacks.get(stackName);
+    const uid = stack?.metadata.uid;
+    if (stack === undefined || uid === undefined) continue;
+    const mine = [...updates.values()].filter((u) => stackNameOfUpdate(u) === stackName);
+    const items = eventsForStack(stack, mine, ctx)
+      .map((ev) => ({ ev, pos: positionOf(ev) }))
+      .sort((a, b) => comparePositions(a.pos, b.pos));
+    const pendingResults = new Set(
+      items
+        .filter((i) => i.pos.rank === 1 && !entryCovers(ledger.get(uid), i.pos, i.ev.id))
+        .map((i) => runKeyOf(i.ev)),
+    );
+    for (const i of items) {
+      const entry = ledger.get(uid);
+      if (entryCovers(entry, i.pos, i.ev.id)) continue;
+      // The dispatcher skips (and records) a Started whose run's result is already known.
+      if (!(i.pos.rank === 0 && pendingResults.has(runKeyOf(i.ev)))) out.push(i.ev);
+      ledger.set(uid, applyHandled(entry, i.pos, i.ev.id));
+    }
+  }
+  return out;
+}
+
+const perStack = (evs: { id: string; reason: string; commit?: string | undefined; stack: string }[]) => {
+  const m: Record<string, string[]> = {};
+  for (const e of evs) (m[e.stack] ??= []).push(`${e.reason} ${e.id} ${e.commit ?? '-'}`);
+  return m;
+};
+
+describe.each([
+  ['pko-v1.16.0.json', 'v1.16.0'],
+  ['pko-v2.9.0.json', 'v2.9.0'],
+])('replay of a recorded real PKO run (%s)', (file, version) => {
+  const f = load(file);
+
+  it('is a recording of that PKO version, with deliveries', () => {
+    expect(f.pko).toBe(`v${version.replace(/^v/, '')}`);
+    expect(f.objects.length).toBeGreaterThan(20);
+    expect(f.delivered.length).toBeGreaterThan(3);
+  });
+
+  it('derivation gives exactly the events the real run delivered, per Stack and in order', () => {
+    const got = replay(f).map((ev) => ({
+      id: ev.id,
+      reason: ev.reason,
+      commit: ev.metadata.commit,
+      stack: ev.involvedObject.name,
+    }));
+    expect(perStack(got)).toEqual(perStack(f.delivered));
+  });
+
+  it('failures carry the CLI error text, as delivered', () => {
+    const failed = replay(f).filter((ev) => ev.reason.endsWith('Failed'));
+    expect(failed.length).toBeGreaterThan(0);
+    for (const ev of failed) expect(ev.message).toContain('doesNotExist');
+    for (const d of f.delivered.filter((x) => x.reason.endsWith('Failed')))
+      expect(d.message).toContain('doesNotExist');
+  });
+});
