@@ -577,12 +577,14 @@ export function eventsForStack(
   for (const u of sorted) {
     const outcome = outcomeOf(u);
     const done = outcome === 'succeeded' || outcome === 'failed' ? outcome : undefined;
-    // A retry after an aborted attempt whose run reported no result is that run's real attempt.
+    // A retry after an aborted attempt whose run reported no result is that run's real attempt;
+    // an Update of another type than the one before it starts a run of its own.
     const afterAbort = prev !== undefined && outcomeOf(prev) === 'aborted' && streak === undefined;
-    if (isContinuation(u) && !afterAbort) {
+    const otherType = prev !== undefined && prev.spec?.type !== u.spec?.type;
+    if (isContinuation(u) && !afterAbort && !otherType) {
       // A retry or resync of the previous Update. When that one is gone (TTL: 24 h after it
-      // finished) or unknown, the run was reported while it existed: nothing new here.
-      const joined = prev !== undefined && prev.spec?.type === u.spec?.type;
+      // finished), the run was reported while it existed: nothing new here.
+      const joined = prev !== undefined;
       for (const ev of joined ? eventsFromUpdate(u, stack, ctx) : []) {
         if (ev.id.endsWith('/started')) continue;
         if (streak !== undefined && streak.outcome === done) {

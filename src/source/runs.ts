@@ -58,6 +58,7 @@ export function runRoots(updates: readonly Update[]): Map<string, string> {
   for (const u of sorted) {
     const name = u.metadata.name ?? '';
     const joins = prev !== undefined && isContinuation(u) && prev.spec?.type === u.spec?.type;
+    // (an Update of another type than its predecessor starts a run of its own, as in eventsForStack)
     roots.set(name, joins ? (roots.get(prev?.metadata.name ?? '') ?? name) : name);
     prev = u;
   }

@@ -12,6 +12,8 @@ import { startControllerProcess, stopAll, type ControllerProcess } from '../supp
 import { LEDGER_LABEL } from '../../src/delivery/ledger.ts';
 
 const SHA = 'a1b2c3d4e5f60718293a4b5c6d7e8f9012345678';
+/** The `n`-th of a series of commits: each run of the leader test is a new commit, hence a new run. */
+const commitN = (n: number): string => `${n.toString(16).padStart(2, '0')}${SHA.slice(2)}`;
 
 afterAll(async () => {
   await stopAll();
@@ -159,7 +161,7 @@ describe('leader election with two processes', () => {
 
       const names: string[] = [];
       for (let i = 0; i < 3; i++) {
-        const run = await sim.startRun('app', { type: 'up', commit: SHA });
+        const run = await sim.startRun('app', { type: 'up', commit: commitN(i) });
         await sim.finishRun(run, 'succeeded');
         names.push(run.name);
       }
@@ -171,8 +173,8 @@ describe('leader election with two processes', () => {
       const killedAt = Date.now();
       leader.kill('SIGKILL');
       // Runs that finish while nobody leads must be delivered by the next leader.
-      for (let i = 0; i < 2; i++) {
-        const run = await sim.startRun('app', { type: 'up', commit: SHA });
+      for (let i = 3; i < 5; i++) {
+        const run = await sim.startRun('app', { type: 'up', commit: commitN(i) });
         await sim.finishRun(run, 'succeeded');
         names.push(run.name);
       }
