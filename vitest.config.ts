@@ -19,7 +19,10 @@ const upstreamPkoCrds = existsSync(resolve(import.meta.dirname, '..', 'shared', 
 // `real-pko` (test/realpko/*.realpko.test.ts): real PKO v1.16 and v2.9 operators (built by
 // scripts/realpko-build.sh, which `pretest` runs) against control planes of their own, one file
 // at a time — the operators bind fixed ports; test/support/realpko.ts also holds a machine-wide
-// lock so that concurrent runs elsewhere on the machine wait instead of colliding.
+// lock so that concurrent runs elsewhere on the machine wait instead of colliding. It runs after
+// the other projects (groupOrder 1): a real operator, its Pulumi runs and a second API server on
+// 2 cores would otherwise slow the integration files past their budgets (measured: the API server
+// restart test timed out while real-pko ran beside it).
 const realPko = {
   name: 'real-pko',
   include: ['test/realpko/**/*.realpko.test.ts'],
@@ -29,6 +32,7 @@ const realPko = {
   hookTimeout: 180_000,
   fileParallelism: false,
   maxWorkers: 1,
+  sequence: { groupOrder: 1 },
 };
 
 // Projects: `unit` (pure code, no cluster); `integration` (*.int.test.ts) against one real
