@@ -11,10 +11,11 @@
  *   `pulumi.com/stack-name: <stack>`, owned by the Stack's Workspace (controller) and the Stack,
  *   carrying PKO's finalizer while it is the Stack's current run. Order of writes as PKO: Stack
  *   `Reconciling/StackProcessing`, then Stack `currentUpdate`, then the Update is created, then
- *   its status. A completed Update has `permalink` and `outputs` (both `""` when none) and a
- *   `message`: the CLI text on failure (`Failed` reason `Unknown`, as PKO's update controller
- *   writes for a failed `pulumi up`/`preview`), `spec.message` JSON-quoted after a successful
- *   `up`/`destroy` (`"Initial stack update"`), nothing after a successful preview. Then PKO moves
+ *   its status (`message`, `outputs`, `permalink` empty; no `startTime`). A completed Update has
+ *   `permalink` and `outputs` (both `""` when none) and a `message`: the CLI text on failure
+ *   (`Failed` reason `Unknown`, as PKO's update controller writes for a failed `pulumi
+ *   up`/`preview`; no start or end time), `spec.message` JSON-quoted after a successful
+ *   `up`/`destroy` (`"Initial stack update"`), `""` after a successful preview. Then PKO moves
  *   the result into the Stack's `status.lastUpdate` (with `message` and `failures` on failure; the
  *   outputs are kept) and sets the kstatus conditions. From minor 8 on: `Stalled/UpdateFailed`
  *   after 3 failures, `Reconciling/PreviewFailed` for failed previews; retries are new Updates
@@ -32,7 +33,8 @@
  *   {@link PkoSimulator.v1Reset}: the branch reset to the deployed commit after a failure (PKO
  *   marks `state: succeeded` without running; `lastAttemptedCommit` stays the broken one).
  *
- * Verified against a real operator (test/realpko/, recordings in test/fixtures/realpko/):
+ * Verified against a real operator (test/realpko/, recordings in test/fixtures/realpko/, compared
+ * shape by shape in test/support/pko-fidelity.int.test.ts):
  * - PKO v1.16.0: every v1 shape and write order above, the retry loop, no-op polls, the reset,
  *   `continueResyncOnCommitMatch` re-runs, the finalizer and the empty first `lastUpdate`.
  * - PKO v2.9.0 with a `file://` backend and git sources: run, failure, retry (`Backoff time
@@ -184,6 +186,8 @@ export interface RunHandle {
   message: string;
   /** Pulumi Cloud update version the run would get (non-preview runs), for default permalinks. */
   version: number | undefined;
+  /** When the update controller started it (RFC 3339; `Update.status.startTime` once it succeeded). */
+  startedAt?: string;
 }
 
 export type RunOutcome = 'succeeded' | 'failed' | 'aborted';
@@ -502,7 +506,8 @@ export class PkoSimulator {
    * Ready=False `NotReadyInProgress` + Reconciling=True `StackProcessing`), then the Update
    * (spec `workspaceName`, `stackName`, `type`, `ttlAfterCompleted: 24h0m0s`, `message`, …), then —
    * as PKO's update controller — the Update's status (Progressing=True, Failed=False,
-   * Complete=False, all reason `Progressing`; `observedGeneration`, `startTime`).
+   * Complete=False, all reason `Progressing`; `observedGeneration`, and `message`, `outputs`,
+   * `permalink` empty, as recorded from PKO 2.9: no `startTime` until the run succeeded).
    * @throws Error when the Stack already has a run in flight (PKO never starts two).
    */
   async startRun(stackName: string, opts: StartRunOptions): Promise<RunHandle> {
@@ -613,9 +618,12 @@ export class PkoSimulator {
     // 3. The update controller marks it Progressing.
     const t = this.#time();
     const ugen = update.metadata.generation ?? 1;
+    run.startedAt = t;
     const running: UpdateStatus = {
       observedGeneration: ugen,
-      startTime: t,
+      message: '',
+      outputs: '',
+      permalink: '',
       conditions: [
         updCond('Progressing', 'True', 'Progressing', '', ugen, t),
         updCond('Failed', 'False', 'Progressing', '', ugen, t),
@@ -631,7 +639,9 @@ export class PkoSimulator {
    * succeeded — Progressing=False `Complete`, Failed=False `UpdateSucceeded`, Complete=True `Updated`;
    * failed — Progressing=False `Complete`, Failed=True `UpdateFailed`, Complete=True `Updated`;
    * aborted — Progressing=False `Failed`, Failed=True `Aborted`, Complete=True `Failed`;
-   * plus `endTime` (not when aborted), `permalink`, `message`. Then the Stack: `currentUpdate`
+   * plus `permalink` and `outputs` (`""` when none), `message` (the CLI text on failure; the spec
+   * message JSON-quoted after a successful up/destroy, `""` after a successful preview) and, for a
+   * success only, `startTime` and `endTime` (PKO 2.9 writes neither for a failed run). Then the Stack: `currentUpdate`
    * removed, `lastUpdate {generation, reconcileRequest, name, type, state, message,
    * lastAttemptedCommit, lastSuccessfulCommit, permalink, lastResyncTime, failures}` (empty values
    * omitted, as Go's omitempty does) and the conditions PKO derives: Ready=True
@@ -659,13 +669,16 @@ export class PkoSimulator {
       opts.message ??
       (outcome === 'succeeded'
         ? run.type === 'preview'
-          ? undefined
+          ? ''
           : JSON.stringify(run.message)
         : outcome === 'failed'
           ? `${run.type} failed: ${DEFAULT_FAILURE}`
           : undefined);
     const ustatus: UpdateStatus = { ...(before.status ?? {}), observedGeneration: ugen };
-    if (outcome !== 'aborted') ustatus.endTime = t;
+    if (outcome === 'succeeded') {
+      ustatus.startTime = run.startedAt ?? t;
+      ustatus.endTime = t;
+    }
     ustatus.permalink = permalink ?? '';
     if (outcome !== 'aborted') ustatus.outputs = '';
     if (message !== undefined) ustatus.message = message;
