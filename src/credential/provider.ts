@@ -10,7 +10,7 @@ import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { parse as parseYaml } from 'yaml';
 import type { Provider, ProviderType } from '../api/v1alpha1.ts';
 import { isGitProviderType } from '../api/v1alpha1.ts';
-import { parseDuration } from '../config.ts';
+import { parseDuration } from '../api/duration.ts';
 
 /** Decoded Secret `data` (UTF-8), or undefined when the Secret does not exist. */
 export type SecretReader = (namespace: string, name: string) => Promise<Record<string, string> | undefined>;

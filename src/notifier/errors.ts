@@ -9,6 +9,7 @@
  * control characters are flattened, and the result is bounded to 512 characters.
  */
 import { redact, REDACTED } from '../credential/redact.ts';
+import { boundText } from '../text.ts';
 
 /** Upper bound (characters) of every `ProviderError.message`. */
 export const MAX_ERROR_MESSAGE_LENGTH = 512;
@@ -142,7 +143,7 @@ export function sanitizeErrorText(text: string, secretValues: readonly string[],
     .replace(/\p{Cc}+/gu, ' ')
     .replace(/ {2,}/g, ' ')
     .trim();
-  return truncate(out, max);
+  return boundText(out, max, 'utf16');
 }
 
 function replaceWithContinuation(text: string, value: string): string {
@@ -169,13 +170,4 @@ function stripUrl(raw: string): string {
     const noQuery = raw.replace(/[?#].*$/, '');
     return noQuery.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/]*@/i, '$1');
   }
-}
-
-/** Cuts to at most `max` UTF-16 units, never inside a surrogate pair; `…` marks a cut. */
-function truncate(s: string, max: number): string {
-  if (s.length <= max) return s;
-  let end = max - 1;
-  const last = s.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end--;
-  return s.slice(0, end) + '…';
 }

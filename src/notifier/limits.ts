@@ -10,17 +10,9 @@
  * 2 units, is 4 bytes). Numbers marked "chosen" are ours where the forge documents none.
  */
 import type { ProviderType } from '../api/v1alpha1.ts';
+import type { FieldLimit } from '../text.ts';
 
-/** How a length is counted: Unicode code points, UTF-16 code units (JS `length`) or UTF-8 bytes. */
-export type LengthUnit = 'codePoints' | 'utf16' | 'utf8';
-
-export interface FieldLimit {
-  /** Largest accepted length, in `unit`. */
-  max: number;
-  unit: LengthUnit;
-  /** Where the number comes from (documentation, observed API error, or "chosen"). */
-  source: string;
-}
+export { fits, measure, type FieldLimit, type LengthUnit } from '../text.ts';
 
 export interface ContextLimit extends FieldLimit {
   /**
@@ -219,31 +211,4 @@ const TABLE: Record<ProviderType, ProviderLimits> = {
  */
 export function limitsFor(type: ProviderType): ProviderLimits {
   return TABLE[type];
-}
-
-/** Length of `s` in `unit`. */
-export function measure(s: string, unit: LengthUnit): number {
-  switch (unit) {
-    case 'utf16':
-      return s.length;
-    case 'utf8':
-      return Buffer.byteLength(s, 'utf8');
-    case 'codePoints': {
-      let n = 0;
-      for (let i = 0; i < s.length; i++) {
-        const c = s.charCodeAt(i);
-        if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-          const d = s.charCodeAt(i + 1);
-          if (d >= 0xdc00 && d <= 0xdfff) i++;
-        }
-        n++;
-      }
-      return n;
-    }
-  }
-}
-
-/** Whether `s` fits `limit` (true when there is no limit). */
-export function fits(s: string, limit: FieldLimit | undefined): boolean {
-  return limit === undefined || measure(s, limit.unit) <= limit.max;
 }

@@ -3,6 +3,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Condition, KubeObject } from '../api/meta.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { patchStatus, setCondition, findCondition } from '../kube/status.ts';
+import { boundText } from '../text.ts';
 
 /** Work-queue key of a namespaced object: `namespace/name`. */
 export function keyOf(obj: KubeObject): string {
@@ -22,7 +23,7 @@ export interface ReadyState {
 
 /** Condition messages are bounded: the API server accepts up to 32,768 bytes; we keep 1,024 characters. */
 export function boundMessage(s: string): string {
-  return s.length <= 1024 ? s : `${s.slice(0, 1023)}…`;
+  return boundText(s, 1024, 'utf16');
 }
 
 /**

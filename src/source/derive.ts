@@ -68,7 +68,7 @@ import {
 } from '../api/pko.ts';
 import type { EventReason, Severity } from '../api/v1alpha1.ts';
 import { parseRevision } from './revision.ts';
-import { cleanMessage } from './text.ts';
+import { cleanMessage } from '../text.ts';
 
 /** The revision PKO writes into an Update's `spec.message` (`New commit detected: "<rev>"`), if any. */
 export function revisionFromUpdateMessage(message: string | undefined): string | undefined {

@@ -8,7 +8,7 @@
  * sources; an artifact digest `sha256:…` on PKO v2.0.x. Only a real git SHA-1 may ever reach a
  * forge: everything else yields `commit: null` and a `reason` for logs and metrics.
  */
-import { boundText } from './text.ts';
+import { boundText } from '../text.ts';
 
 export interface ParsedRevision {
   /** The raw value, or null when absent or empty. */

@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import type { NotificationEvent } from '../api/event.ts';
 import type { ProviderType } from '../api/v1alpha1.ts';
-import { cleanMessage } from '../source/text.ts';
+import { cleanMessage } from '../text.ts';
 
 /** Keys whose value is a string map (`{{metadata.x}}`, `{{#each labels}}`); the rest are scalars. */
 export const MAP_KEYS = ['metadata', 'labels'] as const;

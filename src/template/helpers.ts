@@ -16,7 +16,7 @@
  * | `shortSha s [n]` | `{{shortSha commit}}` | first `n` (default 7) characters |
  */
 import type { HelperDelegate, HelperOptions } from 'handlebars';
-import { boundText } from '../source/text.ts';
+import { boundText } from '../text.ts';
 
 /** Names of the helpers registered on the isolated instance (and the only ones templates may call). */
 export const HELPER_NAMES = [

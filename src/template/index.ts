@@ -20,12 +20,13 @@ import { readFileSync } from 'node:fs';
 import Handlebars from 'handlebars';
 import type { NotificationEvent } from '../api/event.ts';
 import { isGitProviderType, type ProviderType } from '../api/v1alpha1.ts';
-import { limitsFor, measure, type FieldLimit } from '../notifier/limits.ts';
+import { limitsFor } from '../notifier/limits.ts';
 import type { RenderedNotification } from '../notifier/types.ts';
 import { buildContext, markerFor, withValues, stateOf, type TemplateContext } from './context.ts';
-import { boundTo, fitContext, fitMessage, singleLine, tailTo } from './fit.ts';
+import { fitContext } from './fit.ts';
 import { HELPER_NAMES, vettedHelpers } from './helpers.ts';
 import { validateTemplateAst } from './validate.ts';
+import { boundText, headAndTail, measure, singleLine, tailTo, type FieldLimit } from '../text.ts';
 
 export { CONTEXT_KEYS, type TemplateContext } from './context.ts';
 
@@ -106,7 +107,7 @@ function cleanError(message: string): string {
   const [first = '', ...rest] = message.split('\n');
   const expecting = rest.find((l) => l.startsWith('Expecting'));
   const text = expecting === undefined ? first : `${first} ${expecting}`;
-  return boundTo(text.replace(/\s+/g, ' ').trim(), 400, 'codePoints');
+  return boundText(text.replace(/\s+/g, ' ').trim(), 400, 'codePoints');
 }
 
 type CompileOne = { ok: true; fn: Compiled } | { ok: false; line: number | null; message: string };
@@ -403,7 +404,7 @@ function renderComment(
     budget = b - over - 16 * (i + 1);
   }
   const note = truncationNote(0, total);
-  return boundTo(`${marker}\n### ${ctx.emoji} ${ctx.title}\n\n${note}\n`, max, unit);
+  return boundText(`${marker}\n### ${ctx.emoji} ${ctx.title}\n\n${note}\n`, max, unit);
 }
 
 function statusDescription(
@@ -414,7 +415,7 @@ function statusDescription(
 ): string {
   let text = singleLine(render(set, 'commitStatusDescription', ctx, opts));
   if (text === '') text = ctx.title;
-  return limit === undefined ? text : boundTo(text, limit.max, limit.unit);
+  return limit === undefined ? text : boundText(text, limit.max, limit.unit);
 }
 
 function statusContext(set: TemplateSet, ctx: TemplateContext, opts: RenderOptions): string {
@@ -450,7 +451,7 @@ export function renderNotification(
 ): RenderedNotification {
   const ctx = templateContext(ev, opts);
   const limits = limitsFor(opts.providerType);
-  const message = fitMessage(render(set, 'message', ctx, opts).trim(), limits.message);
+  const message = headAndTail(render(set, 'message', ctx, opts).trim(), limits.message);
   const out: RenderedNotification = { message };
   if (!isGitProviderType(opts.providerType)) return out;
   out.commitStatus = {

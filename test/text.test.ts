@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { boundText, cleanMessage, stripAnsi } from '../../src/source/text.ts';
+import { boundText, cleanMessage, stripAnsi } from '../src/text.ts';
 
 const ESC = '\u001b';
 
