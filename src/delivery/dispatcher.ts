@@ -17,7 +17,7 @@
  * - held — the Provider is not Ready or we are stopping: nothing recorded, retried later.
  * All but held move the ledger watermark.
  */
-import type { NotificationEvent } from '../api/event.ts';
+import { runKey, type NotificationEvent } from '../api/event.ts';
 import { isGitProviderType, type ProviderType } from '../api/v1alpha1.ts';
 import type { CompiledAlert } from '../alert/matcher.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
@@ -34,7 +34,7 @@ import type { Notifier, RenderedNotification } from '../notifier/types.ts';
 import type { TemplateSet } from '../template/index.ts';
 import { CredentialGate, credentialKey } from './gate.ts';
 import type { Ledger, LedgerAlertRef } from './ledger.ts';
-import { comparePositions, positionOf, type EventPosition } from './order.ts';
+import { comparePositions, positionOf, RESULT_RANK, STARTED_RANK, type EventPosition } from './order.ts';
 import { API_VERSION } from '../api/v1alpha1.ts';
 
 /** A Ready Alert as the router and dispatcher use it. */
@@ -111,13 +111,6 @@ interface Lane {
   pending: Map<string, Pending>;
   running: boolean;
   timer: unknown;
-}
-
-const STARTED_RANK = 0;
-const FINAL_RANK = 1;
-
-function runOf(ev: NotificationEvent): string {
-  return ev.id.slice(0, ev.id.lastIndexOf('/'));
 }
 
 /** Minimal interval (ms) between two sends of one Provider, from facts/forges.md. */
@@ -238,13 +231,15 @@ export class Dispatcher {
   /** Next event of a lane in position order, dropping what is done and Started of finished runs. */
   #next(lane: Lane, alertUid: string): Pending | undefined {
     const items = [...lane.pending.values()].sort((a, b) => comparePositions(a.pos, b.pos));
-    const finishedRuns = new Set(items.filter((i) => i.pos.rank === FINAL_RANK).map((i) => runOf(i.ev)));
+    const finishedRuns = new Set(
+      items.filter((i) => i.pos.rank === RESULT_RANK).map((i) => runKey(i.ev.identity)),
+    );
     for (const item of items) {
       if (this.#o.ledger.isDone(alertUid, lane.stackUid, item.pos, item.ev.id)) {
         lane.pending.delete(item.ev.id);
         continue;
       }
-      if (item.pos.rank === STARTED_RANK && finishedRuns.has(runOf(item.ev))) {
+      if (item.pos.rank === STARTED_RANK && finishedRuns.has(runKey(item.ev.identity))) {
         // The run finished before we got to announce its start: send only the result.
         lane.pending.delete(item.ev.id);
         continue;
@@ -268,7 +263,9 @@ export class Dispatcher {
       // A Started still being retried is dropped as soon as its run's result is known.
       const superseded = (): boolean =>
         item.pos.rank === STARTED_RANK &&
-        [...lane.pending.values()].some((o) => o.pos.rank === FINAL_RANK && runOf(o.ev) === runOf(item.ev));
+        [...lane.pending.values()].some(
+          (o) => o.pos.rank === RESULT_RANK && runKey(o.ev.identity) === runKey(item.ev.identity),
+        );
       const result = await this.#deliver(alert, item.ev, superseded);
       if (result === 'held') {
         this.#later(lane, this.#o.heldRetryMs ?? 5000);

@@ -55,7 +55,13 @@
  * times) or `metadata.creationTimestamp`, never from the clock; `1970-01-01T00:00:00Z` if none.
  * Severity: `*Failed` and `StackStalled` are `error`, the rest `info`.
  */
-import type { InvolvedObject, NotificationEvent } from '../api/event.ts';
+import {
+  eventId,
+  type EventPhase,
+  type InvolvedObject,
+  type NotificationEvent,
+  type RunRef,
+} from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';
 import {
   STACK_GROUP,
@@ -195,11 +201,13 @@ interface Subject {
 function makeEvent(
   subject: Subject,
   ctx: DeriveContext,
-  fields: { run: string; phase: string; reason: EventReason; message: string; timestamp: string },
+  fields: { run: RunRef; phase: EventPhase; reason: EventReason; message: string; timestamp: string },
   metadata: Record<string, string>,
 ): NotificationEvent {
+  const identity = { stack: subject.key, run: fields.run, phase: fields.phase };
   return {
-    id: `${subject.key}/${fields.run}/${fields.phase}`,
+    identity,
+    id: eventId(identity),
     involvedObject: { ...subject.involvedObject },
     labels: { ...subject.labels },
     severity: severityOf(fields.reason),
@@ -209,14 +217,6 @@ function makeEvent(
     metadata,
     reportingController: ctx.reportingController,
   };
-}
-
-/**
- * The run key of an event: its id without the last (phase) segment. Events of one run — Started,
- * Succeeded/Failed, and a StackStalled caused by it — share it.
- */
-export function runKeyOf(ev: NotificationEvent): string {
-  return ev.id.slice(0, ev.id.lastIndexOf('/'));
 }
 
 /**
@@ -318,8 +318,8 @@ export function eventsFromUpdate(
       subject,
       ctx,
       {
-        run: updateName,
-        phase: 'started',
+        run: { kind: 'update', name: updateName },
+        phase: { kind: 'started' },
         reason: reasonOf(type, 'started'),
         message: runMessage(type, label, 'started', update.spec?.message),
         timestamp: timeOf(created, status.startTime, condition(conds, 'Progressing')?.lastTransitionTime),
@@ -334,8 +334,8 @@ export function eventsFromUpdate(
         subject,
         ctx,
         {
-          run: updateName,
-          phase,
+          run: { kind: 'update', name: updateName },
+          phase: { kind: phase },
           reason: reasonOf(type, phase),
           message: runMessage(type, label, phase, status.message ?? (lastIsThis ? last.message : undefined)),
           timestamp: timeOf(status.endTime, complete.lastTransitionTime, created),
@@ -392,8 +392,8 @@ export function eventsFromStack(
             subject,
             ctx,
             {
-              run: last.name,
-              phase,
+              run: { kind: 'update', name: last.name },
+              phase: { kind: phase },
               reason: reasonOf(last.type, phase),
               message: runMessage(last.type, label, phase, last.message),
               timestamp,
@@ -414,8 +414,8 @@ export function eventsFromStack(
           subject,
           ctx,
           {
-            run: encodeURIComponent(`v1:${last.lastAttemptedCommit ?? ''}@${when}`),
-            phase,
+            run: { kind: 'v1', commit: last.lastAttemptedCommit ?? '', at: when },
+            phase: { kind: phase },
             reason: reasonOf(type, phase),
             message: runMessage(type, label, phase, last.message),
             timestamp,
@@ -444,8 +444,8 @@ export function eventsFromStack(
         subject,
         ctx,
         {
-          run: current.name,
-          phase: 'started',
+          run: { kind: 'update', name: current.name },
+          phase: { kind: 'started' },
           reason: reasonOf(type, 'started'),
           message: runMessage(type, label, 'started', undefined),
           timestamp: timeOf(
@@ -474,8 +474,11 @@ export function eventsFromStack(
         subject,
         ctx,
         {
-          run: last?.name !== undefined && last.name !== '' ? last.name : '-',
-          phase: `stalled:${stalled.reason}@${String(generation)}`,
+          run:
+            last?.name !== undefined && last.name !== ''
+              ? { kind: 'update', name: last.name }
+              : { kind: 'none' },
+          phase: { kind: 'stalled', reason: stalled.reason, generation },
           reason: 'StackStalled',
           message: cleanMessage(`Stack ${label} stalled (${stalled.reason})${detail}`),
           timestamp: timeOf(

@@ -18,7 +18,7 @@
  */
 import { readFileSync } from 'node:fs';
 import Handlebars from 'handlebars';
-import type { NotificationEvent } from '../api/event.ts';
+import { eventId, type EventIdentity, type NotificationEvent } from '../api/event.ts';
 import { isGitProviderType, type ProviderType } from '../api/v1alpha1.ts';
 import { limitsFor } from '../notifier/limits.ts';
 import type { RenderedNotification } from '../notifier/types.ts';
@@ -170,8 +170,14 @@ function builtins(): Record<TemplateName, Compiled> {
 const SAMPLE_COMMIT = '0123456789abcdef0123456789abcdef01234567';
 
 function sampleEvents(): NotificationEvent[] {
+  const identity: EventIdentity = {
+    stack: 'sample-uid',
+    run: { kind: 'update', name: 'update-sample' },
+    phase: { kind: 'failed' },
+  };
   const base: NotificationEvent = {
-    id: 'sample-uid/update-sample/failed',
+    identity,
+    id: eventId(identity),
     involvedObject: {
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',

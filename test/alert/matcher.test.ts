@@ -1,9 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import type { NotificationEvent } from '../../src/api/event.ts';
+import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
 import type { Alert, AlertSpec } from '../../src/api/v1alpha1.ts';
 import { compileAlert, eventForAlert, matchAlert, type CompiledAlert } from '../../src/alert/matcher.ts';
 import { eventsFromStack, eventsFromUpdate } from '../../src/source/derive.ts';
 import { ctx, update, v2FailedStack } from '../source/fixtures.ts';
+
+const IDENTITY: EventIdentity = {
+  stack: 'uid-1',
+  run: { kind: 'update', name: 'app-dev-1' },
+  phase: { kind: 'failed' },
+};
 
 function alert(spec: Partial<AlertSpec>, namespace = 'team-a', name = 'ops'): Alert {
   return {
@@ -22,7 +28,8 @@ function compile(spec: Partial<AlertSpec>, allowCrossNamespace = false, namespac
 
 function event(over: Partial<NotificationEvent> = {}): NotificationEvent {
   return {
-    id: 'uid-1/app-dev-1/failed',
+    identity: IDENTITY,
+    id: eventId(IDENTITY),
     involvedObject: {
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',
