@@ -65,7 +65,6 @@ const USAGE = `pko-notification-controller [flags]
   --dev-cluster=auto|never|always     start a local control plane when no cluster is configured
 `;
 
-
 export class UsageError extends Error {
   override name = 'UsageError';
   readonly usage = USAGE;

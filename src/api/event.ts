@@ -107,4 +107,9 @@ export interface NotificationEvent {
   timestamp: string;
   metadata: Partial<Record<string, string>>;
   reportingController: string;
+  /**
+   * Why `metadata.commit` is absent, worded from the revision PKO recorded (e.g. a Program source's
+   * generation, an OCI digest); absent when the event has a commit.
+   */
+  noCommitReason?: string;
 }

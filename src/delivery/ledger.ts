@@ -61,8 +61,8 @@ export interface LedgerOptions {
   flushDelayMs?: number;
   /** Exposes `pkonc_ledger_writes_total{result}` and `pkonc_ledger_entries`. */
   registry?: Registry;
-  /** `false` when the Stack with this uid is known to be gone (its entry is pruned on the next write). */
-  isStackAlive?: (stackUid: string) => boolean | undefined;
+  /** Whether a Stack exists (src/source/stacks.ts): entries of Stacks known to be gone are pruned on the next write. */
+  stacks?: { isAlive(stackUid: string): boolean | undefined };
   clock?: Clock;
 }
 
@@ -95,8 +95,8 @@ interface Shard {
 }
 
 export class Ledger {
-  readonly #o: Required<Omit<LedgerOptions, 'isStackAlive' | 'registry'>> &
-    Pick<LedgerOptions, 'isStackAlive' | 'registry'>;
+  readonly #o: Required<Omit<LedgerOptions, 'stacks' | 'registry'>> &
+    Pick<LedgerOptions, 'stacks' | 'registry'>;
   /** alert uid → shard index → shard */
   readonly #shards = new Map<string, Map<number, Shard>>();
   #writes = 0;
@@ -184,6 +184,22 @@ export class Ledger {
       for (const cm of list.items) this.#absorb(cm);
       cont = list.metadata?.continue === '' ? undefined : list.metadata?.continue;
     } while (cont !== undefined);
+  }
+
+  /**
+   * {@link load}, retried until it succeeds (0.5 s doubling to 30 s between attempts, each failure
+   * logged) or the ledger is closed. Nothing may be sent before the ledger is read.
+   */
+  async loadWithRetry(namespace?: string): Promise<void> {
+    for (let attempt = 0; !this.#stopped; attempt++) {
+      try {
+        await this.load(namespace);
+        return;
+      } catch (err) {
+        this.#o.logger.warn({ err: errorMessage(err), attempt }, 'cannot read the delivery ledger; retrying');
+        await sleep(this.#o.clock, Math.min(30_000, 500 * 2 ** attempt));
+      }
+    }
   }
 
   #absorb(cm: ConfigMapBody): void {
@@ -284,7 +300,7 @@ export class Ledger {
   #prune(shard: Shard): string[] {
     const dead: string[] = [];
     for (const k of shard.data.keys()) {
-      if (this.#o.isStackAlive?.(k) === false) dead.push(k);
+      if (this.#o.stacks?.isAlive(k) === false) dead.push(k);
     }
     for (const k of dead) shard.data.delete(k);
     return dead;

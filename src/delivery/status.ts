@@ -9,7 +9,7 @@ import { patchStatus } from '../kube/status.ts';
 import { errorMessage } from '../kube/client.ts';
 import type { Logger } from '../log.ts';
 import { boundText } from '../text.ts';
-import type { DeliveryOutcomeReport } from './dispatcher.ts';
+import type { DeliveryOutcomeReport } from './types.ts';
 
 export class DeliveryStatusWriter {
   readonly #kc: KubeConfig;

@@ -63,7 +63,7 @@ import { throttling } from '@octokit/plugin-throttling';
 import { Octokit } from '@octokit/rest';
 import type { NotificationEvent } from '../api/event.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
-import { credentialKey } from '../delivery/gate.ts';
+import { credentialKey } from '../credential/key.ts';
 import type { Logger } from '../log.ts';
 import { isRetryableStatus, ProviderError, retryAfterFrom, type HeaderReader } from './errors.ts';
 import { parseForgeAddress } from './address.ts';

@@ -10,32 +10,10 @@
  * 2 units, is 4 bytes). Numbers marked "chosen" are ours where the forge documents none.
  */
 import type { ProviderType } from '../api/v1alpha1.ts';
-import type { FieldLimit } from '../text.ts';
+import type { ProviderLimits } from '../template/rendered.ts';
 
 export { fits, measure, type FieldLimit, type LengthUnit } from '../text.ts';
-
-export interface ContextLimit extends FieldLimit {
-  /**
-   * What to do with a longer commit status context/key: always `hash` — keep a readable prefix and
-   * append a hash of the whole value, so two long contexts that share a prefix never collide
-   * (plain truncation would make them overwrite each other's status).
-   */
-  overflow: 'hash';
-}
-
-/** The limits of one provider type. An absent field has no limit we enforce. */
-export interface ProviderLimits {
-  /** Commit status description (GitHub `description`, Bitbucket `description`, …). */
-  statusDescription?: FieldLimit;
-  /** Commit status name (GitHub `context`, GitLab `name`, Bitbucket `key`, Azure `context.name`). */
-  statusContext?: ContextLimit;
-  /** Commit status link (`target_url` / `url`); a longer URL is omitted, never cut. */
-  statusTargetURL?: FieldLimit;
-  /** Pull/merge request comment body. */
-  comment?: FieldLimit;
-  /** Chat message text (the rendered `message` template). */
-  message?: FieldLimit;
-}
+export type { ContextLimit, ProviderLimits } from '../template/rendered.ts';
 
 const GITHUB: ProviderLimits = {
   statusDescription: {

@@ -10,6 +10,17 @@ export function keyOf(obj: KubeObject): string {
   return `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
 }
 
+/**
+ * Whether an update needs a reconcile: the spec changed (`metadata.generation`) or the object has
+ * never been reconciled (no `status.observedGeneration`). Status-only updates (our own writes) do not.
+ */
+export function specChanged(
+  obj: { metadata: { generation?: number }; status?: { observedGeneration?: number } },
+  old: { metadata: { generation?: number } },
+): boolean {
+  return obj.metadata.generation !== old.metadata.generation || !obj.status?.observedGeneration;
+}
+
 export function splitKey(key: string): { namespace: string; name: string } {
   const i = key.indexOf('/');
   return { namespace: key.slice(0, i), name: key.slice(i + 1) };

@@ -205,6 +205,7 @@ function makeEvent(
   metadata: Record<string, string>,
 ): NotificationEvent {
   const identity = { stack: subject.key, run: fields.run, phase: fields.phase };
+  const noCommit = metadata.commit === undefined ? parseRevision(metadata.revision).reason : undefined;
   return {
     identity,
     id: eventId(identity),
@@ -216,6 +217,7 @@ function makeEvent(
     timestamp: fields.timestamp,
     metadata,
     reportingController: ctx.reportingController,
+    ...(noCommit !== undefined ? { noCommitReason: noCommit } : {}),
   };
 }
 

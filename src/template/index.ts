@@ -20,8 +20,7 @@ import { readFileSync } from 'node:fs';
 import Handlebars from 'handlebars';
 import { eventId, type EventIdentity, type NotificationEvent } from '../api/event.ts';
 import { isGitProviderType, type ProviderType } from '../api/v1alpha1.ts';
-import { limitsFor } from '../notifier/limits.ts';
-import type { RenderedNotification } from '../notifier/types.ts';
+import type { ProviderLimits, RenderedNotification } from './rendered.ts';
 import { buildContext, markerFor, withValues, stateOf, type TemplateContext } from './context.ts';
 import { fitContext } from './fit.ts';
 import { HELPER_NAMES, vettedHelpers } from './helpers.ts';
@@ -29,6 +28,7 @@ import { validateTemplateAst } from './validate.ts';
 import { boundText, headAndTail, measure, singleLine, tailTo, type FieldLimit } from '../text.ts';
 
 export { CONTEXT_KEYS, type TemplateContext } from './context.ts';
+export type { CommitState, ContextLimit, ProviderLimits, RenderedNotification } from './rendered.ts';
 
 export const TEMPLATE_NAMES = [
   'message',
@@ -58,6 +58,8 @@ export interface RenderOptions {
   providerType: ProviderType;
   /** Git forges: also render the sticky pull-request comment (Provider `pullRequestComment.enabled`). */
   commentsEnabled: boolean;
+  /** The provider type's field limits: every rendered field is fitted to them. */
+  limits: ProviderLimits;
   /** Called when a custom template fails at render time; the built-in one is used instead. */
   onTemplateError?: (template: TemplateName, message: string) => void;
 }
@@ -343,7 +345,10 @@ export function compileTemplates(
  * The template context of `ev` (see templates/README.md): every documented key present, `null`
  * when unknown.
  */
-export function templateContext(ev: NotificationEvent, opts: RenderOptions): TemplateContext {
+export function templateContext(
+  ev: NotificationEvent,
+  opts: Pick<RenderOptions, 'clusterName' | 'providerType'>,
+): TemplateContext {
   return buildContext(ev, { clusterName: opts.clusterName, providerType: opts.providerType });
 }
 
@@ -428,7 +433,7 @@ function statusContext(set: TemplateSet, ctx: TemplateContext, opts: RenderOptio
   let text = singleLine(render(set, 'commitStatusContext', ctx, opts));
   if (text === '') text = singleLine(set.builtins.commitStatusContext(ctx));
   if (text === '') text = `pko/${ctx.clusterName}/${ctx.namespace}/${ctx.stackName}`;
-  return fitContext(text, limitsFor(opts.providerType).statusContext);
+  return fitContext(text, opts.limits.statusContext);
 }
 
 function targetURL(ctx: TemplateContext, limit: FieldLimit | undefined): string | undefined {
@@ -438,7 +443,8 @@ function targetURL(ctx: TemplateContext, limit: FieldLimit | undefined): string 
 }
 
 /**
- * Renders everything one delivery needs (src/notifier/types.ts `RenderedNotification`):
+ * Renders everything one delivery needs (./rendered.ts `RenderedNotification`), fitted to
+ * `opts.limits`:
  * - `message` (always): the `message` template, trimmed and fitted to the chat limit of
  *   `providerType` (first line kept, then the end of the output).
  * - git provider types: `commitStatus` — `state` from the reason (*Started → pending, *Succeeded →
@@ -456,7 +462,7 @@ export function renderNotification(
   opts: RenderOptions,
 ): RenderedNotification {
   const ctx = templateContext(ev, opts);
-  const limits = limitsFor(opts.providerType);
+  const { limits } = opts;
   const message = headAndTail(render(set, 'message', ctx, opts).trim(), limits.message);
   const out: RenderedNotification = { message };
   if (!isGitProviderType(opts.providerType)) return out;

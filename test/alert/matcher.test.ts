@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
 import type { Alert, AlertSpec } from '../../src/api/v1alpha1.ts';
-import { compileAlert, eventForAlert, matchAlert, type CompiledAlert } from '../../src/alert/matcher.ts';
+import { compileAlert, type CompiledAlert } from '../../src/alert/compile.ts';
+import { eventForAlert, matchAlert, whySkipped, ROUTING_CHECKS } from '../../src/alert/matcher.ts';
 import { eventsFromStack, eventsFromUpdate } from '../../src/source/derive.ts';
 import { ctx, update, v2FailedStack } from '../source/fixtures.ts';
 

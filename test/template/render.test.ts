@@ -16,6 +16,7 @@ const opts = (providerType: ProviderType, commentsEnabled = true) => ({
   clusterName: 'prod-eu',
   providerType,
   commentsEnabled,
+  limits: limitsFor(providerType),
 });
 
 describe('F13: forge field limits', () => {

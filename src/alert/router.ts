@@ -1,27 +1,31 @@
 /**
  * From PKO objects to deliveries: for each Stack (work-queue key `namespace/name`) recompute the
- * events its status and its Updates imply (level-based: on every change, every relist, every
- * Alert change and after start), match them against the Ready Alerts, and offer the matches to
- * the dispatcher, which drops what the ledger says is done. Recomputing writes nothing.
+ * events its status and its Updates imply (src/source, level-based: on every change, every
+ * relist, every Alert change and after start), match them against the Ready Alerts
+ * (./matcher.ts), and offer the matches to delivery, which drops what the ledger says is done.
+ * Recomputing writes nothing.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { NotificationEvent } from '../api/event.ts';
 import type { Stack, Update } from '../api/pko.ts';
-import { matchAlert, eventForAlert } from '../alert/matcher.ts';
-import type { Dispatcher, RoutedAlert } from '../delivery/dispatcher.ts';
+import type { DeliveryQueue, OfferedEvent } from '../delivery/types.ts';
 import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
-import { eventsFromStack, eventsFromUpdate, type DeriveContext } from './derive.ts';
+import { eventsFromStack, eventsFromUpdate, type DeriveContext } from '../source/derive.ts';
+import { eventForAlert, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
+import type { RoutedAlert } from './routed.ts';
 
 export interface RouterOptions {
   kubeConfig: KubeConfig;
   stacks: Informer<Stack>;
   updates: Informer<Update>;
-  alerts: () => Iterable<RoutedAlert>;
-  dispatcher: Dispatcher;
+  /** The Ready Alerts (src/alert/routed.ts `AlertIndex`). */
+  alerts: { all(): Iterable<RoutedAlert> };
+  /** Where matched events go (the dispatcher). */
+  delivery: DeliveryQueue;
   logger: Logger;
   reportingController: string;
   registry?: Registry;
@@ -169,16 +173,19 @@ export class Router {
     if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
     const events = this.eventsFor(stack);
     if (events.length === 0) return undefined;
-    for (const alert of this.#o.alerts()) {
-      // A suspended Alert still matches here: the dispatcher records its events as skipped, so
-      // resuming it does not replay what happened meanwhile (Flux drops them too).
-      const probe =
-        alert.compiled.spec.suspend === true
-          ? { ...alert.compiled, spec: { ...alert.compiled.spec, suspend: false } }
-          : alert.compiled;
-      const matched: NotificationEvent[] = [];
-      for (const ev of events) if (matchAlert(probe, ev)) matched.push(eventForAlert(alert.compiled, ev));
-      if (matched.length > 0) this.#o.dispatcher.offer(alert, stack.metadata.uid, matched);
+    for (const alert of this.#o.alerts.all()) {
+      const matched: OfferedEvent[] = [];
+      for (const ev of events) {
+        if (whySkipped(alert.compiled, ev, ROUTING_CHECKS) !== undefined) continue;
+        // A suspended Alert's events are routed all the same, to be recorded as skipped, so
+        // resuming it does not replay what happened meanwhile (Flux drops them too).
+        const suspended = whySkipped(alert.compiled, ev, [SUSPENDED]);
+        const event = eventForAlert(alert.compiled, ev);
+        matched.push(
+          suspended ? { event, skip: { reason: suspended.check, message: suspended.message } } : { event },
+        );
+      }
+      if (matched.length > 0) this.#o.delivery.offer(alert, stack.metadata.uid, matched);
     }
     return undefined;
   }
