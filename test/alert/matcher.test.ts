@@ -212,6 +212,89 @@ describe('matchAlert filters', () => {
   });
 });
 
+describe('whySkipped: the first named check that skips, with a message', () => {
+  it.each([
+    { name: 'suspended', spec: { suspend: true }, ev: {}, check: 'Suspended', message: 'Alert is suspended' },
+    {
+      name: 'another namespace',
+      spec: {},
+      ev: { involvedObject: { ...event().involvedObject, namespace: 'team-b' } },
+      check: 'SourceKindOrNamespace',
+      message: 'no eventSources entry covers Stack team-b/app-dev',
+    },
+    {
+      name: 'kind Update without an Update',
+      spec: { eventSources: [{ kind: 'Update' as const }] },
+      ev: { metadata: {} },
+      check: 'SourceKindOrNamespace',
+      message: 'no eventSources entry covers Stack team-a/app-dev (no Update)',
+    },
+    {
+      name: 'severity',
+      spec: { eventSeverity: 'error' as const },
+      ev: { severity: 'info' as const },
+      check: 'Severity',
+      message: "severity info is below the Alert's eventSeverity error",
+    },
+    {
+      name: 'name glob',
+      spec: { eventSources: [{ kind: 'Stack' as const, name: 'web-*' }] },
+      ev: {},
+      check: 'SourceNameOrLabels',
+      message: 'no eventSources entry selects Stack team-a/app-dev by name and labels',
+    },
+    {
+      name: 'labels',
+      spec: { eventSources: [{ kind: 'Stack' as const, matchLabels: { env: 'prod' } }] },
+      ev: {},
+      check: 'SourceNameOrLabels',
+      message: 'no eventSources entry selects Stack team-a/app-dev by name and labels',
+    },
+    {
+      name: 'reason',
+      spec: { eventReasons: ['UpdateSucceeded' as const] },
+      ev: {},
+      check: 'EventReason',
+      message: 'reason UpdateFailed is not in eventReasons',
+    },
+    {
+      name: 'inclusionList',
+      spec: { inclusionList: ['^nothing'] },
+      ev: {},
+      check: 'InclusionList',
+      message: 'the message matches no inclusionList expression',
+    },
+    {
+      name: 'exclusionList',
+      spec: { exclusionList: ['nothing', 'acme/app'] },
+      ev: {},
+      check: 'ExclusionList',
+      message: 'the message matches exclusionList[1]',
+    },
+  ])('$name → $check', ({ spec, ev, check, message }) => {
+    expect(whySkipped(compile(spec), event(ev))).toEqual({ check, message });
+  });
+
+  it('a matching event has no reason', () => {
+    expect(whySkipped(compile({}), event())).toBeUndefined();
+  });
+
+  it('checks run in order: the first failing one is reported', () => {
+    const a = compile({ suspend: true, eventSeverity: 'error', eventReasons: ['UpdateSucceeded'] });
+    expect(whySkipped(a, event({ severity: 'info' }))?.check).toBe('Suspended');
+    const b = compile({ eventSeverity: 'error', eventReasons: ['UpdateSucceeded'] });
+    expect(whySkipped(b, event({ severity: 'info' }))?.check).toBe('Severity');
+  });
+
+  it('the routing checks leave suspension out (delivery records a suspended Alert’s events as skipped)', () => {
+    const suspended = compile({ suspend: true });
+    expect(whySkipped(suspended, event(), ROUTING_CHECKS)).toBeUndefined();
+    expect(
+      whySkipped(compile({ suspend: true, eventReasons: ['UpdateSucceeded'] }), event(), ROUTING_CHECKS),
+    ).toEqual({ check: 'EventReason', message: 'reason UpdateFailed is not in eventReasons' });
+  });
+});
+
 describe('F19 per-alert isolation', () => {
   it('F19 two Alerts with different eventMetadata: each delivery carries only its own', () => {
     const ev = event();
