@@ -9,7 +9,7 @@
  * control characters are flattened, and the result is bounded to 512 characters.
  */
 import { redact, REDACTED } from '../credential/redact.ts';
-import { boundText } from '../text.ts';
+import { boundText, measure, type FieldLimit } from '../text.ts';
 
 /** Upper bound (characters) of every `ProviderError.message`. */
 export const MAX_ERROR_MESSAGE_LENGTH = 512;
@@ -170,4 +170,25 @@ function stripUrl(raw: string): string {
     const noQuery = raw.replace(/[?#].*$/, '');
     return noQuery.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/]*@/i, '$1');
   }
+}
+
+/**
+ * Refuses a rendered field over its limit: the renderer fits every field, so a longer one is a
+ * bug, refused before any request rather than cut a second time.
+ * @throws ProviderError `LIMIT_EXCEEDED`, not retryable, naming the field, its length and the limit.
+ */
+export function assertFits(
+  value: string,
+  limit: FieldLimit | undefined,
+  what: string,
+  secretValues: readonly string[],
+): void {
+  if (limit === undefined) return;
+  const n = measure(value, limit.unit);
+  if (n <= limit.max) return;
+  throw new ProviderError(`${what} is ${n} ${limit.unit} long, over the limit of ${limit.max}; not sent`, {
+    code: 'LIMIT_EXCEEDED',
+    retryable: false,
+    secretValues,
+  });
 }

@@ -1,6 +1,6 @@
 import Handlebars from 'handlebars';
 import { describe, expect, it } from 'vitest';
-import { limitsFor } from '../../src/notifier/limits.ts';
+import { limitsFor } from '../../src/registry.ts';
 import {
   compileTemplates,
   renderNotification,

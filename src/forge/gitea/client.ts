@@ -1,0 +1,65 @@
+/**
+ * The Gitea client of one Provider: auth headers, repository URLs and the credentials' own user
+ * (for recognising our comments), over the Provider's `ProviderHttp` (CA, proxy, timeout: cases
+ * F08/F09). Auth: `Authorization: token <token>`; with a username (spec.username or key
+ * `username`) and `password` (or the token as password) HTTP basic auth (F10a). Values arrive
+ * trimmed (F10c).
+ */
+import type { ResolvedProvider } from '../../credential/provider.ts';
+import { ProviderError } from '../../notifier/errors.ts';
+import type { ProviderHttp } from '../../notifier/http.ts';
+import type { ForgeRepo } from '../address.ts';
+import { authHeaders, Lazy } from '../auth.ts';
+import { callJson, field, idOf } from '../json.ts';
+
+/** Page size of Gitea listings (Gitea's default maximum `MAX_RESPONSE_ITEMS` is 50). */
+export const GITEA_PAGE_SIZE = 50;
+
+export interface GiteaPullRequest {
+  id: string;
+}
+
+export interface GiteaClient {
+  http: ProviderHttp;
+  headers: Record<string, string>;
+  secretValues: readonly string[];
+  /** `<api>/repos/<owner>/<repo>` */
+  repoPath(r: ForgeRepo): string;
+  /** The credentials' own user id (`GET /user`), once per API base. */
+  myId(r: ForgeRepo, signal: AbortSignal | undefined): Promise<string>;
+}
+
+/** @throws Error when the Provider has no credentials. */
+export function giteaClient(p: ResolvedProvider, http: ProviderHttp): GiteaClient {
+  const headers = authHeaders(p, 'token', 'gitea');
+  const secretValues = http.secretValues;
+  const identities = new Map<string, Lazy<string>>();
+  return {
+    http,
+    headers,
+    secretValues,
+    repoPath: (r) => `${r.apiBase}/repos/${r.path.map((s) => encodeURIComponent(s)).join('/')}`,
+    myId(r, signal) {
+      let l = identities.get(r.apiBase);
+      if (l === undefined) {
+        l = new Lazy(async () => {
+          const { data } = await callJson(http, { method: 'GET', url: `${r.apiBase}/user`, headers, signal });
+          const id = idOf(field(data, 'id'));
+          if (id === undefined) {
+            throw new ProviderError(
+              'Gitea GET /user answered without a user id: check the Provider address and token',
+              {
+                code: 'BAD_RESPONSE',
+                retryable: false,
+                secretValues,
+              },
+            );
+          }
+          return id;
+        });
+        identities.set(r.apiBase, l);
+      }
+      return l.get();
+    },
+  };
+}

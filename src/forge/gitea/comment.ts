@@ -1,0 +1,61 @@
+/**
+ * The Gitea sticky comment: issue comments (`GET /repos/{o}/{r}/issues/{index}/comments`,
+ * following any `Link` rel="next"), ours = contains the marker AND `user.id` is the token's own
+ * user (`GET /user`): a human's comment quoting the marker is never edited (case F16). Created with
+ * `POST …/issues/{index}/comments`, edited with `PATCH /repos/{o}/{r}/issues/comments/{id}`.
+ */
+import { ProviderError } from '../../notifier/errors.ts';
+import type { ForgeRepo } from '../address.ts';
+import { callJson, field, idOf, str } from '../json.ts';
+import { linkPages } from '../paging.ts';
+import type { CommentPart, ForgeComment } from '../types.ts';
+import type { GiteaClient, GiteaPullRequest } from './client.ts';
+
+export function giteaComments(c: GiteaClient): CommentPart<ForgeRepo, GiteaPullRequest> {
+  return {
+    async *comments(ctx, pr) {
+      const me = await c.myId(ctx.repo, ctx.signal);
+      const url = `${c.repoPath(ctx.repo)}/issues/${pr.id}/comments`;
+      for await (const page of linkPages(c.http, url, c.headers, 'Gitea issue comments', ctx.signal)) {
+        const out: ForgeComment[] = [];
+        for (const cm of page) {
+          const id = idOf(field(cm, 'id'));
+          const body = str(field(cm, 'body'));
+          if (id === undefined || body === undefined) continue;
+          out.push({ ref: id, body, mine: idOf(field(field(cm, 'user'), 'id')) === me });
+        }
+        yield out;
+      }
+    },
+
+    async createComment(ctx, pr, body) {
+      const { data } = await callJson(c.http, {
+        method: 'POST',
+        url: `${c.repoPath(ctx.repo)}/issues/${pr.id}/comments`,
+        headers: c.headers,
+        body: { body },
+        signal: ctx.signal,
+      });
+      const id = idOf(field(data, 'id'));
+      if (id === undefined) {
+        throw new ProviderError('Gitea answered a comment creation without a comment id', {
+          code: 'BAD_RESPONSE',
+          retryable: false,
+          secretValues: c.secretValues,
+        });
+      }
+      return id;
+    },
+
+    async editComment(ctx, _pr, ref, body) {
+      await callJson(c.http, {
+        method: 'PATCH',
+        url: `${c.repoPath(ctx.repo)}/issues/comments/${ref}`,
+        headers: c.headers,
+        body: { body },
+        signal: ctx.signal,
+      });
+      return ref;
+    },
+  };
+}

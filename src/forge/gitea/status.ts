@@ -1,0 +1,52 @@
+/**
+ * Gitea commit statuses: `POST /repos/{o}/{r}/statuses/{sha}` with `state`
+ * (pending|success|failure), `context`, `description`, `target_url`. Deduplication (cases
+ * F05/F06): on a cache miss every page of `GET /repos/{o}/{r}/commits/{sha}/statuses`
+ * (`page`/`limit`, `Link` rel="next") is read and the newest (highest id) status of our context
+ * decides; Gitea keeps every posted status, so an identical one is not posted again.
+ */
+import type { ForgeRepo } from '../address.ts';
+import { callJson, field, str } from '../json.ts';
+import { linkPages } from '../paging.ts';
+import type { StatusPart, StatusSnapshot } from '../types.ts';
+import { GITEA_PAGE_SIZE, type GiteaClient, type GiteaPullRequest } from './client.ts';
+
+export function giteaStatuses(c: GiteaClient): StatusPart<ForgeRepo, GiteaPullRequest> {
+  return {
+    nativeState: (s) => s,
+    readPolicy: 'perCommit',
+
+    async readStatus(ctx, context) {
+      let newest: { id: number; snap: StatusSnapshot } | undefined;
+      const url = `${c.repoPath(ctx.repo)}/commits/${ctx.sha}/statuses?limit=${GITEA_PAGE_SIZE}&page=1`;
+      for await (const page of linkPages(c.http, url, c.headers, 'Gitea commit statuses', ctx.signal)) {
+        for (const s of page) {
+          if (str(field(s, 'context')) !== context) continue;
+          const id = Number(field(s, 'id'));
+          // Gitea answers `status`; older versions also `state`.
+          const state = str(field(s, 'status')) ?? str(field(s, 'state'));
+          if (state === undefined || !Number.isFinite(id)) continue;
+          if (newest === undefined || id > newest.id) {
+            newest = { id, snap: { state, description: str(field(s, 'description')) ?? '' } };
+          }
+        }
+      }
+      return newest?.snap;
+    },
+
+    async writeStatus(ctx, status) {
+      await callJson(c.http, {
+        method: 'POST',
+        url: `${c.repoPath(ctx.repo)}/statuses/${ctx.sha}`,
+        headers: c.headers,
+        body: {
+          state: status.state,
+          context: status.context,
+          description: status.description,
+          ...(status.targetURL !== undefined ? { target_url: status.targetURL } : {}),
+        },
+        signal: ctx.signal,
+      });
+    },
+  };
+}
