@@ -20,8 +20,10 @@ import type { RoutedAlert } from './routed.ts';
 
 export interface RouterOptions {
   kubeConfig: KubeConfig;
-  stacks: Informer<Stack>;
-  updates: Informer<Update>;
+  /** The Stack informer (what the router uses of it). */
+  stacks: Pick<Informer<Stack>, 'on' | 'get' | 'list'>;
+  /** The Update informer (what the router uses of it). */
+  updates: Pick<Informer<Update>, 'on' | 'get'>;
   /** The Ready Alerts (src/alert/routed.ts `AlertIndex`). */
   alerts: { all(): Iterable<RoutedAlert> };
   /** Where matched events go (the dispatcher). */
