@@ -64,8 +64,8 @@ function setup() {
   const queue = new RecordingQueue();
   const router = new Router({
     kubeConfig: new KubeConfig(),
-    stacks: stacks as never,
-    updates: updates as never,
+    stacks,
+    updates,
     alerts,
     delivery: queue,
     logger: quietLogger(),
