@@ -3,6 +3,8 @@
  * generation (by the Alert reconciler), never per event. Invalid expressions and forbidden
  * cross-namespace sources are reported here, so the Alert says why it is not Ready instead of
  * silently matching nothing.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import picomatch from 'picomatch';
 import { RE2JS } from 're2js';

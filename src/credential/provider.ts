@@ -5,6 +5,8 @@
  *
  * Error messages name Secrets and keys, never values: a webhook URL kept in a Secret's
  * `address` key is itself a secret (it embeds the credential), so it is not echoed either.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { parse as parseYaml } from 'yaml';

@@ -20,6 +20,8 @@
  * Shutdown (`stop`): no new attempt starts; sends already on the wire get until the deadline to
  * finish (and are recorded); past it they are cancelled through their `AbortSignal`, recorded as
  * nothing, and sent again by the next leader.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { Registry } from 'prom-client';
 import { runKey, type NotificationEvent } from '../api/event.ts';

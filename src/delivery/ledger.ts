@@ -1,6 +1,6 @@
 /**
  * The delivery ledger: what has been delivered, kept in ConfigMaps this controller owns — never in
- * annotations on PKO objects, which GitOps tools strip (design §4).
+ * annotations on PKO objects, which GitOps tools strip (docs/architecture.md, "Delivery").
  *
  * Shape: per (Alert, Stack) one watermark, the position (`src/delivery/order.ts`) of the last
  * event handled — delivered, skipped with a stated reason, or given up after a final error.

@@ -2,6 +2,8 @@
  * The sticky pull-request comment (docs/architecture.md, "Forges"): identified by its hidden
  * marker AND by being authored by the Provider's own identity, across all pages (case F16), and
  * edited in place.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { LRUCache } from 'lru-cache';
 import { ProviderError } from '../notifier/errors.ts';

@@ -2,6 +2,8 @@
  * Paged listings of forge APIs: every page is read (a status or comment of ours may be on the
  * last one: case F06), within a bound, following only links on the request's own origin.
  * RFC 8288 `Link` headers are parsed with `http-link-header`.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import LinkHeader from 'http-link-header';
 import { ProviderError } from '../notifier/errors.ts';

@@ -3,6 +3,8 @@
  * description) to the newest one for its context is not posted again (case F05), and the newest
  * one is found by reading the forge, paging through everything (F06), when this process has not
  * seen it yet. One cache per notifier remembers what was read or written.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { LRUCache } from 'lru-cache';
 import type { StatusSnapshot } from './types.ts';

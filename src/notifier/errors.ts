@@ -7,6 +7,8 @@
  * URLs lose their userinfo, query string and fragment, a URL that is itself a secret (a
  * webhook address kept in a Secret) is replaced whole together with anything appended to it,
  * control characters are flattened, and the result is bounded to 512 characters.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { redact, REDACTED } from '../credential/redact.ts';
 import { boundText, measure, type FieldLimit } from '../text.ts';
@@ -53,7 +55,7 @@ export class ProviderError extends Error {
 }
 
 /**
- * Whether an HTTP status is worth retrying (design §4): 408, 409, 429 and every 5xx are;
+ * Whether an HTTP status is worth retrying (docs/architecture.md, "Delivery"): 408, 409, 429 and every 5xx are;
  * every other 4xx is final. 2xx/3xx are not errors and return false.
  */
 export function isRetryableStatus(status: number): boolean {

@@ -8,6 +8,8 @@
  * fetch with npm undici dispatchers is unsupported).
  *
  * Every failure is a `ProviderError` (./errors.ts) whose message is redacted and says what to do.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { readFileSync } from 'node:fs';
 import { STATUS_CODES } from 'node:http';
@@ -353,7 +355,7 @@ export class ProviderHttp {
 
     let retryable = isRetryableStatus(status);
     let retryAfterMs = retryable ? retryAfterFrom(headers, this.#now()) : undefined;
-    // GitHub's primary and secondary rate limits answer 403 (facts/forges.md).
+    // GitHub's primary and secondary rate limits answer 403 (docs/providers/github.md).
     if (status === 403) {
       const fromHeaders = retryAfterFrom(headers, this.#now());
       if (fromHeaders !== undefined) {

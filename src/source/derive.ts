@@ -1,12 +1,12 @@
 /**
  * Level-based derivation of {@link NotificationEvent}s from PKO `Update` and `Stack` status
- * (design §3, §4). Pure: no Kubernetes calls, no clock — the same object always yields the same
+ * (docs/events.md). Pure: no Kubernetes calls, no clock — the same object always yields the same
  * events, so a relist or a restart recomputes exactly what a live watch would have seen.
  *
  * ## What the functions return
  * The CURRENT desired events implied by an object's status, not edges:
  * - An Update that is not done yields `<Type>Started`. A done Update (`Complete=True` and
- *   `metadata.generation == status.observedGeneration`, shared/facts/pko.md) yields BOTH
+ *   `metadata.generation == status.observedGeneration`) yields BOTH
  *   `<Type>Started` and `<Type>Succeeded` (`Failed=False`) or `<Type>Failed` (`Failed=True`), so a
  *   controller that never saw the running phase still knows the whole run. The delivery layer
  *   decides what to send: it may skip a Started whose run already has a terminal event in the
@@ -54,6 +54,8 @@
  * Timestamps come from status (Update start/end time, `lastResyncTime`, condition transition
  * times) or `metadata.creationTimestamp`, never from the clock; `1970-01-01T00:00:00Z` if none.
  * Severity: `*Failed` and `StackStalled` are `error`, the rest `info`.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import {
   eventId,

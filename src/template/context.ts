@@ -1,5 +1,5 @@
 /**
- * The template context: every documented key, always present, `null` when unknown (design §6).
+ * The template context: every documented key, always present, `null` when unknown (templates/README.md).
  * `templates/README.md` documents exactly these keys (a test keeps the two equal).
  *
  * Context objects have no prototype, so `{{constructor}}`, `{{__proto__}}` and friends are

@@ -1,5 +1,5 @@
 /**
- * Templates (design §6): Handlebars in ONE isolated instance (`Handlebars.create()`), compiled
+ * Templates (templates/README.md): Handlebars in ONE isolated instance (`Handlebars.create()`), compiled
  * with `strict` and `knownHelpersOnly`, run without prototype access, with only the vetted
  * helpers of ./helpers.ts (Handlebars' `log` is removed: it writes to the console). No partials,
  * no decorators, no environment, no files beyond the built-in templates. Output is not
@@ -15,6 +15,8 @@
  * Every template is checked when compiled — statically (unknown keys and helpers, with line and
  * column) and by test-rendering against a full sample context and one where every optional key
  * is null — so the Alert reconciler can report `InvalidTemplate` before any event arrives.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { readFileSync } from 'node:fs';
 import Handlebars from 'handlebars';

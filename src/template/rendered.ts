@@ -3,6 +3,8 @@
  * receive a `RenderedNotification` whose every field already fits their provider's limits (they
  * assert, they do not cut again); each provider type declares its `ProviderLimits` (the git
  * forges in src/forge/<name>/limits.ts, chat services beside their notifier).
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { FieldLimit } from '../text.ts';
 

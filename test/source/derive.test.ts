@@ -270,7 +270,7 @@ describe('eventsFromUpdate', () => {
 });
 
 describe('eventsFromStack (PKO v2)', () => {
-  it('the facts/pko.md example, Update gone (TTL): UpdateFailed fallback with the run facts', () => {
+  it('a PKO v2.9 Stack, Update gone (TTL): UpdateFailed fallback with the run facts', () => {
     const evs = eventsFromStack(v2FailedStack(), ctx, gone);
     expect(evs).toEqual([
       {

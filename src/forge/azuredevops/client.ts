@@ -7,6 +7,8 @@
  * (spec.username or key `username`), basic with it and `password` (or the token). Azure DevOps
  * answers an unauthenticated or badly authenticated call with 203 and a sign-in page: that is
  * reported as a final credentials error.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import { ProviderError } from '../../notifier/errors.ts';

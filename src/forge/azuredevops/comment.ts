@@ -5,6 +5,8 @@
  * `x-ms-continuationtoken` paging when the server uses it; deleted threads and comments are
  * skipped. Created as a new thread without a status (so it never blocks a "comments must be
  * resolved" policy); edited with `PATCH …/threads/{threadId}/comments/{commentId}`.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';

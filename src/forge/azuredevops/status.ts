@@ -4,6 +4,8 @@
  * pending|succeeded|failed, `description`, `targetUrl`. Deduplication (cases F05/F06): on a cache
  * miss the commit's statuses are read (`latestOnly=true`, `top`/`skip` pages until a short page)
  * and the newest (highest id) one of our genre and name decides.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { CommitState } from '../../template/rendered.ts';
 import type { ForgeRepo } from '../address.ts';

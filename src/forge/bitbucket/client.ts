@@ -8,6 +8,8 @@
  * `Authorization: Bearer <token>` (repository/workspace access token). Identifying our own
  * comments needs `GET /2.0/user`; credentials that cannot read it fail the comment step with that
  * call's error (the status is already set by then).
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import { ProviderError } from '../../notifier/errors.ts';

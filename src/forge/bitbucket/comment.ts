@@ -4,6 +4,8 @@
  * (`GET /user`, compared by `uuid`): a human's comment quoting the marker is never edited (case
  * F16). Created with `POST`, edited with `PUT …/comments/{comment_id}`, `content.raw` = the
  * markdown body.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';

@@ -1,10 +1,12 @@
 /**
  * Bitbucket Cloud build statuses: `POST /repositories/{ws}/{repo}/commit/{sha}/statuses/build`
- * with `key` = the context (the renderer fits it to 40 characters by prefix + hash: case F12),
+ * with `key` = the context (the renderer fits it to 40 characters by prefix + hash),
  * `name` = the context, `state` INPROGRESS|SUCCESSFUL|FAILED, `description`, and `url`. Bitbucket
  * requires `url`: the rendered link (permalink) when there is one, else the commit's page
  * (`https://bitbucket.org/{ws}/{repo}/commits/{sha}`). The same key overwrites, so deduplication
  * (F05) reads that one status on a cache miss: `GET …/statuses/build/{key}` (404 = none).
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { CommitState } from '../../template/rendered.ts';
 import type { ForgeRepo } from '../address.ts';

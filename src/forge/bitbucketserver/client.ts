@@ -7,6 +7,8 @@
  * Auth: HTTP basic with the username (spec.username or key `username`) and `password` (or the
  * token as password) (F10a); without a username, `Authorization: Bearer <token>` (HTTP access
  * token).
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import { ProviderError } from '../../notifier/errors.ts';

@@ -6,6 +6,8 @@
  * quoting the marker is never edited (case F16). Created with `POST …/comments {text}`, edited
  * with `PUT …/comments/{id} {text, version}`; a 409 (stale version) re-reads the comment's
  * version once and edits again.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';

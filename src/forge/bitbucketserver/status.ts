@@ -9,6 +9,8 @@
  * Data Center version) is read; the newest (`dateAdded`) one with our key decides. That listing
  * is per commit, not per repository: a fork sharing the commit and our key would be taken as ours
  * (contexts name the cluster, namespace and Stack, so this needs the same Stack posting to both).
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { CommitState } from '../../template/rendered.ts';
 import type { ForgeRepo } from '../address.ts';

@@ -4,6 +4,8 @@
  * F08/F09). Auth: `Authorization: token <token>`; with a username (spec.username or key
  * `username`) and `password` (or the token as password) HTTP basic auth (F10a). Values arrive
  * trimmed (F10c).
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import { ProviderError } from '../../notifier/errors.ts';

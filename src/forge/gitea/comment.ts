@@ -3,6 +3,8 @@
  * following any `Link` rel="next"), ours = contains the marker AND `user.id` is the token's own
  * user (`GET /user`): a human's comment quoting the marker is never edited (case F16). Created with
  * `POST …/issues/{index}/comments`, edited with `PATCH /repos/{o}/{r}/issues/comments/{id}`.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';

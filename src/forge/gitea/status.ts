@@ -4,6 +4,8 @@
  * F05/F06): on a cache miss every page of `GET /repos/{o}/{r}/commits/{sha}/statuses`
  * (`page`/`limit`, `Link` rel="next") is read and the newest (highest id) status of our context
  * decides; Gitea keeps every posted status, so an identical one is not posted again.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ForgeRepo } from '../address.ts';
 import { callJson, field, str } from '../json.ts';

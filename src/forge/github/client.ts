@@ -6,6 +6,8 @@
  * `https://api.github.com`, any other host → `https://HOST/api/v3` (GitHub Enterprise Server),
  * `spec.apiURL` overrides the guess (case F02). Credentials: `token` (or `password`, as GitHub
  * accepts a token there), or GitHub App keys. `GET /app` goes to `githubAppBaseURL` when set.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { NotificationEvent } from '../../api/event.ts';
 import type { ResolvedProvider } from '../../credential/provider.ts';

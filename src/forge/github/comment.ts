@@ -5,6 +5,8 @@
  * GITHUB_TOKEN-like installation token — any Bot author counts). A human's comment that quotes the
  * marker is never edited (case F16). All pages are read until ours is found; edited in place when
  * the body differs.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { MAX_PAGES, tooManyPages } from '../paging.ts';
 import type { CommentPart, ForgeComment } from '../types.ts';

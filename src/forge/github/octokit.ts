@@ -20,6 +20,8 @@
  * - `@octokit/plugin-retry`: one quick retry (after 0.5 s) of an idempotent GET that failed with a
  *   5xx or a transport error. Writes are never retried here (a POST whose answer was lost may
  *   have taken effect), nor any 4xx; the dispatcher retries those with backoff and jitter.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { createAppAuth } from '@octokit/auth-app';
 import { retry } from '@octokit/plugin-retry';

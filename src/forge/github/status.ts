@@ -9,6 +9,8 @@
  * them, and what it left on the current commit was checked by that first read. Steady state: one
  * call per status that changes, none for one that does not. The 422 "maximum number of statuses"
  * (1,000 per commit and context) is final.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { MAX_PAGES, tooManyPages } from '../paging.ts';
 import type { StatusPart } from '../types.ts';

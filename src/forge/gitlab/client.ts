@@ -12,6 +12,8 @@
  * GitLab API has no password authentication: when the Secret has `username`/`password` but no
  * `token`, the `password` is used as the access token (Git-over-HTTPS credential Secrets carry a
  * token there); basic auth is never sent.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { Commits, MergeRequestNotes, MergeRequests, Users } from '@gitbeaker/rest';
 import type { ResolvedProvider } from '../../credential/provider.ts';

@@ -2,6 +2,8 @@
  * The GitLab sticky merge-request note: notes are listed oldest first across all pages; ours is
  * the first non-system note containing the marker written by the token's own user (`GET /user`) —
  * a human's note quoting the marker is never edited (case F16).
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';

@@ -9,6 +9,8 @@
  * state twice answers 400 "Cannot transition status via :run from :running" (or ":enqueue from
  * :pending"): the status is already in that state, so the send counts as done and is not retried
  * (F15).
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { ProviderError } from '../../notifier/errors.ts';
 import type { CommitState } from '../../template/rendered.ts';
