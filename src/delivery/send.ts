@@ -174,7 +174,19 @@ export class Sender {
       const sent = await this.#queue(s.providerKey, s.provider).add(async () => {
         if (stopping.aborted) return false;
         started = this.#clock.now();
-        await s.notifier.send(s.event, s.rendered, cancel);
+        // A signal of this send's own, so nothing below ties per-request signals to the
+        // dispatcher's long-lived one.
+        const own = new AbortController();
+        const abort = (): void => {
+          own.abort();
+        };
+        cancel.addEventListener('abort', abort, { once: true });
+        if (cancel.aborted) own.abort();
+        try {
+          await s.notifier.send(s.event, s.rendered, own.signal);
+        } finally {
+          cancel.removeEventListener('abort', abort);
+        }
         return true;
       });
       if (!sent) return { kind: 'stopped' };

@@ -1,7 +1,7 @@
 /**
  * Every git forge other than GitHub (github.int.test.ts), end to end on the real control plane:
  * PKO runs written as PKO v2 writes them (PkoSimulator) → the in-process controller → the forge's
- * contract server (test/forges/<type>-server.ts).
+ * contract server (test/forge/<type>/server.ts).
  *
  * Each test: a namespace, the contract server with a repository and an open pull/merge request
  * whose head is the commit (plus a human's comment on it), a Secret + Provider + Alert, a v2 Stack

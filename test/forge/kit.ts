@@ -1,5 +1,5 @@
 /**
- * Building blocks of the forge contract servers (test/forges/*-server.ts): a real HTTP(S) server
+ * Building blocks of the forge contract servers (test/forge/<name>/server.ts): a real HTTP(S) server
  * on 127.0.0.1 with a route table, a request log, a connection count (to prove that every
  * connection came through a proxy, F09) and JSON helpers.
  */
