@@ -46,8 +46,13 @@ if [[ -f "$MARKER" && -x "$OUT/gitea" ]]; then
 fi
 
 export GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false"
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/pko-nc-gitea.XXXXXX")"
+# The module is built at the same path every time (under the lock): Go's build cache keys the
+# main module's packages by their folder, so a rebuild from a fresh temp folder would compile
+# all of Gitea's own packages again instead of only linking.
+WORK="$CACHE_ROOT/.$GITEA_VERSION.work"
 STAGE="$CACHE_ROOT/.$GITEA_VERSION.staging"
+rm -rf "$WORK"
+mkdir -p "$WORK"
 trap 'rm -rf "$WORK" "$STAGE"' EXIT
 start=$(date +%s)
 step() { log "[$(( $(date +%s) - start ))s] $*"; }
