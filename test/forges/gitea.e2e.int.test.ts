@@ -42,7 +42,10 @@ let alice: GiteaUser;
 beforeAll(async () => {
   gitea = await startGitea();
   running = gitea;
-  console.log(`gitea: started in ${(gitea.startMs / 1000).toFixed(2)} s at ${gitea.url}`);
+  const phases = Object.entries(gitea.phasesMs).map(([k, v]) => `${k} ${(v / 1000).toFixed(2)}`);
+  console.log(
+    `gitea: started in ${(gitea.startMs / 1000).toFixed(2)} s (${phases.join(', ')}) at ${gitea.url}`,
+  );
   bot = await gitea.createUser('pko-bot');
   alice = await gitea.createUser('alice');
   await gitea.createOrg(ORG);

@@ -135,6 +135,8 @@ export class Gitea {
   readonly admin: GiteaUser;
   /** Milliseconds from {@link startGitea} being called until the API answered. */
   readonly startMs: number;
+  /** Where {@link startMs} went: `gitea migrate`, admin user, token, `gitea web` until ready (ms). */
+  readonly phasesMs: Readonly<Record<'migrate' | 'admin' | 'token' | 'web', number>>;
   readonly #proc: ReturnType<typeof spawn>;
   readonly #work: string;
   readonly #bin: string;
@@ -146,6 +148,7 @@ export class Gitea {
     url: string;
     admin: GiteaUser;
     startMs: number;
+    phasesMs: Gitea['phasesMs'];
     proc: ReturnType<typeof spawn>;
     work: string;
     bin: string;
@@ -156,6 +159,7 @@ export class Gitea {
     this.apiBase = `${init.url}/api/v1`;
     this.admin = init.admin;
     this.startMs = init.startMs;
+    this.phasesMs = init.phasesMs;
     this.#proc = init.proc;
     this.#work = init.work;
     this.#bin = init.bin;
@@ -587,8 +591,11 @@ INTERNAL_TOKEN = ${randomBytes(48).toString('base64url')}
 ; webhooks to the tests' receivers on 127.0.0.1 (the default, "external", refuses loopback)
 ALLOWED_HOST_LIST = loopback
 
+; Gitea as an OAuth2 provider is not needed (API tokens do not use it), and enabling it makes
+; every fresh instance generate a 4096-bit RSA signing key: ~3 s of CPU at start (observed on
+; Gitea 1.27.3, services/oauth2_provider).
 [oauth2]
-JWT_SECRET = ${randomBytes(32).toString('base64url')}
+ENABLED = false
 
 [webhook]
 DELIVER_TIMEOUT = 5
@@ -648,7 +655,15 @@ export async function startGitea(opts: StartGiteaOptions = {}): Promise<Gitea> {
   let proc: ReturnType<typeof spawn> | undefined;
   const log: string[] = [];
   try {
+    let mark = performance.now();
+    const lap = (): number => {
+      const now = performance.now();
+      const ms = now - mark;
+      mark = now;
+      return ms;
+    };
     await giteaCli(bin, ini, work, ['migrate']);
+    const migrateMs = lap();
     const adminName = opts.adminName ?? 'pko-admin';
     const password = `pw-${randomBytes(12).toString('hex')}`;
     await giteaCli(bin, ini, work, [
@@ -664,6 +679,7 @@ export async function startGitea(opts: StartGiteaOptions = {}): Promise<Gitea> {
       `${adminName}@example.test`,
       '--must-change-password=false',
     ]);
+    const adminMs = lap();
     const token = await giteaCli(bin, ini, work, [
       'admin',
       'user',
@@ -678,6 +694,7 @@ export async function startGitea(opts: StartGiteaOptions = {}): Promise<Gitea> {
     ]);
     if (!/^[0-9a-f]{40}$/.test(token))
       throw new Error(`gitea generate-access-token printed no token: ${token}`);
+    const tokenMs = lap();
 
     const p = spawn(bin, ['--config', ini, '--work-path', work, 'web'], {
       cwd: work,
@@ -712,10 +729,12 @@ export async function startGitea(opts: StartGiteaOptions = {}): Promise<Gitea> {
     if (me.status !== 200)
       throw new Error(`Gitea GET /api/v1/user with the admin token answered ${me.status}`);
     const { id } = (await me.json()) as { id: number };
+    const webMs = lap();
     return new Gitea({
       url,
       admin: { id, username: adminName, password, token },
       startMs: performance.now() - t0,
+      phasesMs: { migrate: migrateMs, admin: adminMs, token: tokenMs, web: webMs },
       proc: p,
       work,
       bin,
