@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_MOVES } from '../../../src/forge/gitea/client.ts';
 import { startGiteaServer, type GiteaServer } from './server.ts';
 import {
   CONTEXT,
@@ -158,5 +159,65 @@ describe('gitea', () => {
       ),
     );
     expect([e2.status, e2.retryable, e2.retryAfterMs]).toEqual([503, true, 3000]);
+  });
+
+  describe('N07: renamed or transferred repositories (Gitea answers 301 on the old path for every method)', () => {
+    it('the status and the comment land on the moved repository, with the method and body kept; later sends go straight there', async () => {
+      const s = await server();
+      s.addPull('acme', 'infra', { number: 4, sha: SHA });
+      const n = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
+      await n.send(event(SHA), rendered('pending', { comment: 'started' }));
+      s.moveRepo('acme', 'infra', 'platform', 'infra-v2');
+      await n.send(event(SHA), rendered('success', { comment: 'done' }));
+
+      const moved = s.repo('platform', 'infra-v2');
+      expect(moved.statuses.get(SHA)!.map((x) => x.status)).toEqual(['pending', 'success']);
+      expect(moved.pulls[0]!.comments.map((c) => c.body)).toEqual([`${MARKER}\ndone`]);
+      const after = s.requests.slice(s.requests.findIndex((r) => r.status === 301));
+      expect(after.map((r) => `${r.method} ${r.path} → ${String(r.status)}`)).toEqual([
+        // The status POST is redirected; the new path is looked up once and the POST repeated.
+        `POST /api/v1/repos/acme/infra/statuses/${SHA} → 301`,
+        'GET /api/v1/repos/acme/infra → 301',
+        'GET /api/v1/repos/platform/infra-v2 → 200',
+        `POST /api/v1/repos/platform/infra-v2/statuses/${SHA} → 201`,
+        'GET /api/v1/repos/platform/infra-v2/pulls → 200',
+        expect.stringMatching(/^PATCH \/api\/v1\/repos\/platform\/infra-v2\/issues\/comments\/\d+ → 200$/),
+      ]);
+      const repost = after.find((r) => r.method === 'POST' && r.status === 201);
+      expect(repost?.json).toMatchObject({ state: 'success', context: CONTEXT });
+
+      // A new notifier (restart) finds the move again from the first answer.
+      const n2 = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
+      await n2.send(event(SHA), rendered('failure', { comment: 'failed' }));
+      expect(moved.statuses.get(SHA)!.map((x) => x.status)).toEqual(['pending', 'success', 'failure']);
+      expect(moved.pulls[0]!.comments.map((c) => c.body)).toEqual([`${MARKER}\nfailed`]);
+    });
+
+    it('a redirect to another origin is not followed: final REDIRECT error, no request (nor credentials) sent there', async () => {
+      const s = await server();
+      const other = await startGiteaServer({ tokens: { [TOKEN]: BOT } });
+      later(() => other.close());
+      other.repo('acme', 'infra');
+      const elsewhere = { status: 301, headers: { Location: `${other.url}/api/v1/repos/acme/infra` } };
+      s.failNext(elsewhere, 2);
+      const n = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
+      const e = await failure(() => n.send(event(SHA), rendered('success')));
+      expect([e.code, e.retryable]).toEqual(['REDIRECT', false]);
+      expect(e.message).toMatch(/not a repository of the same Gitea/);
+      expect(other.requests).toEqual([]);
+      expect(s.writes()).toEqual([]);
+    });
+
+    it(`redirects are followed at most ${String(MAX_MOVES)} hops`, async () => {
+      const s = await server();
+      const hop = { status: 301, headers: { Location: '/api/v1/repos/acme/elsewhere' } };
+      s.failNext(hop, 10);
+      const n = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
+      const e = await failure(() => n.send(event(SHA), rendered('success')));
+      expect([e.code, e.retryable]).toEqual(['REDIRECT', false]);
+      expect(e.message).toMatch(/more than 3 times/);
+      // The first answer, then the lookups: the original path and MAX_MOVES hops.
+      expect(s.requests).toHaveLength(2 + MAX_MOVES);
+    });
   });
 });

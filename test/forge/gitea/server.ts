@@ -7,7 +7,11 @@
  *   `Link` and `X-Total-Count`;
  * - `GET /repos/{o}/{r}/pulls?state=open|closed|all` paginated the same way; `GET …/pulls/{index}`;
  * - issue comments: list (all at once, as Gitea does), create (201), edit by
- *   `PATCH /repos/{o}/{r}/issues/comments/{id}` (author only, else 403).
+ *   `PATCH /repos/{o}/{r}/issues/comments/{id}` (author only, else 403);
+ * - `GET /repos/{o}/{r}`; a repository moved with `moveRepo` (rename or transfer) answers every
+ *   request on its old path, whatever the method, with `301` and a relative `Location` naming the
+ *   new path (query kept) — observed on Gitea 1.27.3 (`RedirectToRepo` in Gitea's
+ *   services/context/repo.go), see test/support/gitea.int.test.ts.
  */
 import {
   basicCredentials,
@@ -68,6 +72,8 @@ export interface GiteaServer extends KitServer {
     pull: Partial<GiteaPull> & Pick<GiteaPull, 'number'> & { sha: string },
   ): GiteaPull;
   addComment(owner: string, name: string, index: number, c: { body: string; user: GiteaUser }): GiteaComment;
+  /** Renames or transfers `owner/name` to `toOwner/toName`; the old path then redirects (301). */
+  moveRepo(owner: string, name: string, toOwner: string, toName: string): void;
   writes(): string[];
 }
 
@@ -84,6 +90,23 @@ export async function startGiteaServer(opts: GiteaServerOptions): Promise<GiteaS
       repos.set(key, x);
     }
     return x;
+  };
+  /** Old `owner/name` (lower case) → current `[owner, name]`. */
+  const redirects = new Map<string, [string, string]>();
+  const movedTo = (req: ForgeRequest): Reply | undefined => {
+    const m = /^\/api\/v1\/repos\/([^/]+)\/([^/]+)(.*)$/.exec(req.path);
+    if (m === null) return undefined;
+    const to = redirects.get(
+      `${decodeURIComponent(m[1] ?? '')}/${decodeURIComponent(m[2] ?? '')}`.toLowerCase(),
+    );
+    if (to === undefined) return undefined;
+    const q = req.url.indexOf('?');
+    const location = `/api/v1/repos/${to.map(encodeURIComponent).join('/')}${m[3] ?? ''}${q < 0 ? '' : req.url.slice(q)}`;
+    return {
+      status: 301,
+      headers: { Location: location },
+      text: `<a href="${location}">Moved Permanently</a>.`,
+    };
   };
   const existing = (o: string | undefined, r: string | undefined): GiteaRepo | undefined =>
     repos.get(`${decodeURIComponent(o ?? '')}/${decodeURIComponent(r ?? '')}`.toLowerCase());
@@ -129,6 +152,14 @@ export async function startGiteaServer(opts: GiteaServerOptions): Promise<GiteaS
 
   const routes: Route[] = [
     ['GET', /^\/api\/v1\/user$/, (req) => json(200, { ...userOf(req), username: userOf(req)?.login })],
+    [
+      'GET',
+      new RegExp(`^${R}$`),
+      (_req, m) =>
+        existing(m[1], m[2])
+          ? json(200, { name: m[2], full_name: `${m[1] ?? ''}/${m[2] ?? ''}`, owner: { login: m[1] } })
+          : notFound,
+    ],
     [
       'POST',
       new RegExp(`^${R}/statuses/([0-9a-f]{40})$`),
@@ -218,7 +249,13 @@ export async function startGiteaServer(opts: GiteaServerOptions): Promise<GiteaS
     ],
   ];
 
-  const server = await startKitServer(routes, {
+  // Every repository route answers a moved repository's old path with Gitea's redirect.
+  const routed: Route[] = routes.map(([method, pattern, handler]) => [
+    method,
+    pattern,
+    (req, m) => movedTo(req) ?? handler(req, m),
+  ]);
+  const server = await startKitServer(routed, {
     ...(opts.tls ? { tls: opts.tls } : {}),
     authenticate: (req) =>
       userOf(req) === undefined ? json(401, { message: 'token is required' }) : undefined,
@@ -244,6 +281,17 @@ export async function startGiteaServer(opts: GiteaServerOptions): Promise<GiteaS
       const out: GiteaComment = { id: nextId++, ...c };
       pr.comments.push(out);
       return out;
+    },
+    moveRepo(owner, name, toOwner, toName) {
+      const from = `${owner}/${name}`.toLowerCase();
+      const r = repos.get(from);
+      if (!r) throw new Error(`no repository ${owner}/${name}`);
+      repos.delete(from);
+      repos.set(`${toOwner}/${toName}`.toLowerCase(), r);
+      redirects.delete(`${toOwner}/${toName}`.toLowerCase());
+      for (const [k, v] of redirects)
+        if (`${v[0]}/${v[1]}`.toLowerCase() === from) redirects.set(k, [toOwner, toName]);
+      redirects.set(from, [toOwner, toName]);
     },
     writes: () =>
       server.requests
