@@ -10,21 +10,36 @@
  */
 import { createHash } from 'node:crypto';
 import { ProviderHttp } from '../src/notifier/http.ts';
-import { createGitHubNotifier } from '../src/notifier/github.ts';
+import { createGitHubNotifier } from '../src/forge/github/index.ts';
 import type { RenderedNotification } from '../src/notifier/types.ts';
 import { resolved, sampleEvent } from '../test/notifier/fixtures.ts';
-import { startGitHubServer } from '../test/forges/github-server.ts';
+import { startGitHubServer } from '../test/forge/github/server.ts';
 
 const COMMITS = Number(process.env.BENCH_COMMITS ?? 200);
 const sha = (i: number): string => createHash('sha1').update(`bench-${i}`).digest('hex');
 const rendered = (state: 'pending' | 'success', description: string): RenderedNotification => ({
   message: description,
-  commitStatus: { state, context: 'pko/bench/ns/app', description, targetURL: 'https://app.pulumi.com/acme/app/dev/updates/1' },
+  commitStatus: {
+    state,
+    context: 'pko/bench/ns/app',
+    description,
+    targetURL: 'https://app.pulumi.com/acme/app/dev/updates/1',
+  },
 });
 
 const server = await startGitHubServer({ repos: ['acme/app'], tokens: { ghp_bench: 'pko-bot' } });
-const p = resolved({ type: 'github', name: 'github', address: 'https://github.com/acme/app', apiURL: server.apiBase, token: 'ghp_bench', secretValues: ['ghp_bench'] });
-const run = async (resends: number, states: readonly (readonly ['pending' | 'success', string])[]): Promise<number> => {
+const p = resolved({
+  type: 'github',
+  name: 'github',
+  address: 'https://github.com/acme/app',
+  apiURL: server.apiBase,
+  token: 'ghp_bench',
+  secretValues: ['ghp_bench'],
+});
+const run = async (
+  resends: number,
+  states: readonly (readonly ['pending' | 'success', string])[],
+): Promise<number> => {
   const notifier = createGitHubNotifier(p, { http: new ProviderHttp(p) }, { pacing: false });
   const before = server.apiCalls().length;
   for (let c = 0; c < COMMITS; c++) {
@@ -36,13 +51,21 @@ const run = async (resends: number, states: readonly (readonly ['pending' | 'suc
   await notifier.close();
   return server.apiCalls().length - before;
 };
-const posts = (): number => server.apiCalls().filter((e) => e.operationId === 'repos/create-commit-status').length;
+const posts = (): number =>
+  server.apiCalls().filter((e) => e.operationId === 'repos/create-commit-status').length;
 
-const BOTH = [['pending', 'Update started'], ['success', 'Update succeeded']] as const;
+const BOTH = [
+  ['pending', 'Update started'],
+  ['success', 'Update succeeded'],
+] as const;
 const steady = await run(4, BOTH);
 const written = posts();
-console.log(`steady state: ${steady} GitHub API calls for ${written} statuses written (${COMMITS * 8} sends) = ${(steady / written).toFixed(3)} calls per delivered status`);
+console.log(
+  `steady state: ${steady} GitHub API calls for ${written} statuses written (${COMMITS * 8} sends) = ${(steady / written).toFixed(3)} calls per delivered status`,
+);
 const restart = await run(1, [['success', 'Update succeeded']]);
-console.log(`after a restart (cold caches), re-sending each commit's latest status once (crash-window resends): ${restart} calls, ${posts() - written} statuses written again`);
+console.log(
+  `after a restart (cold caches), re-sending each commit's latest status once (crash-window resends): ${restart} calls, ${posts() - written} statuses written again`,
+);
 console.log(`contract violations: ${server.violations.length}`);
 await server.close();

@@ -47,7 +47,8 @@ async function pool<T>(items: readonly T[], n: number, fn: (x: T) => Promise<voi
 /** V8 heap and external memory from the controller's /metrics (prom-client default metrics), MiB. */
 async function heapMiB(): Promise<string> {
   const text = await (await fetch('http://127.0.0.1:18080/metrics')).text();
-  const get = (name: string): number => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 1048576;
+  const get = (name: string): number =>
+    Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 1048576;
   return `heap used ${get('nodejs_heap_size_used_bytes').toFixed(1)} of ${get('nodejs_heap_size_total_bytes').toFixed(1)} MiB, external ${get('nodejs_external_memory_bytes').toFixed(1)} MiB`;
 }
 
@@ -57,7 +58,9 @@ function rssMiB(pid: number): number {
 }
 
 async function main(): Promise<void> {
-  console.log(`bench: Node ${process.version}, ${STACKS} Stacks, burst ${BURST}, ${RATE} events/s for ${RATE_SECONDS} s`);
+  console.log(
+    `bench: Node ${process.version}, ${STACKS} Stacks, burst ${BURST}, ${RATE} events/s for ${RATE_SECONDS} s`,
+  );
   const plane = await startControlPlane({});
   const kc = loadKubeConfig({ kubeconfig: plane.kubeconfigPath });
   let controller: ChildProcess | undefined;
@@ -68,7 +71,9 @@ async function main(): Promise<void> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       deliveries++;
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { metadata: { updateName?: string } };
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+        metadata: { updateName?: string };
+      };
       if (body.metadata.updateName) received.set(body.metadata.updateName, performance.now());
       res.end('ok');
     });
@@ -77,18 +82,60 @@ async function main(): Promise<void> {
   const port = (receiver.address() as { port: number }).port;
 
   try {
-    await installCRDs(kc, await readCRDs([...(await yamlFilesIn(join(root, 'crds'))), ...(await yamlFilesIn(join(root, 'test', 'crds')))]));
+    await installCRDs(
+      kc,
+      await readCRDs([
+        ...(await yamlFilesIn(join(root, 'crds'))),
+        ...(await yamlFilesIn(join(root, 'test', 'crds'))),
+      ]),
+    );
     await kubeRequest(kc, { method: 'POST', path: '/api/v1/namespaces', body: { metadata: { name: NS } } });
-    const nsPath = (plural: string, group = 'notification.pko.dev', version = 'v1alpha1'): string => objectPath({ group, version, plural, namespace: NS });
-    await kubeRequest(kc, { method: 'POST', path: nsPath('providers'), body: { apiVersion: 'notification.pko.dev/v1alpha1', kind: 'Provider', metadata: { name: 'hook' }, spec: { type: 'generic', address: `http://127.0.0.1:${port}/hook` } } });
-    await kubeRequest(kc, { method: 'POST', path: nsPath('alerts'), body: { apiVersion: 'notification.pko.dev/v1alpha1', kind: 'Alert', metadata: { name: 'all' }, spec: { providerRef: { name: 'hook' }, eventSources: [{ kind: 'Stack' }], eventReasons: ['UpdateSucceeded'] } } });
+    const nsPath = (plural: string, group = 'notification.pko.dev', version = 'v1alpha1'): string =>
+      objectPath({ group, version, plural, namespace: NS });
+    await kubeRequest(kc, {
+      method: 'POST',
+      path: nsPath('providers'),
+      body: {
+        apiVersion: 'notification.pko.dev/v1alpha1',
+        kind: 'Provider',
+        metadata: { name: 'hook' },
+        spec: { type: 'generic', address: `http://127.0.0.1:${port}/hook` },
+      },
+    });
+    await kubeRequest(kc, {
+      method: 'POST',
+      path: nsPath('alerts'),
+      body: {
+        apiVersion: 'notification.pko.dev/v1alpha1',
+        kind: 'Alert',
+        metadata: { name: 'all' },
+        spec: {
+          providerRef: { name: 'hook' },
+          eventSources: [{ kind: 'Stack' }],
+          eventReasons: ['UpdateSucceeded'],
+        },
+      },
+    });
     await sleep(1100); // events must be newer than the Alert (second resolution)
 
     const stacksPath = nsPath('stacks', 'pulumi.com', 'v1');
     const createStacks = async (from: number, to: number): Promise<void> => {
       const names = Array.from({ length: to - from }, (_, i) => `s${from + i}`);
       await pool(names, 16, async (name) => {
-        await kubeRequest(kc, { method: 'POST', path: stacksPath, body: { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name }, spec: { stack: `acme/bench/${name}`, projectRepo: 'https://github.com/acme/bench', branch: 'main' } } });
+        await kubeRequest(kc, {
+          method: 'POST',
+          path: stacksPath,
+          body: {
+            apiVersion: 'pulumi.com/v1',
+            kind: 'Stack',
+            metadata: { name },
+            spec: {
+              stack: `acme/bench/${name}`,
+              projectRepo: 'https://github.com/acme/bench',
+              branch: 'main',
+            },
+          },
+        });
       });
     };
     let millis = Date.now();
@@ -100,14 +147,40 @@ async function main(): Promise<void> {
         method: 'PATCH',
         path: `${stacksPath}/${name}/status`,
         contentType: 'application/merge-patch+json',
-        body: { status: { observedGeneration: 1, lastUpdate: { generation: 1, name: update, type: 'up', state: 'succeeded', lastAttemptedCommit: 'a'.repeat(40), lastSuccessfulCommit: 'a'.repeat(40), lastResyncTime: now, message: 'bench' }, conditions: [{ type: 'Ready', status: 'True', reason: 'ProcessingCompleted', message: 'ok', lastTransitionTime: now }] } },
+        body: {
+          status: {
+            observedGeneration: 1,
+            lastUpdate: {
+              generation: 1,
+              name: update,
+              type: 'up',
+              state: 'succeeded',
+              lastAttemptedCommit: 'a'.repeat(40),
+              lastSuccessfulCommit: 'a'.repeat(40),
+              lastResyncTime: now,
+              message: 'bench',
+            },
+            conditions: [
+              {
+                type: 'Ready',
+                status: 'True',
+                reason: 'ProcessingCompleted',
+                message: 'ok',
+                lastTransitionTime: now,
+              },
+            ],
+          },
+        },
       });
       return { update, writtenAt: performance.now() };
     };
     const waitDelivered = async (names: string[], timeoutMs: number): Promise<void> => {
       const deadline = Date.now() + timeoutMs;
       while (names.some((n) => !received.has(n))) {
-        if (Date.now() > deadline) throw new Error(`timed out: ${names.filter((n) => !received.has(n)).length} of ${names.length} not delivered`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `timed out: ${names.filter((n) => !received.has(n)).length} of ${names.length} not delivered`,
+          );
         await sleep(20);
       }
     };
@@ -118,7 +191,19 @@ async function main(): Promise<void> {
     const startController = async (): Promise<{ child: ChildProcess; readyMs: number }> => {
       const t0 = performance.now();
       const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter((f) => f !== '');
-      const child = spawn(process.execPath, [...nodeFlags, join(root, process.env.BENCH_MAIN ?? 'src/main.ts'), `--kubeconfig=${plane.kubeconfigPath}`, `--watch-namespace=${NS}`, '--log-level=warn', '--metrics-bind-address=127.0.0.1:18080', '--health-probe-bind-address=127.0.0.1:18081'], { stdio: ['ignore', 'inherit', 'inherit'] });
+      const child = spawn(
+        process.execPath,
+        [
+          ...nodeFlags,
+          join(root, process.env.BENCH_MAIN ?? 'src/main.ts'),
+          `--kubeconfig=${plane.kubeconfigPath}`,
+          `--watch-namespace=${NS}`,
+          '--log-level=warn',
+          '--metrics-bind-address=127.0.0.1:18080',
+          '--health-probe-bind-address=127.0.0.1:18081',
+        ],
+        { stdio: ['ignore', 'inherit', 'inherit'] },
+      );
       for (;;) {
         try {
           const r = await fetch('http://127.0.0.1:18081/readyz');
@@ -145,7 +230,9 @@ async function main(): Promise<void> {
     const writesDone = performance.now();
     await waitDelivered(burstUpdates, 120_000);
     const t1 = Math.max(...burstUpdates.map((u) => received.get(u) ?? 0));
-    console.log(`throughput: ${BURST} events in ${((t1 - t0) / 1000).toFixed(2)} s = ${(BURST / ((t1 - t0) / 1000)).toFixed(0)} events/s end to end (status writes alone: ${(BURST / ((writesDone - t0) / 1000)).toFixed(0)}/s)`);
+    console.log(
+      `throughput: ${BURST} events in ${((t1 - t0) / 1000).toFixed(2)} s = ${(BURST / ((t1 - t0) / 1000)).toFixed(0)} events/s end to end (status writes alone: ${(BURST / ((writesDone - t0) / 1000)).toFixed(0)}/s)`,
+    );
 
     // 2. Latency at a steady rate.
     const lat: number[] = [];
@@ -168,7 +255,9 @@ async function main(): Promise<void> {
       );
     }
     await Promise.all(paced);
-    console.log(`latency (status write sent → receiver request) at ${RATE} events/s (${total} events): p50 ${pct(lat, 50).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms, max ${Math.max(...lat).toFixed(1)} ms`);
+    console.log(
+      `latency (status write sent → receiver request) at ${RATE} events/s (${total} events): p50 ${pct(lat, 50).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms, max ${Math.max(...lat).toFixed(1)} ms`,
+    );
 
     // 3. Scale to STACKS, each with a delivered run.
     if (STACKS > BURST) {
@@ -181,7 +270,9 @@ async function main(): Promise<void> {
         ups.push((await finishRun(n)).update);
       });
       await waitDelivered(ups, 600_000);
-      console.log(`${STACKS - BURST} more events delivered at ${((STACKS - BURST) / ((performance.now() - tm) / 1000)).toFixed(0)} events/s`);
+      console.log(
+        `${STACKS - BURST} more events delivered at ${((STACKS - BURST) / ((performance.now() - tm) / 1000)).toFixed(0)} events/s`,
+      );
     }
     await sleep(3000);
     const rssBefore = rssMiB(controller.pid ?? 0);
@@ -194,8 +285,12 @@ async function main(): Promise<void> {
     const second = await startController();
     controller = second.child;
     await sleep(5000);
-    console.log(`restart with ${STACKS} Stacks: ready in ${second.readyMs.toFixed(0)} ms; deliveries caused by the restart: ${deliveries - before}`);
-    console.log(`RSS after restart + 5 s: ${rssMiB(controller.pid ?? 0).toFixed(1)} MiB (${await heapMiB()})`);
+    console.log(
+      `restart with ${STACKS} Stacks: ready in ${second.readyMs.toFixed(0)} ms; deliveries caused by the restart: ${deliveries - before}`,
+    );
+    console.log(
+      `RSS after restart + 5 s: ${rssMiB(controller.pid ?? 0).toFixed(1)} MiB (${await heapMiB()})`,
+    );
   } finally {
     controller?.kill('SIGTERM');
     receiver.close();

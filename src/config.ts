@@ -9,6 +9,7 @@ import { hostname, homedir } from 'node:os';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { LOG_LEVELS } from './log.ts';
+import { parseDuration } from './api/duration.ts';
 
 export interface ControllerOptions {
   /** `host:port` for `/metrics`; `0` disables. Default `:8080`. */
@@ -63,23 +64,6 @@ const USAGE = `pko-notification-controller [flags]
   --shutdown-timeout=30s              deadline for in-flight work on SIGTERM
   --dev-cluster=auto|never|always     start a local control plane when no cluster is configured
 `;
-
-/** Parses a Go-style duration (`500ms`, `15s`, `1m30s`, `2h`) to milliseconds; throws on bad input. */
-export function parseDuration(s: string): number {
-  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
-  let total = 0;
-  let matched = 0;
-  for (let m = re.exec(s); m; m = re.exec(s)) {
-    const n = Number(m[1]);
-    const unit = m[2];
-    total += n * (unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : 3_600_000);
-    matched = re.lastIndex;
-  }
-  if (s.length === 0 || matched !== s.length) {
-    throw new Error(`invalid duration ${JSON.stringify(s)}: use forms like 500ms, 15s, 1m30s, 2h`);
-  }
-  return Math.round(total);
-}
 
 export class UsageError extends Error {
   override name = 'UsageError';

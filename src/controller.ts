@@ -1,7 +1,9 @@
 /**
- * Wires the controller together: informers (Provider, Alert, Stack, Update), work queues and
- * reconcilers, health and metrics servers, leader election. `main.ts` only parses flags and
- * calls `startController`; tests call it in-process against the real API server.
+ * The composition root: constructs the informers (Provider, Alert, Stack, Update), the indexes,
+ * reconcilers, router, send façade, dispatcher and ledger, and connects them; then runs them
+ * under leader election with the health and metrics servers. No behaviour lives here
+ * (docs/architecture.md shows the same graph). `main.ts` only parses flags and calls
+ * `startController`; tests call it in-process against the real API server.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry, collectDefaultMetrics } from 'prom-client';
@@ -16,28 +18,31 @@ import {
   UPDATE_PLURAL,
   UPDATE_VERSION,
 } from './api/pko.ts';
-import type { KubeObject } from './api/meta.ts';
 import type { ControllerOptions } from './config.ts';
 import type { Logger } from './log.ts';
 import { Informer } from './kube/informer.ts';
 import { WorkQueue } from './kube/workqueue.ts';
 import { EventRecorder } from './kube/events.ts';
 import { LeaderElector } from './kube/leader.ts';
-import { startServers } from './kube/health.ts';
+import { startServers, type Check } from './kube/health.ts';
+import { slim } from './kube/slim.ts';
 import { secretReader } from './credential/secrets.ts';
-import type { ResolvedProvider, SecretReader } from './credential/provider.ts';
-import { ProviderReconciler } from './reconcile/provider.ts';
-import { AlertIndex, AlertReconciler } from './reconcile/alert.ts';
-import { keyOf } from './reconcile/common.ts';
-import { Ledger } from './delivery/ledger.ts';
-import { Dispatcher, type RetryPolicy } from './delivery/dispatcher.ts';
-import { DeliveryStatusWriter } from './delivery/status.ts';
-import { Router } from './source/router.ts';
-import { ProviderHttp } from './notifier/http.ts';
-import { createNotifier } from './notifier/registry.ts';
-import type { Notifier } from './notifier/types.ts';
+import { ProviderIndex } from './credential/providers.ts';
+import type { ResolvedProvider } from './credential/provider.ts';
 import { Redactor } from './credential/redact.ts';
-import { renderNotification } from './template/index.ts';
+import { ProviderReconciler, watchProviders } from './reconcile/provider.ts';
+import { AlertReconciler, watchAlerts } from './reconcile/alert.ts';
+import { keyOf } from './reconcile/common.ts';
+import { AlertIndex } from './alert/routed.ts';
+import { Router } from './alert/router.ts';
+import { LiveStacks, slimStack } from './source/stacks.ts';
+import { Ledger } from './delivery/ledger.ts';
+import { Dispatcher } from './delivery/dispatcher.ts';
+import { ProviderHealth } from './delivery/health.ts';
+import { Sender, type NotifierRegistry } from './delivery/send.ts';
+import { DeliveryStatusWriter } from './delivery/status.ts';
+import type { RetryPolicy } from './delivery/types.ts';
+import { providerRegistry } from './registry.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -45,8 +50,6 @@ export interface ControllerDeps {
   kubeConfig: KubeConfig;
   logger: Logger;
   registry?: Registry;
-  /** Override Secret reads (tests use the real API; this exists for the dev control plane's admin client). */
-  readSecret?: SecretReader;
   /** Re-check interval for not-ready Providers/Alerts, ms (default 15 s). */
   notReadyRetryMs?: number;
   /** Called when leadership is lost; the process should exit (controller-runtime does the same). */
@@ -55,8 +58,8 @@ export interface ControllerDeps {
   retry?: Partial<RetryPolicy>;
   /** Known secret values, shared with the logger; default: a new one. */
   redactor?: Redactor;
-  /** Builds notifiers; default: the registry in src/notifier with one HTTP client per Provider. */
-  createNotifier?: (p: ResolvedProvider) => Notifier;
+  /** Provider type → notifier and limits; default: src/registry.ts. */
+  notifiers?: NotifierRegistry;
 }
 
 export interface ControllerHandle {
@@ -70,25 +73,49 @@ export interface ControllerHandle {
   /** Usable Providers by `namespace/name` (Ready ones only). */
   providers: ReadonlyMap<string, ResolvedProvider>;
   isLeader(): boolean;
-  ready(): { ok: boolean; message: string };
+  ready(): Check;
   stop(): Promise<void>;
 }
 
-/** Drops fields we never read, so 10,000 cached Stacks stay small (managedFields dominate otherwise). */
-function slim<T extends KubeObject>(obj: T): T {
-  if (obj.metadata) {
-    const m = obj.metadata as Record<string, unknown>;
-    delete m.managedFields;
-    if (obj.metadata.annotations)
-      delete obj.metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'];
-  }
-  return obj;
-}
-
-function slimStack(s: Stack): Stack {
-  slim(s);
-  if (s.status) delete s.status.outputs;
-  return s;
+/** The four informers, watching `opts.watchNamespace`; ours also honour `--watch-label-selector`. */
+function informers(opts: ControllerOptions, kc: KubeConfig, logger: Logger, registry: Registry) {
+  const common = {
+    kubeConfig: kc,
+    namespace: opts.watchNamespace === '' ? undefined : opts.watchNamespace,
+    relistIntervalMs: opts.relistIntervalMs,
+    registry,
+    logger,
+  };
+  const ours = {
+    ...common,
+    ...(opts.watchLabelSelector !== '' ? { labelSelector: opts.watchLabelSelector } : {}),
+    group: GROUP,
+    version: VERSION,
+    transform: slim,
+  };
+  return {
+    providers: new Informer<Provider>({ ...ours, name: 'providers', plural: 'providers' }),
+    alerts: new Informer<Alert>({ ...ours, name: 'alerts', plural: 'alerts' }),
+    stacks: new Informer<Stack>({
+      ...common,
+      name: 'stacks',
+      group: STACK_GROUP,
+      version: STACK_VERSION,
+      plural: STACK_PLURAL,
+      transform: slimStack,
+    }),
+    // PKO v1 clusters have no Update CRD: an absent Update kind means "no Updates", not "not
+    // ready" (docs/events.md, "Optional CRDs").
+    updates: new Informer<Update>({
+      ...common,
+      name: 'updates',
+      group: UPDATE_GROUP,
+      version: UPDATE_VERSION,
+      plural: UPDATE_PLURAL,
+      transform: slim,
+      optional: {},
+    }),
+  };
 }
 
 export async function startController(
@@ -98,281 +125,170 @@ export async function startController(
   const { kubeConfig: kc, logger } = deps;
   const registry = deps.registry ?? new Registry();
   if (!deps.registry) collectDefaultMetrics({ register: registry });
-  const ns = opts.watchNamespace === '' ? undefined : opts.watchNamespace;
-  const common = { kubeConfig: kc, namespace: ns, relistIntervalMs: opts.relistIntervalMs, registry };
-  const ours = {
-    ...common,
-    ...(opts.watchLabelSelector !== '' ? { labelSelector: opts.watchLabelSelector } : {}),
-  };
+  const namespace = opts.watchNamespace === '' ? undefined : opts.watchNamespace;
+  const notReady = deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {};
+  const child = (bindings: Record<string, string>): Logger => logger.child(bindings);
 
-  const providers = new Informer<Provider>({
-    ...ours,
-    name: 'providers',
-    group: GROUP,
-    version: VERSION,
-    plural: 'providers',
-    transform: slim,
-    logger,
-  });
-  const alerts = new Informer<Alert>({
-    ...ours,
-    name: 'alerts',
-    group: GROUP,
-    version: VERSION,
-    plural: 'alerts',
-    transform: slim,
-    logger,
-  });
-  const stacks = new Informer<Stack>({
-    ...common,
-    name: 'stacks',
-    group: STACK_GROUP,
-    version: STACK_VERSION,
-    plural: STACK_PLURAL,
-    transform: slimStack,
-    logger,
-  });
-  // PKO v1 clusters have no Update CRD: an absent Update kind means "no Updates", not "not ready"
-  // (docs: README, "Event model: PKO v1 and v2").
-  const updates = new Informer<Update>({
-    ...common,
-    name: 'updates',
-    group: UPDATE_GROUP,
-    version: UPDATE_VERSION,
-    plural: UPDATE_PLURAL,
-    transform: slim,
-    logger,
-    optional: {},
-  });
-  const informers = [providers, alerts, stacks, updates] as const;
-
+  // Caches and indexes.
+  const inf = informers(opts, kc, logger, registry);
+  const all = [inf.providers, inf.alerts, inf.stacks, inf.updates] as const;
+  const redactor = deps.redactor ?? new Redactor();
+  const providerIndex = new ProviderIndex(redactor);
+  const alertIndex = new AlertIndex();
+  const health = new ProviderHealth();
+  const liveStacks = new LiveStacks(inf.stacks);
   const recorder = new EventRecorder(kc, {
     component: CONTROLLER_NAME,
-    logger: logger.child({ component: 'events' }),
+    logger: child({ component: 'events' }),
   });
-  const alertIndex = new AlertIndex();
-  const usableProviders = new Map<string, ResolvedProvider>();
-  const redactor = deps.redactor ?? new Redactor();
-  /** Provider key → what the last failed send said about it (cleared by a successful send). */
-  const deliveryProblems = new Map<string, { reason: string; message: string }>();
-  const readSecret = deps.readSecret ?? secretReader(kc);
 
+  // Reconcilers: validate Providers and Alerts, publish them to the indexes.
   const providerReconciler = new ProviderReconciler({
     kubeConfig: kc,
-    providers,
-    readSecret,
+    providers: inf.providers,
+    readSecret: secretReader(kc),
     recorder,
-    logger: logger.child({ reconciler: 'provider' }),
-    ...(deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {}),
-    deliveryProblem: (key) => deliveryProblems.get(key),
-    onResolved: (key, resolved) => {
-      const prev = usableProviders.get(key);
-      if (resolved) {
-        usableProviders.set(key, resolved);
-        redactor.set(key, resolved.secretValues);
-      } else {
-        usableProviders.delete(key);
-      }
-      // A Provider that became usable releases held events sooner than the retry timer.
-      if (resolved && !prev) router.resyncAll();
-    },
+    logger: child({ reconciler: 'provider' }),
+    health,
+    index: providerIndex,
+    ...notReady,
   });
   const alertReconciler = new AlertReconciler({
     kubeConfig: kc,
-    alerts,
-    providers,
+    alerts: inf.alerts,
+    providers: inf.providers,
     index: alertIndex,
     recorder,
-    logger: logger.child({ reconciler: 'alert' }),
+    logger: child({ reconciler: 'alert' }),
     allowCrossNamespace: !opts.noCrossNamespaceRefs,
-    ...(deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {}),
+    ...notReady,
   });
-  const ledger = new Ledger({
-    kubeConfig: kc,
-    logger: logger.child({ component: 'ledger' }),
-    registry,
-    isStackAlive: (uid) => (stacks.hasSynced() ? stackUids.has(uid) : undefined),
-  });
-  const stackUids = new Set<string>();
-  stacks.on('add', (s) => {
-    if (s.metadata.uid) stackUids.add(s.metadata.uid);
-  });
-  stacks.on('delete', (s) => {
-    if (s.metadata.uid) stackUids.delete(s.metadata.uid);
-  });
-  const statusWriter = new DeliveryStatusWriter(kc, logger.child({ component: 'delivery-status' }));
-  const dispatcher = new Dispatcher({
-    logger: logger.child({ component: 'dispatcher' }),
-    ledger,
-    recorder,
-    alert: (key) => alertIndex.get(key),
-    provider: (key) => usableProviders.get(key),
-    createNotifier:
-      deps.createNotifier ??
-      ((p) => {
-        const http = new ProviderHttp(p);
-        try {
-          return createNotifier(p, { http });
-        } catch (err) {
-          void http.close();
-          throw err;
-        }
-      }),
-    onOutcome: (r) => {
-      statusWriter.record(r);
-    },
-    redact: (text) => redactor.redact(text),
-    onProviderHealth: (key, problem) => {
-      const prev = deliveryProblems.get(key);
-      if (problem) deliveryProblems.set(key, problem);
-      else deliveryProblems.delete(key);
-      if (prev?.reason !== problem?.reason || prev?.message !== problem?.message) providerQueue.add(key);
-    },
-    render: (alert, p, ev) =>
-      renderNotification(alert.templates, ev, {
-        clusterName: opts.clusterName,
-        providerType: p.type,
-        commentsEnabled: p.pullRequestComment,
-        onTemplateError: (template, message) => {
-          logger.warn(
-            { alert: alert.key, template },
-            `template failed at render time, used the built-in one: ${message}`,
-          );
-        },
-      }),
-    registry,
-    ...(deps.retry ? { retry: deps.retry } : {}),
-  });
-  const router = new Router({
-    kubeConfig: kc,
-    stacks,
-    updates,
-    alerts: () => alertIndex.all(),
-    dispatcher,
-    logger: logger.child({ component: 'router' }),
-    reportingController: CONTROLLER_NAME,
-    registry,
-  });
-  alertIndex.onChange(() => {
-    router.resyncAll();
-  });
-
   const providerQueue = new WorkQueue({
     name: 'provider',
     concurrency: 2,
     reconcile: (k) => providerReconciler.reconcile(k),
-    logger: logger.child({ queue: 'provider' }),
+    logger: child({ queue: 'provider' }),
     registry,
   });
   const alertQueue = new WorkQueue({
     name: 'alert',
     concurrency: 2,
     reconcile: (k) => alertReconciler.reconcile(k),
-    logger: logger.child({ queue: 'alert' }),
+    logger: child({ queue: 'alert' }),
     registry,
   });
 
-  const enqueueAlertsFor = (p: Provider): void => {
-    for (const a of alerts.list(p.metadata.namespace)) {
-      if (a.spec.providerRef.name === p.metadata.name) alertQueue.add(keyOf(a));
-    }
-  };
-  providers.on('add', (p) => {
-    providerQueue.add(keyOf(p));
-    enqueueAlertsFor(p);
+  // Delivery: ledger, send façade, dispatcher, Alert status.
+  const ledger = new Ledger({
+    kubeConfig: kc,
+    logger: child({ component: 'ledger' }),
+    registry,
+    stacks: liveStacks,
   });
-  providers.on('update', (p, old) => {
-    if (p.metadata.generation !== old.metadata.generation || !p.status?.observedGeneration)
-      providerQueue.add(keyOf(p));
-    enqueueAlertsFor(p);
+  const statusWriter = new DeliveryStatusWriter(kc, child({ component: 'delivery-status' }));
+  const sender = new Sender({
+    ports: { notifiers: deps.notifiers ?? providerRegistry, health },
+    clusterName: opts.clusterName,
+    logger: child({ component: 'sender' }),
+    redactor,
+    registry,
   });
-  providers.on('delete', (p) => {
-    providerQueue.add(keyOf(p));
-    enqueueAlertsFor(p);
-  });
-  alerts.on('add', (a) => {
-    alertQueue.add(keyOf(a));
-  });
-  alerts.on('update', (a, old) => {
-    if (a.metadata.generation !== old.metadata.generation || !a.status?.observedGeneration)
-      alertQueue.add(keyOf(a));
-  });
-  alerts.on('delete', (a) => {
-    alertQueue.add(keyOf(a));
-    if (a.metadata.uid) dispatcher.dropAlert(a.metadata.uid);
+  const dispatcher = new Dispatcher({
+    logger: child({ component: 'dispatcher' }),
+    ledger,
+    recorder,
+    alerts: alertIndex,
+    providers: providerIndex,
+    sender,
+    outcomes: statusWriter,
+    redactor,
+    registry,
+    ...(deps.retry ? { retry: deps.retry } : {}),
   });
 
-  const ready = (): { ok: boolean; message: string } => {
-    if (leading && !ledgerLoaded) return { ok: false, message: 'loading the delivery ledger' };
-    for (const inf of informers) {
-      const h = inf.health();
-      if (!inf.hasSynced())
-        return { ok: false, message: `informer ${inf.name} has not synced: ${h.message}` };
-      if (!h.ok) return { ok: false, message: `informer ${inf.name}: ${h.message}` };
+  // Routing: Stack and Update changes → events → matching Alerts → delivery.
+  const router = new Router({
+    kubeConfig: kc,
+    stacks: inf.stacks,
+    updates: inf.updates,
+    alerts: alertIndex,
+    delivery: dispatcher,
+    logger: child({ component: 'router' }),
+    reportingController: CONTROLLER_NAME,
+    registry,
+  });
+
+  // Connections.
+  watchProviders(inf.providers, inf.alerts, { providers: providerQueue, alerts: alertQueue });
+  watchAlerts(inf.alerts, alertQueue, dispatcher);
+  alertIndex.onChange(() => {
+    router.resyncAll();
+  });
+  // A Provider that became usable releases held events sooner than the retry timer.
+  providerIndex.onUsable(() => {
+    router.resyncAll();
+  });
+  health.onChange((key) => {
+    providerQueue.add(key);
+  });
+
+  // Lifecycle.
+  const state = { leading: false, ledgerLoaded: false, stopped: false };
+  const ready = (): Check => {
+    if (state.leading && !state.ledgerLoaded) return { ok: false, message: 'loading the delivery ledger' };
+    for (const i of all) {
+      const h = i.health();
+      if (!i.hasSynced()) return { ok: false, message: `informer ${i.name} has not synced: ${h.message}` };
+      if (!h.ok) return { ok: false, message: `informer ${i.name}: ${h.message}` };
     }
     return { ok: true, message: 'ok' };
   };
-
   const servers = await startServers({
     metricsBindAddress: opts.metricsBindAddress,
     healthProbeBindAddress: opts.healthProbeBindAddress,
     registry,
     checks: { healthz: () => ({ ok: true, message: 'ok' }), readyz: ready },
   });
+  for (const i of all) i.start();
 
-  for (const inf of informers) inf.start();
-
-  let leading = false;
-  let stopped = false;
+  /** After the informers synced, as leader: reconcile everything once, read the ledger, then route. */
   const startWork = async (): Promise<void> => {
-    leading = true;
+    await Promise.all(all.map((i) => i.waitForSync()));
+    state.leading = true;
     providerQueue.start();
     alertQueue.start();
-    // Level-based: after gaining leadership every object is reconciled once.
-    for (const p of providers.list()) providerQueue.add(keyOf(p));
-    for (const a of alerts.list()) alertQueue.add(keyOf(a));
-    // What earlier leaders delivered, before anything is sent.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await ledger.load(ns);
-        break;
-      } catch (err) {
-        logger.warn(
-          { err: err instanceof Error ? err.message : String(err), attempt },
-          'cannot read the delivery ledger; retrying',
-        );
-        await new Promise((r) => setTimeout(r, Math.min(30_000, 500 * 2 ** attempt)));
-      }
-    }
-    ledgerLoaded = true;
+    for (const p of inf.providers.list()) providerQueue.add(keyOf(p));
+    for (const a of inf.alerts.list()) alertQueue.add(keyOf(a));
+    await ledger.loadWithRetry(namespace);
+    state.ledgerLoaded = true;
     router.start();
   };
-  let ledgerLoaded = false;
   const startWorkLogged = (): void => {
-    void startWork().catch((err: unknown) => {
+    startWork().catch((err: unknown) => {
       logger.error({ err: err instanceof Error ? err.message : String(err) }, 'cannot start work');
     });
   };
-  let elector: LeaderElector | undefined;
-  if (opts.leaderElect) {
-    elector = new LeaderElector(kc, {
-      namespace: opts.leaderElectionNamespace,
-      name: opts.leaderElectionID,
-      identity: opts.identity,
-      leaseDurationMs: opts.leaseDurationMs,
-      renewDeadlineMs: opts.renewDeadlineMs,
-      retryPeriodMs: opts.retryPeriodMs,
-      logger,
-    });
+  const elector = opts.leaderElect
+    ? new LeaderElector(kc, {
+        namespace: opts.leaderElectionNamespace,
+        name: opts.leaderElectionID,
+        identity: opts.identity,
+        leaseDurationMs: opts.leaseDurationMs,
+        renewDeadlineMs: opts.renewDeadlineMs,
+        retryPeriodMs: opts.retryPeriodMs,
+        logger,
+      })
+    : undefined;
+  if (elector) {
     elector.run({
       onStartedLeading: () => {
         logger.info({ identity: opts.identity }, 'became leader');
-        void Promise.all(informers.map((i) => i.waitForSync())).then(startWorkLogged);
+        startWorkLogged();
       },
       onStoppedLeading: () => {
         // stop() releases the Lease on purpose: that is a shutdown, not a lost election.
-        if (stopped) return;
-        leading = false;
+        if (state.stopped) return;
+        state.leading = false;
         logger.warn({ identity: opts.identity }, 'lost leadership');
         deps.onLostLeadership?.();
       },
@@ -381,7 +297,7 @@ export async function startController(
       },
     });
   } else {
-    void Promise.all(informers.map((i) => i.waitForSync())).then(startWorkLogged);
+    startWorkLogged();
   }
 
   return {
@@ -391,12 +307,12 @@ export async function startController(
     ledger,
     dispatcher,
     router,
-    providers: usableProviders,
-    isLeader: () => leading,
+    providers: providerIndex.all,
+    isLeader: () => state.leading,
     ready,
     async stop() {
-      if (stopped) return;
-      stopped = true;
+      if (state.stopped) return;
+      state.stopped = true;
       const deadline = opts.shutdownTimeoutMs;
       const [p, a] = await Promise.all([
         providerQueue.shutdown(deadline),
@@ -407,10 +323,10 @@ export async function startController(
       await dispatcher.stop(deadline);
       await ledger.close();
       await statusWriter.close();
-      await Promise.all(informers.map((i) => i.stop()));
+      await Promise.all(all.map((i) => i.stop()));
       if (elector) await elector.stop();
       await servers.close();
-      leading = false;
+      state.leading = false;
     },
   };
 }

@@ -1,161 +1,168 @@
 /**
- * Alert matching: which {@link NotificationEvent}s an Alert routes to its Provider. Pure; every
- * regex and glob is compiled once per Alert generation by {@link compileAlert}.
+ * Alert matching that explains itself: an ordered list of named, pure checks, each returning why
+ * it skips an event or nothing. {@link whySkipped} returns the first reason; an event matches an
+ * Alert when no check skips it. The router routes with these checks and the reasons end up in
+ * logs and delivery status (docs/architecture.md, "Matching").
  *
- * Semantics and order follow Flux's notification-controller (shared/facts/peers.md): suspend →
- * source kind + namespace → severity → name glob → matchLabels → eventReasons →
- * inclusionList (any must match) → exclusionList (none may match). An event matches when any one
- * of `eventSources` selects it and it passes the Alert-wide filters.
+ * Order and semantics follow Flux's notification-controller: suspend → source kind + namespace →
+ * severity → name glob and matchLabels → eventReasons → inclusionList (any must match) →
+ * exclusionList (none may match). An event passes the source checks when any one of
+ * `eventSources` selects it.
  *
- * Source kinds (see `src/source/derive.ts`): events are always about a Stack run and their
+ * Source kinds (see docs/events.md): events are always about a Stack run and their
  * `involvedObject` is the Stack. A source of kind `Stack` selects events whose involved object is
  * a Stack, by the Stack's name. A source of kind `Update` selects events that belong to an Update
  * (`metadata.updateName` set — runs, and StackStalled after a failed run), by the Update's name;
  * PKO v1 events (no Update objects) have none. Namespace and `matchLabels` always apply to the
  * involved object (`ev.involvedObject.namespace`, `ev.labels`).
  */
-import picomatch from 'picomatch';
-import { RE2JS } from 're2js';
 import type { NotificationEvent } from '../api/event.ts';
-import type { Alert, AlertSpec, EventReason, SourceKind } from '../api/v1alpha1.ts';
+import type { CompiledAlert, CompiledSource } from './compile.ts';
 
-interface CompiledSource {
-  kind: SourceKind;
-  /** A namespace, or null for every namespace (`*`). */
-  namespace: string | null;
-  matchName: (name: string) => boolean;
-  matchLabels: readonly (readonly [string, string])[];
+/** Names of the checks, in evaluation order; a skip reason names the check that skipped. */
+export type CheckName =
+  | 'Suspended'
+  | 'SourceKindOrNamespace'
+  | 'Severity'
+  | 'SourceNameOrLabels'
+  | 'EventReason'
+  | 'InclusionList'
+  | 'ExclusionList';
+
+/** Why an Alert does not take an event: the check and a human-readable message. */
+export interface SkipReason {
+  check: CheckName;
+  message: string;
 }
 
-/** An Alert with its sources, reasons and RE2 expressions compiled; build with {@link compileAlert}. */
-export interface CompiledAlert {
-  namespace: string;
-  name: string;
-  generation: number;
-  spec: AlertSpec;
-  readonly sources: readonly CompiledSource[];
-  /** null = every reason. */
-  readonly reasons: ReadonlySet<EventReason> | null;
-  readonly inclusion: readonly RE2JS[];
-  readonly exclusion: readonly RE2JS[];
+/** One named, pure check: the message when it skips `ev` for Alert `a`, else undefined. */
+export interface MatchCheck {
+  readonly name: CheckName;
+  skip(a: CompiledAlert, ev: NotificationEvent): string | undefined;
 }
 
-export type CompileResult =
-  | { ok: true; alert: CompiledAlert }
-  | { ok: false; reason: 'InvalidRegex' | 'CrossNamespaceForbidden'; message: string };
-
-function compileList(
-  patterns: readonly string[] | undefined,
-  field: string,
-): { ok: true; res: RE2JS[] } | { ok: false; message: string } {
-  const res: RE2JS[] = [];
-  for (const [i, pattern] of (patterns ?? []).entries()) {
-    try {
-      res.push(RE2JS.compile(pattern));
-    } catch (err) {
-      const why = err instanceof Error ? err.message : String(err);
-      return {
-        ok: false,
-        message: `${field}[${i}] ${JSON.stringify(pattern)} is not a valid RE2 expression: ${why}`,
-      };
-    }
-  }
-  return { ok: true, res };
+/** The name a source matches against: the Stack's name (kind Stack) or the Update's (kind Update). */
+function sourceName(s: CompiledSource, ev: NotificationEvent): string | undefined {
+  if (s.kind === 'Stack') return ev.involvedObject.kind === 'Stack' ? ev.involvedObject.name : undefined;
+  return ev.metadata.updateName;
 }
+
+function kindAndNamespace(s: CompiledSource, ev: NotificationEvent): boolean {
+  return (
+    (s.namespace === null || ev.involvedObject.namespace === s.namespace) && sourceName(s, ev) !== undefined
+  );
+}
+
+function subject(ev: NotificationEvent): string {
+  return `${ev.involvedObject.kind} ${ev.involvedObject.namespace}/${ev.involvedObject.name}`;
+}
+
+/** `spec.suspend`: a suspended Alert takes nothing. */
+export const SUSPENDED: MatchCheck = {
+  name: 'Suspended',
+  skip: (a) => (a.spec.suspend === true ? 'Alert is suspended' : undefined),
+};
+
+/** Some `eventSources` entry covers the event's kind and namespace. */
+export const SOURCE_KIND_OR_NAMESPACE: MatchCheck = {
+  name: 'SourceKindOrNamespace',
+  skip: (a, ev) =>
+    a.sources.some((s) => kindAndNamespace(s, ev))
+      ? undefined
+      : `no eventSources entry covers ${subject(ev)}${ev.metadata.updateName === undefined ? ' (no Update)' : ''}`,
+};
+
+/** `spec.eventSeverity: error` takes only error events. */
+export const SEVERITY: MatchCheck = {
+  name: 'Severity',
+  skip: (a, ev) =>
+    a.spec.eventSeverity === 'error' && ev.severity !== 'error'
+      ? `severity ${ev.severity} is below the Alert's eventSeverity error`
+      : undefined,
+};
+
+/** Some source covering kind and namespace also matches the name glob and every `matchLabels` entry. */
+export const SOURCE_NAME_OR_LABELS: MatchCheck = {
+  name: 'SourceNameOrLabels',
+  skip: (a, ev) =>
+    a.sources.some(
+      (s) =>
+        kindAndNamespace(s, ev) &&
+        s.matchName(sourceName(s, ev) ?? '') &&
+        s.matchLabels.every(([k, v]) => ev.labels[k] === v),
+    )
+      ? undefined
+      : `no eventSources entry selects ${subject(ev)} by name and labels`,
+};
+
+/** `spec.eventReasons` is an allow-list (empty: every reason). */
+export const EVENT_REASON: MatchCheck = {
+  name: 'EventReason',
+  skip: (a, ev) =>
+    a.reasons !== null && !a.reasons.has(ev.reason)
+      ? `reason ${ev.reason} is not in eventReasons`
+      : undefined,
+};
+
+/** `spec.inclusionList`: when set, some expression must be found in the message. */
+export const INCLUSION_LIST: MatchCheck = {
+  name: 'InclusionList',
+  skip: (a, ev) =>
+    a.inclusion.length > 0 && !a.inclusion.some((re) => re.test(ev.message))
+      ? 'the message matches no inclusionList expression'
+      : undefined,
+};
+
+/** `spec.exclusionList`: no expression may be found in the message (wins over the inclusionList). */
+export const EXCLUSION_LIST: MatchCheck = {
+  name: 'ExclusionList',
+  skip: (a, ev) => {
+    const i = a.exclusion.findIndex((re) => re.test(ev.message));
+    return i < 0 ? undefined : `the message matches exclusionList[${i}]`;
+  },
+};
 
 /**
- * Validates and compiles an Alert.
- *
- * @param opts.allowCrossNamespace whether event sources may select namespaces other than the
- *   Alert's own (`*` or another name). When false, such an Alert does not compile
- *   (`CrossNamespaceForbidden`) instead of silently matching nothing (case F18).
- * @returns the compiled Alert, or `InvalidRegex` naming the offending inclusion/exclusion pattern
- *   (or name glob) and the parser's error.
+ * The checks that decide whether an event is routed to an Alert at all: every check but
+ * {@link SUSPENDED}. A suspended Alert's events are still routed, and delivery records them as
+ * skipped (with the SUSPENDED reason), so resuming the Alert does not replay what happened
+ * meanwhile (Flux drops them too).
  */
-export function compileAlert(alert: Alert, opts: { allowCrossNamespace: boolean }): CompileResult {
-  const alertNamespace = alert.metadata.namespace ?? '';
-  const spec = alert.spec;
-  const sources: CompiledSource[] = [];
-  for (const [i, source] of spec.eventSources.entries()) {
-    const namespace =
-      source.namespace === undefined || source.namespace === '' ? alertNamespace : source.namespace;
-    if (namespace !== alertNamespace && !opts.allowCrossNamespace) {
-      return {
-        ok: false,
-        reason: 'CrossNamespaceForbidden',
-        message:
-          `eventSources[${i}].namespace ${JSON.stringify(namespace)} selects events outside the Alert's namespace ` +
-          `${JSON.stringify(alertNamespace)}, and this controller does not allow cross-namespace event sources`,
-      };
-    }
-    const glob = source.name === undefined || source.name === '' ? '*' : source.name;
-    let matchName: (name: string) => boolean;
-    try {
-      matchName = picomatch(glob, { dot: true });
-    } catch (err) {
-      const why = err instanceof Error ? err.message : String(err);
-      return {
-        ok: false,
-        reason: 'InvalidRegex',
-        message: `eventSources[${i}].name ${JSON.stringify(glob)} is not a valid glob: ${why}`,
-      };
-    }
-    sources.push({
-      kind: source.kind,
-      namespace: namespace === '*' ? null : namespace,
-      matchName,
-      matchLabels: Object.entries(source.matchLabels ?? {}),
-    });
+export const ROUTING_CHECKS: readonly MatchCheck[] = [
+  SOURCE_KIND_OR_NAMESPACE,
+  SEVERITY,
+  SOURCE_NAME_OR_LABELS,
+  EVENT_REASON,
+  INCLUSION_LIST,
+  EXCLUSION_LIST,
+];
+
+/** Every check, in order (suspend first, as in Flux). */
+export const MATCH_CHECKS: readonly MatchCheck[] = [SUSPENDED, ...ROUTING_CHECKS];
+
+/** The first reason why `a` does not take `ev` under `checks` (default: all), or undefined when it does. */
+export function whySkipped(
+  a: CompiledAlert,
+  ev: NotificationEvent,
+  checks: readonly MatchCheck[] = MATCH_CHECKS,
+): SkipReason | undefined {
+  for (const c of checks) {
+    const message = c.skip(a, ev);
+    if (message !== undefined) return { check: c.name, message };
   }
-  const inclusion = compileList(spec.inclusionList, 'inclusionList');
-  if (!inclusion.ok) return { ok: false, reason: 'InvalidRegex', message: inclusion.message };
-  const exclusion = compileList(spec.exclusionList, 'exclusionList');
-  if (!exclusion.ok) return { ok: false, reason: 'InvalidRegex', message: exclusion.message };
-  return {
-    ok: true,
-    alert: {
-      namespace: alertNamespace,
-      name: alert.metadata.name ?? '',
-      generation: alert.metadata.generation ?? 0,
-      spec,
-      sources,
-      reasons:
-        spec.eventReasons !== undefined && spec.eventReasons.length > 0 ? new Set(spec.eventReasons) : null,
-      inclusion: inclusion.res,
-      exclusion: exclusion.res,
-    },
-  };
+  return undefined;
 }
 
-function sourceSelects(a: CompiledAlert, s: CompiledSource, ev: NotificationEvent): boolean {
-  const obj = ev.involvedObject;
-  if (s.namespace !== null && obj.namespace !== s.namespace) return false;
-  let name: string | undefined;
-  if (s.kind === 'Stack') {
-    if (obj.kind !== 'Stack') return false;
-    name = obj.name;
-  } else {
-    name = ev.metadata.updateName;
-    if (name === undefined) return false;
-  }
-  if (a.spec.eventSeverity === 'error' && ev.severity !== 'error') return false;
-  if (!s.matchName(name)) return false;
-  return s.matchLabels.every(([k, v]) => ev.labels[k] === v);
-}
-
-/** Whether the Alert routes this event (order and semantics: file header). */
+/** Whether the Alert takes this event (no check skips it). */
 export function matchAlert(a: CompiledAlert, ev: NotificationEvent): boolean {
-  if (a.spec.suspend === true) return false;
-  if (!a.sources.some((s) => sourceSelects(a, s, ev))) return false;
-  if (a.reasons !== null && !a.reasons.has(ev.reason)) return false;
-  if (a.inclusion.length > 0 && !a.inclusion.some((re) => re.test(ev.message))) return false;
-  return !a.exclusion.some((re) => re.test(ev.message));
+  return whySkipped(a, ev) === undefined;
 }
 
 /**
  * The event as this Alert delivers it: a copy with `spec.eventMetadata` merged into `metadata`
- * (case F19: each Alert's delivery carries only its own metadata; `ev` is never mutated). On a key
- * conflict the event's own value wins, as in Flux, so an Alert cannot forge `commit`/`revision`.
+ * (case F19, docs/cases.md: each Alert's delivery carries only its own metadata; `ev` is never
+ * mutated). On a key conflict the event's own value wins, as in Flux, so an Alert cannot forge
+ * `commit`/`revision`.
  */
 export function eventForAlert(a: CompiledAlert, ev: NotificationEvent): NotificationEvent {
   const metadata: Partial<Record<string, string>> = { ...a.spec.eventMetadata };

@@ -1,10 +1,10 @@
 /**
- * The normalised notification event (design §3). Not called `Event`: Node declares a global of
- * that name.
+ * The normalised notification event (docs/events.md). Not called `Event`: Node declares a global
+ * of that name.
  */
 import type { EventReason, Severity } from './v1alpha1.ts';
 
-/** Metadata keys the source fills when known (design §3); Alerts may add their own. */
+/** Metadata keys the source fills when known (docs/events.md); Alerts may add their own. */
 export const EVENT_METADATA_KEYS = [
   'revision',
   'commit',
@@ -27,8 +27,76 @@ export interface InvolvedObject {
   uid: string;
 }
 
+/** The phase of a run an event reports; a stall is told apart by its reason and the Stack generation. */
+export type EventPhase =
+  { kind: 'started' | 'succeeded' | 'failed' } | { kind: 'stalled'; reason: string; generation: number };
+
+/** The run an event belongs to, as PKO's objects name it. */
+export type RunRef =
+  /** PKO v2: the Update object's `metadata.name` (also `status.lastUpdate.name` of the Stack). */
+  | { kind: 'update'; name: string }
+  /**
+   * PKO v1 (no Update objects): the commit an outcome is about, and when, from
+   * `status.lastUpdate.lastResyncTime` (or `g<observedGeneration>` when absent). v1 stamps that
+   * time on every retry and resync, so `at` orders events but is not part of the id: a v1 event is
+   * its commit and outcome (docs/events.md, "PKO v1").
+   */
+  | { kind: 'v1'; commit: string; at: string }
+  /** A stall before any run. */
+  | { kind: 'none' };
+
+/**
+ * What makes an event the same event whichever watch, relist or restart saw it: the Stack, the
+ * run and the phase. {@link eventId} derives the string form; nothing parses it back.
+ */
+export interface EventIdentity {
+  /**
+   * The Stack's uid; `namespace/name` when the object carries none; for an Update with no Stack
+   * owner, the Update's own uid.
+   */
+  stack: string;
+  run: RunRef;
+  phase: EventPhase;
+}
+
+/** The run segment of an id: the Update name, `v1:<commit>`, or `-`. */
+export function runName(run: RunRef): string {
+  switch (run.kind) {
+    case 'update':
+      return run.name;
+    case 'v1':
+      return `v1:${run.commit}`;
+    case 'none':
+      return '-';
+  }
+}
+
+/** The phase segment of an id: `started|succeeded|failed` or `stalled:<reason>@<generation>`. */
+export function phaseName(phase: EventPhase): string {
+  return phase.kind === 'stalled' ? `stalled:${phase.reason}@${String(phase.generation)}` : phase.kind;
+}
+
+/**
+ * Events of one run of one Stack share this key (`<stack>/<run>`): Started, Succeeded/Failed, and
+ * a StackStalled caused by that run.
+ */
+export function runKey(identity: EventIdentity): string {
+  return `${identity.stack}/${encodeURIComponent(runName(identity.run))}`;
+}
+
+/**
+ * The string id of an identity: `<stack>/<run>/<phase>` (run URI-encoded; Update names are
+ * DNS names, which encoding leaves unchanged). Receivers see it as `X-PKO-Event-Id`; the ledger
+ * stores a hash of it.
+ */
+export function eventId(identity: EventIdentity): string {
+  return `${runKey(identity)}/${phaseName(identity.phase)}`;
+}
+
 export interface NotificationEvent {
-  /** Stable identity: the same run and phase always yield the same id (e.g. `<stack uid>/<update>/<phase>`). */
+  /** The structured identity: the same run and phase always yield the same one. */
+  identity: EventIdentity;
+  /** `eventId(identity)`, kept beside it for payloads, logs and templates. */
   id: string;
   involvedObject: InvolvedObject;
   /** Labels of the involved object, for `eventSources[].matchLabels`. */
@@ -41,4 +109,9 @@ export interface NotificationEvent {
   timestamp: string;
   metadata: Partial<Record<string, string>>;
   reportingController: string;
+  /**
+   * Why `metadata.commit` is absent, worded from the revision PKO recorded (e.g. a Program source's
+   * generation, an OCI digest); absent when the event has a commit.
+   */
+  noCommitReason?: string;
 }

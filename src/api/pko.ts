@@ -1,6 +1,6 @@
 /**
  * Narrow, read-only shapes of the Pulumi Kubernetes Operator objects this controller watches.
- * Fields and meanings: `shared/facts/pko.md` (PKO v1.16 and v2.x). Every field is optional
+ * Fields and meanings: docs/events.md (PKO v1.16 and v2.x). Every field is optional
  * because v1 and v2 objects differ and we must tolerate either.
  */
 import type { Condition, ObjectMeta } from './meta.ts';

@@ -9,7 +9,7 @@ export const GROUP = 'notification.pko.dev';
 export const VERSION = 'v1alpha1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
-/** Git forges: they receive commit statuses and PR/MR comments (design §5). */
+/** Git forges: they receive commit statuses and PR/MR comments (docs/providers/README.md). */
 export const GIT_PROVIDER_TYPES = [
   'github',
   'gitlab',
@@ -40,7 +40,7 @@ export type Severity = (typeof SEVERITIES)[number];
 export const SOURCE_KINDS = ['Stack', 'Update'] as const;
 export type SourceKind = (typeof SOURCE_KINDS)[number];
 
-/** Event reasons (design §3). `Alert.spec.eventReasons` items are one of these. */
+/** Event reasons (docs/events.md). `Alert.spec.eventReasons` items are one of these. */
 export const EVENT_REASONS = [
   'PreviewStarted',
   'PreviewSucceeded',

@@ -5,12 +5,14 @@
  *
  * Error messages name Secrets and keys, never values: a webhook URL kept in a Secret's
  * `address` key is itself a secret (it embeds the credential), so it is not echoed either.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { parse as parseYaml } from 'yaml';
 import type { Provider, ProviderType } from '../api/v1alpha1.ts';
 import { isGitProviderType } from '../api/v1alpha1.ts';
-import { parseDuration } from '../config.ts';
+import { parseDuration } from '../api/duration.ts';
 
 /** Decoded Secret `data` (UTF-8), or undefined when the Secret does not exist. */
 export type SecretReader = (namespace: string, name: string) => Promise<Record<string, string> | undefined>;

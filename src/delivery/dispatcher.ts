@@ -1,106 +1,86 @@
 /**
  * Delivery: per (Alert, Stack) a lane that hands that Stack's events to the Alert's Provider in
- * order, one at a time; per Provider a queue with bounded concurrency; per credential a gate that
- * honours `Retry-After`; retries with exponential backoff and jitter; the ledger records each
- * event once handled, so restarts, relists and leader changes neither lose nor repeat it.
+ * order, one at a time; retries with exponential backoff and jitter; the ledger records each
+ * event once handled, so restarts, relists and leader changes neither lose nor repeat it. Sending
+ * itself (render → credential gate → notifier) is the send façade's job (./send.ts).
  *
  * Level-based: `offer()` is called with the complete set of events a Stack currently implies for
  * an Alert (after every change, relist or restart). Events already in the ledger, or older than
  * the Alert itself (a new Alert does not replay history), are dropped; the rest wait in the lane.
  *
- * Outcomes per event:
+ * Outcomes per event (docs/architecture.md, "Delivery"):
  * - delivered — the Provider answered 2xx;
- * - skipped — nothing to send, with a stated reason (git Provider and no commit: F03/F04;
- *   suspended Alert/Provider; a Started whose run has already finished);
+ * - skipped — nothing to send, with a stated reason (git Provider and no commit: cases F03/F04;
+ *   suspended Alert or Provider; a Started whose run has already finished);
  * - failed — a final error (4xx other than 408/409/429, or retries exhausted): a Warning Event on
  *   the Alert, a metric, and the Alert's `status.lastDelivery`;
  * - held — the Provider is not Ready or we are stopping: nothing recorded, retried later.
  * All but held move the ledger watermark.
+ *
+ * Shutdown (`stop`): no new attempt starts; sends already on the wire get until the deadline to
+ * finish (and are recorded); past it they are cancelled through their `AbortSignal`, recorded as
+ * nothing, and sent again by the next leader.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
-import type { NotificationEvent } from '../api/event.ts';
-import { isGitProviderType, type ProviderType } from '../api/v1alpha1.ts';
-import type { CompiledAlert } from '../alert/matcher.ts';
+import type { Registry } from 'prom-client';
+import { runKey, type NotificationEvent } from '../api/event.ts';
+import { API_VERSION, isGitProviderType } from '../api/v1alpha1.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { redact } from '../credential/redact.ts';
-import type { EventRecorder } from '../kube/events.ts';
+import type { KubeObject } from '../api/meta.ts';
 import { jitteredBackoff, sleep, systemClock, type Clock } from '../kube/clock.ts';
-import { counter, histogram } from '../kube/metrics.ts';
+import { counter } from '../kube/metrics.ts';
 import type { Logger } from '../log.ts';
-import type { Registry } from 'prom-client';
-import PQueue from 'p-queue';
-import { parseRevision } from '../source/revision.ts';
-import { ProviderError } from '../notifier/errors.ts';
-import type { Notifier, RenderedNotification } from '../notifier/types.ts';
-import type { TemplateSet } from '../template/index.ts';
-import { CredentialGate, credentialKey } from './gate.ts';
-import type { Ledger, LedgerAlertRef } from './ledger.ts';
-import { comparePositions, positionOf, type EventPosition } from './order.ts';
-import { API_VERSION } from '../api/v1alpha1.ts';
+import type { LedgerAlertRef } from './ledger.ts';
+import { comparePositions, positionOf, RESULT_RANK, STARTED_RANK, type EventPosition } from './order.ts';
+import type { PreparedSend, Sender } from './send.ts';
+import type {
+  DeliveryAlert,
+  DeliveryOutcomeReport,
+  DeliveryQueue,
+  DeliveryResult,
+  OfferedEvent,
+  RetryPolicy,
+} from './types.ts';
 
-/** A Ready Alert as the router and dispatcher use it. */
-export interface RoutedAlert {
-  /** `namespace/name` */
-  key: string;
-  uid: string;
-  /** `metadata.creationTimestamp` in epoch ms: events older than the Alert are not sent. */
-  createdMs: number;
-  compiled: CompiledAlert;
-  /** The Alert's templates (built-ins overridden by its ConfigMap and the Provider's context). */
-  templates: TemplateSet;
+/** The ledger as the dispatcher uses it (./ledger.ts `Ledger`). */
+export interface DeliveryLedger {
+  /** The watermark of (Alert, Stack), if any. */
+  position(alertUid: string, stackUid: string): EventPosition | undefined;
+  /** Whether the event `eventId` at `pos` was handled for (Alert, Stack). */
+  isDone(alertUid: string, stackUid: string, pos: EventPosition, eventId: string): boolean;
+  /** Records the event as handled; resolves once persisted; never rejects. */
+  advance(alert: LedgerAlertRef, stackUid: string, pos: EventPosition, eventId: string): Promise<void>;
 }
 
-export type DeliveryResult = 'Delivered' | 'Skipped' | 'Failed';
-
-export interface DeliveryOutcomeReport {
-  alertKey: string;
-  provider: string;
-  result: DeliveryResult;
-  reason: string;
-  /** Redacted and bounded. */
-  message: string;
-  event: NotificationEvent;
-}
-
-export interface RetryPolicy {
-  /** First backoff, ms (default 1 s). */
-  initialMs: number;
-  /** Backoff cap, ms (default 5 min). */
-  maxMs: number;
-  /** Give up (final failure) after this long, ms (default 24 h — the Update TTL). */
-  maxElapsedMs: number;
+/** Where final failures are announced: a Warning Kubernetes Event on the Alert (src/kube/events.ts). */
+export interface WarningRecorder {
+  event(obj: KubeObject, type: 'Warning', reason: string, message: string): Promise<void>;
 }
 
 export interface DispatcherOptions {
   logger: Logger;
-  ledger: Ledger;
-  recorder: EventRecorder;
-  /** Current routed Alert by key (undefined when deleted or not Ready). */
-  alert: (key: string) => RoutedAlert | undefined;
-  /** Ready Providers by `namespace/name`. */
-  provider: (key: string) => ResolvedProvider | undefined;
-  /** Builds a notifier for a resolved Provider (throws for unimplemented types). */
-  createNotifier: (p: ResolvedProvider) => Notifier;
-  /** Renders an event for a Provider (templates); default: the event message only. */
-  render?: (alert: RoutedAlert, p: ResolvedProvider, ev: NotificationEvent) => RenderedNotification;
-  onOutcome?: (report: DeliveryOutcomeReport) => void;
+  ledger: DeliveryLedger;
+  recorder: WarningRecorder;
+  /** Current Ready Alerts by key (undefined when deleted or not Ready). */
+  alerts: { get(key: string): DeliveryAlert | undefined };
+  /** Usable Providers by `namespace/name`. */
+  providers: { get(key: string): ResolvedProvider | undefined };
+  sender: Sender;
+  /** Told every outcome (the Alert's `status.lastDelivery`: ./status.ts). */
+  outcomes?: { record(report: DeliveryOutcomeReport): void };
+  /** Redacts every secret the controller knows (all Providers'), on top of the Provider's own (src/credential/redact.ts `Redactor`). */
+  redactor?: { redact(text: string): string };
   registry?: Registry;
   clock?: Clock;
   retry?: Partial<RetryPolicy>;
-  /** In-flight sends per Provider (default 4). */
-  providerConcurrency?: number;
   /** Re-check interval while a Provider is not Ready, ms (default 5 s). */
   heldRetryMs?: number;
-  /**
-   * Told what sends reveal about a Provider (`namespace/name`): a TLS, proxy or authentication
-   * failure (`CertificateError`, `ProxyError`, `AuthenticationFailed`), or undefined after a success.
-   */
-  onProviderHealth?: (providerKey: string, problem: { reason: string; message: string } | undefined) => void;
-  /** Redacts every secret the controller knows (all Providers'), on top of the Provider's own. */
-  redact?: (text: string) => string;
 }
 
 interface Pending {
-  ev: NotificationEvent;
+  offered: OfferedEvent;
   pos: EventPosition;
 }
 
@@ -113,61 +93,36 @@ interface Lane {
   timer: unknown;
 }
 
-const STARTED_RANK = 0;
-const FINAL_RANK = 1;
+type Handled = DeliveryResult | 'held';
 
-function runOf(ev: NotificationEvent): string {
-  return ev.id.slice(0, ev.id.lastIndexOf('/'));
-}
-
-/** Minimal interval (ms) between two sends of one Provider, from facts/forges.md. */
-const PACING_MS: Partial<Record<ProviderType, number>> = {
-  slack: 1000,
-  msteams: 250,
-  discord: 500,
-  googlechat: 1000,
-};
-
-export class Dispatcher {
+export class Dispatcher implements DeliveryQueue {
   readonly #o: DispatcherOptions;
   readonly #clock: Clock;
   readonly #retry: RetryPolicy;
   readonly #lanes = new Map<string, Lane>();
-  readonly #queues = new Map<string, PQueue>();
-  readonly #notifiers = new Map<string, { p: ResolvedProvider; n: Notifier }>();
-  readonly #gate: CredentialGate;
-  readonly #abort = new AbortController();
+  /** Aborted when stopping: no new attempt, backoff and gate waits end. */
+  readonly #stopping = new AbortController();
+  /** Aborted at the stop deadline: sends on the wire are cancelled. */
+  readonly #cancel = new AbortController();
   readonly #running = new Set<Promise<void>>();
   readonly #m;
 
   constructor(opts: DispatcherOptions) {
     this.#o = opts;
     this.#clock = opts.clock ?? systemClock;
-    this.#gate = new CredentialGate(this.#clock);
     this.#retry = { initialMs: 1000, maxMs: 300_000, maxElapsedMs: 86_400_000, ...opts.retry };
-    const r = opts.registry;
     this.#m = {
-      outcomes: counter(r, 'pkonc_deliveries_total', 'Events handled per Provider type and result', [
-        'provider_type',
-        'result',
-        'reason',
-      ]),
-      attempts: counter(r, 'pkonc_delivery_attempts_total', 'Send attempts per Provider type and outcome', [
-        'provider_type',
-        'outcome',
-      ]),
-      duration: histogram(
-        r,
-        'pkonc_delivery_duration_seconds',
-        'Time of one send attempt',
-        ['provider_type'],
-        [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
+      outcomes: counter(
+        opts.registry,
+        'pkonc_deliveries_total',
+        'Events handled per Provider type and result',
+        ['provider_type', 'result', 'reason'],
       ),
     };
   }
 
-  #stopping(): boolean {
-    return this.#abort.signal.aborted;
+  get #heldRetryMs(): number {
+    return this.#o.heldRetryMs ?? 5000;
   }
 
   /** Events waiting in lanes (for tests and metrics). */
@@ -177,15 +132,12 @@ export class Dispatcher {
     return n;
   }
 
-  /**
-   * Offers the events a Stack currently implies for `alert` (already filtered by the matcher and
-   * carrying the Alert's metadata). Idempotent: offering the same events again changes nothing.
-   */
-  offer(alert: RoutedAlert, stackUid: string, events: readonly NotificationEvent[]): void {
-    if (this.#abort.signal.aborted) return;
+  offer(alert: DeliveryAlert, stackUid: string, events: readonly OfferedEvent[]): void {
+    if (this.#stopping.signal.aborted) return;
     const laneKey = `${alert.uid}/${stackUid}`;
     let lane = this.#lanes.get(laneKey);
-    for (const ev of events) {
+    for (const offered of events) {
+      const ev = offered.event;
       const pos = positionOf(ev);
       if (this.#o.ledger.isDone(alert.uid, stackUid, pos, ev.id)) continue;
       if (!this.#o.ledger.position(alert.uid, stackUid) && (Date.parse(ev.timestamp) || 0) < alert.createdMs)
@@ -202,13 +154,13 @@ export class Dispatcher {
         this.#lanes.set(laneKey, lane);
       }
       lane.alertKey = alert.key;
-      lane.pending.set(ev.id, { ev, pos });
+      lane.pending.set(ev.id, { offered, pos });
     }
     if (lane) this.#kick(lane);
   }
 
   #kick(lane: Lane): void {
-    if (lane.running || lane.timer !== undefined || this.#abort.signal.aborted) return;
+    if (lane.running || lane.timer !== undefined || this.#stopping.signal.aborted) return;
     lane.running = true;
     const p = this.#runLane(lane)
       .catch((err: unknown) => {
@@ -216,7 +168,7 @@ export class Dispatcher {
           { lane: lane.key, err: err instanceof Error ? err.message : String(err) },
           'delivery lane crashed; retrying',
         );
-        this.#later(lane, this.#o.heldRetryMs ?? 5000);
+        this.#later(lane, this.#heldRetryMs);
       })
       .finally(() => {
         lane.running = false;
@@ -228,7 +180,7 @@ export class Dispatcher {
   }
 
   #later(lane: Lane, ms: number): void {
-    if (lane.timer !== undefined || this.#abort.signal.aborted) return;
+    if (lane.timer !== undefined || this.#stopping.signal.aborted) return;
     lane.timer = this.#clock.setTimeout(() => {
       lane.timer = undefined;
       this.#kick(lane);
@@ -238,15 +190,18 @@ export class Dispatcher {
   /** Next event of a lane in position order, dropping what is done and Started of finished runs. */
   #next(lane: Lane, alertUid: string): Pending | undefined {
     const items = [...lane.pending.values()].sort((a, b) => comparePositions(a.pos, b.pos));
-    const finishedRuns = new Set(items.filter((i) => i.pos.rank === FINAL_RANK).map((i) => runOf(i.ev)));
+    const finishedRuns = new Set(
+      items.filter((i) => i.pos.rank === RESULT_RANK).map((i) => runKey(i.offered.event.identity)),
+    );
     for (const item of items) {
-      if (this.#o.ledger.isDone(alertUid, lane.stackUid, item.pos, item.ev.id)) {
-        lane.pending.delete(item.ev.id);
+      const ev = item.offered.event;
+      if (this.#o.ledger.isDone(alertUid, lane.stackUid, item.pos, ev.id)) {
+        lane.pending.delete(ev.id);
         continue;
       }
-      if (item.pos.rank === STARTED_RANK && finishedRuns.has(runOf(item.ev))) {
+      if (item.pos.rank === STARTED_RANK && finishedRuns.has(runKey(ev.identity))) {
         // The run finished before we got to announce its start: send only the result.
-        lane.pending.delete(item.ev.id);
+        lane.pending.delete(ev.id);
         continue;
       }
       return item;
@@ -255,37 +210,37 @@ export class Dispatcher {
   }
 
   async #runLane(lane: Lane): Promise<void> {
-    while (!this.#abort.signal.aborted) {
-      const alert = this.#o.alert(lane.alertKey);
+    while (!this.#stopping.signal.aborted) {
+      const alert = this.#o.alerts.get(lane.alertKey);
       if (!alert || !lane.key.startsWith(`${alert.uid}/`)) {
         // Alert deleted, replaced, or not Ready: keep the events while it exists, re-check later.
-        if (!alert) this.#later(lane, this.#o.heldRetryMs ?? 5000);
+        if (!alert) this.#later(lane, this.#heldRetryMs);
         else lane.pending.clear();
         return;
       }
       const item = this.#next(lane, alert.uid);
       if (!item) return;
+      const ev = item.offered.event;
+      const run = runKey(ev.identity);
       // A Started still being retried is dropped as soon as its run's result is known.
       const superseded = (): boolean =>
         item.pos.rank === STARTED_RANK &&
-        [...lane.pending.values()].some((o) => o.pos.rank === FINAL_RANK && runOf(o.ev) === runOf(item.ev));
-      const result = await this.#deliver(alert, item.ev, superseded);
+        [...lane.pending.values()].some(
+          (o) => o.pos.rank === RESULT_RANK && runKey(o.offered.event.identity) === run,
+        );
+      const result = await this.#handle(alert, item.offered, superseded);
       if (result === 'held') {
-        this.#later(lane, this.#o.heldRetryMs ?? 5000);
+        this.#later(lane, this.#heldRetryMs);
         return;
       }
-      const ref: LedgerAlertRef = {
-        namespace: alert.compiled.namespace,
-        name: alert.compiled.name,
-        uid: alert.uid,
-      };
-      await this.#o.ledger.advance(ref, lane.stackUid, item.pos, item.ev.id);
-      lane.pending.delete(item.ev.id);
+      const ref: LedgerAlertRef = { namespace: alert.namespace, name: alert.name, uid: alert.uid };
+      await this.#o.ledger.advance(ref, lane.stackUid, item.pos, ev.id);
+      lane.pending.delete(ev.id);
     }
   }
 
   #report(
-    alert: RoutedAlert,
+    alert: DeliveryAlert,
     p: ResolvedProvider | undefined,
     ev: NotificationEvent,
     result: DeliveryResult,
@@ -293,159 +248,101 @@ export class Dispatcher {
     message: string,
   ): void {
     this.#m.outcomes.inc({ provider_type: p?.type ?? 'unknown', result, reason });
-    this.#o.onOutcome?.({
+    this.#o.outcomes?.record({
       alertKey: alert.key,
-      provider: alert.compiled.spec.providerRef.name,
+      provider: alert.providerName,
       result,
       reason,
-      message: this.#o.redact ? this.#o.redact(message) : message,
+      message: this.#o.redactor ? this.#o.redactor.redact(message) : message,
       event: ev,
     });
   }
 
-  #notifier(key: string, p: ResolvedProvider): Notifier {
-    const cached = this.#notifiers.get(key);
-    if (cached?.p === p) return cached.n;
-    if (cached) void cached.n.close();
-    const n = this.#o.createNotifier(p);
-    this.#notifiers.set(key, { p, n });
-    return n;
-  }
-
-  #queue(key: string, p: ResolvedProvider): PQueue {
-    let q = this.#queues.get(key);
-    if (!q) {
-      const pacing = PACING_MS[p.type];
-      q = new PQueue({
-        concurrency: this.#o.providerConcurrency ?? 4,
-        ...(pacing !== undefined ? { intervalCap: 1, interval: pacing } : {}),
-      });
-      this.#queues.set(key, q);
-    }
-    return q;
-  }
-
-  async #deliver(
-    alert: RoutedAlert,
-    ev: NotificationEvent,
-    superseded: () => boolean = () => false,
-  ): Promise<'Delivered' | 'Skipped' | 'Failed' | 'held'> {
-    const providerKey = `${alert.compiled.namespace}/${alert.compiled.spec.providerRef.name}`;
+  /** Decides what to do with one event: skip it with a reason, or send it with retries. */
+  async #handle(alert: DeliveryAlert, offered: OfferedEvent, superseded: () => boolean): Promise<Handled> {
+    const ev = offered.event;
+    const providerKey = `${alert.namespace}/${alert.providerName}`;
     const log = this.#o.logger.child({
       alert: alert.key,
       provider: providerKey,
       event: ev.id,
       reason: ev.reason,
     });
-    const p = this.#o.provider(providerKey);
+    const p = this.#o.providers.get(providerKey);
     if (!p) return 'held';
-    if (alert.compiled.spec.suspend === true || p.suspend) {
-      this.#report(
-        alert,
-        p,
-        ev,
-        'Skipped',
-        'Suspended',
-        `${alert.compiled.spec.suspend === true ? 'Alert' : 'Provider'} is suspended`,
-      );
+    if (offered.skip) {
+      this.#report(alert, p, ev, 'Skipped', offered.skip.reason, offered.skip.message);
+      return 'Skipped';
+    }
+    if (p.suspend) {
+      this.#report(alert, p, ev, 'Skipped', 'Suspended', 'Provider is suspended');
       return 'Skipped';
     }
     if (isGitProviderType(p.type) && !ev.metadata.commit) {
-      // F03/F04: a commit status needs a real SHA. Explained once: the ledger then moves past it.
-      const why = parseRevision(ev.metadata.revision).reason ?? 'the event has no git commit';
+      // Cases F03/F04: a commit status needs a real SHA. Explained once: the ledger then moves past it.
+      const why = ev.noCommitReason ?? 'the event has no git commit';
       const message = `not sent to ${p.type} Provider ${providerKey}: ${why}`;
       log.info({ skipReason: 'NoCommit' }, message);
       this.#report(alert, p, ev, 'Skipped', 'NoCommit', message);
       return 'Skipped';
     }
-    let notifier: Notifier;
-    try {
-      notifier = this.#notifier(providerKey, p);
-    } catch (err) {
-      return this.#fail(
-        alert,
-        p,
-        ev,
-        'NotImplemented',
-        redact(err instanceof Error ? err.message : String(err), p.secretValues),
-        log,
-      );
-    }
-    const rendered: RenderedNotification = this.#o.render
-      ? this.#o.render(alert, p, ev)
-      : { message: ev.message };
-    const cred = credentialKey(p);
+    const prepared = this.#o.sender.prepare(alert, providerKey, p, ev);
+    if (!('notifier' in prepared)) return this.#fail(alert, p, ev, 'NotImplemented', prepared.message, log);
+    return this.#sendWithRetries(alert, prepared, superseded, log);
+  }
+
+  async #sendWithRetries(
+    alert: DeliveryAlert,
+    s: PreparedSend,
+    superseded: () => boolean,
+    log: Logger,
+  ): Promise<Handled> {
+    const { provider: p, event: ev } = s;
     const started = this.#clock.now();
     for (let attempt = 0; ; attempt++) {
-      await this.#gate.wait(cred, this.#abort.signal);
-      if (this.#stopping()) return 'held';
       if (attempt > 0 && superseded()) {
         this.#m.outcomes.inc({ provider_type: p.type, result: 'Skipped', reason: 'Superseded' });
         log.info('run finished while its start was being retried: sending only the result');
         return 'Skipped';
       }
-      if (this.#o.provider(providerKey) !== p) return 'held'; // Provider changed or went away: re-resolve.
-      const t0 = this.#clock.now();
-      try {
-        await this.#queue(providerKey, p).add(() => notifier.send(ev, rendered));
-        this.#m.duration.observe({ provider_type: p.type }, (this.#clock.now() - t0) / 1000);
-        this.#m.attempts.inc({ provider_type: p.type, outcome: 'success' });
-        this.#o.onProviderHealth?.(providerKey, undefined);
+      if (this.#o.providers.get(s.providerKey) !== p) return 'held'; // Provider changed or went away: re-resolve.
+      const r = await this.#o.sender.attempt(s, this.#stopping.signal, this.#cancel.signal);
+      if (r.kind === 'stopped') return 'held';
+      if (r.kind === 'sent') {
         log.debug({ attempt }, 'delivered');
         this.#report(alert, p, ev, 'Delivered', 'Delivered', `${ev.reason} delivered to ${p.type}`);
         return 'Delivered';
-      } catch (err) {
-        const pe =
-          err instanceof ProviderError
-            ? err
-            : new ProviderError(err instanceof Error ? err.message : String(err), {
-                retryable: true,
-                code: 'INTERNAL',
-                secretValues: p.secretValues,
-              });
-        this.#m.attempts.inc({ provider_type: p.type, outcome: pe.code });
-        if (pe.retryAfterMs !== undefined) this.#gate.block(cred, this.#clock.now() + pe.retryAfterMs);
-        const problem =
-          pe.code === 'TLS'
-            ? 'CertificateError'
-            : pe.code === 'PROXY'
-              ? 'ProxyError'
-              : pe.status === 401 || (pe.status === 403 && pe.retryAfterMs === undefined)
-                ? 'AuthenticationFailed'
-                : undefined;
-        if (problem)
-          this.#o.onProviderHealth?.(providerKey, {
-            reason: problem,
-            message: this.#o.redact ? this.#o.redact(pe.message) : pe.message,
-          });
-        const elapsed = this.#clock.now() - started;
-        if (!pe.retryable) return this.#fail(alert, p, ev, 'DeliveryFailed', pe.message, log);
-        if (elapsed >= this.#retry.maxElapsedMs) {
-          return this.#fail(
-            alert,
-            p,
-            ev,
-            'RetriesExhausted',
-            `gave up after ${Math.round(elapsed / 1000)} s: ${pe.message}`,
-            log,
-          );
-        }
-        const delay = Math.max(
-          jitteredBackoff(attempt, this.#retry.initialMs, this.#retry.maxMs),
-          pe.retryAfterMs ?? 0,
-        );
-        log.warn(
-          { attempt, retryInMs: delay, code: pe.code, status: pe.status },
-          `delivery failed, retrying: ${pe.message}`,
-        );
-        await sleep(this.#clock, delay, this.#abort.signal);
-        if (this.#stopping()) return 'held';
       }
+      const pe = r.error;
+      // Cancelled at the shutdown deadline: not a failure of the Provider; the next leader sends it.
+      if (this.#cancel.signal.aborted) return 'held';
+      const elapsed = this.#clock.now() - started;
+      if (!pe.retryable) return this.#fail(alert, p, ev, 'DeliveryFailed', pe.message, log);
+      if (elapsed >= this.#retry.maxElapsedMs) {
+        return this.#fail(
+          alert,
+          p,
+          ev,
+          'RetriesExhausted',
+          `gave up after ${Math.round(elapsed / 1000)} s: ${pe.message}`,
+          log,
+        );
+      }
+      const delay = Math.max(
+        jitteredBackoff(attempt, this.#retry.initialMs, this.#retry.maxMs),
+        pe.retryAfterMs ?? 0,
+      );
+      log.warn(
+        { attempt, retryInMs: delay, code: pe.code, status: pe.status },
+        `delivery failed, retrying: ${pe.message}`,
+      );
+      await sleep(this.#clock, delay, this.#stopping.signal);
+      if (this.#stopping.signal.aborted) return 'held';
     }
   }
 
   async #fail(
-    alert: RoutedAlert,
+    alert: DeliveryAlert,
     p: ResolvedProvider,
     ev: NotificationEvent,
     reason: string,
@@ -456,14 +353,14 @@ export class Dispatcher {
       `${ev.reason} for ${ev.involvedObject.namespace}/${ev.involvedObject.name} not delivered: ${message}`,
       p.secretValues,
     );
-    const text = this.#o.redact ? this.#o.redact(own) : own;
+    const text = this.#o.redactor ? this.#o.redactor.redact(own) : own;
     log.error({ failReason: reason }, text);
     this.#report(alert, p, ev, 'Failed', reason, text);
     await this.#o.recorder.event(
       {
         apiVersion: API_VERSION,
         kind: 'Alert',
-        metadata: { namespace: alert.compiled.namespace, name: alert.compiled.name, uid: alert.uid },
+        metadata: { namespace: alert.namespace, name: alert.name, uid: alert.uid },
       },
       'Warning',
       reason,
@@ -483,14 +380,29 @@ export class Dispatcher {
     }
   }
 
-  /** Stops sending: in-flight sends finish or are abandoned after `deadlineMs`; nothing is recorded for held events. */
+  /**
+   * Stops sending. No new attempt starts (retry and rate-limit waits end at once); sends on the
+   * wire get `deadlineMs` to finish — a finished send is recorded in the ledger — and are then
+   * cancelled through their `AbortSignal` (nothing recorded: the next leader sends them again).
+   * Resolves once every lane has settled (or 1 s after the cancellation at the latest) and the
+   * notifiers are closed.
+   */
   async stop(deadlineMs = 10_000): Promise<void> {
-    this.#abort.abort();
+    this.#stopping.abort();
     for (const lane of this.#lanes.values()) {
       if (lane.timer !== undefined) this.#clock.clearTimeout(lane.timer);
       lane.timer = undefined;
     }
-    await Promise.race([Promise.allSettled([...this.#running]), sleep(systemClock, deadlineMs)]);
-    await Promise.allSettled([...this.#notifiers.values()].map((x) => x.n.close()));
+    const settled = Promise.allSettled([...this.#running]).then(() => true);
+    const inTime = await Promise.race([settled, sleep(this.#clock, deadlineMs).then(() => false)]);
+    if (!inTime) {
+      this.#o.logger.warn(
+        { sends: this.#running.size, deadlineMs },
+        'shutdown deadline reached: cancelling sends in flight (the next leader sends them again)',
+      );
+      this.#cancel.abort();
+      await Promise.race([settled, sleep(this.#clock, 1000)]);
+    }
+    await this.#o.sender.close();
   }
 }

@@ -1,27 +1,12 @@
 /**
- * Rate-limit gate per credential (case F20): when a forge or chat service answers 429/403 with
- * `Retry-After` or a rate-limit reset, no request with that credential is sent before then —
- * across every Provider that shares the credential, not only the one that was told.
+ * Rate-limit gate per credential (case F20, docs/cases.md): when a forge or chat service answers
+ * 429/403 with `Retry-After` or a rate-limit reset, no request with that credential is sent before
+ * then — across every Provider that shares the credential, not only the one that was told. The
+ * one place the controller honours rate limits (the GitHub client only paces writes).
  *
- * Keys are hashes (see `credentialKey`), never tokens.
+ * Keys are `credentialKey(p)` hashes (src/credential/key.ts), never tokens.
  */
-import { createHash } from 'node:crypto';
-import type { ResolvedProvider } from '../credential/provider.ts';
 import { sleep, systemClock, type Clock } from '../kube/clock.ts';
-
-/** A stable, non-reversible key for "the same account on the same service": type, API host, credential. */
-export function credentialKey(p: ResolvedProvider): string {
-  let host: string;
-  try {
-    host = new URL(p.apiURL ?? p.address).host.toLowerCase();
-  } catch {
-    host = p.address;
-  }
-  const who = p.githubApp
-    ? `app:${p.githubApp.appID}:${p.githubApp.installationID}`
-    : `${p.username ?? ''}:${p.token ?? p.password ?? ''}`;
-  return createHash('sha256').update(`${p.type}\n${host}\n${who}`).digest('hex').slice(0, 16);
-}
 
 export class CredentialGate {
   readonly #blockedUntil = new Map<string, number>();

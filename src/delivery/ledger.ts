@@ -1,6 +1,6 @@
 /**
  * The delivery ledger: what has been delivered, kept in ConfigMaps this controller owns — never in
- * annotations on PKO objects, which GitOps tools strip (design §4).
+ * annotations on PKO objects, which GitOps tools strip (docs/architecture.md, "Delivery").
  *
  * Shape: per (Alert, Stack) one watermark, the position (`src/delivery/order.ts`) of the last
  * event handled — delivered, skipped with a stated reason, or given up after a final error.
@@ -28,94 +28,17 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../log.ts';
 import { KubeApiError, kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
 import { jitteredBackoff, sleep, systemClock, type Clock } from '../kube/clock.ts';
-import { comparePositions, formatPosition, parsePosition, type EventPosition } from './order.ts';
+import type { EventPosition } from './order.ts';
+import {
+  applyHandled,
+  entriesEqual,
+  entryCovers,
+  formatEntry,
+  mergeEntries,
+  parseEntry,
+  type Entry,
+} from './ledger-entry.ts';
 
-/**
- * A ledger entry: the watermark position, the hashes of the events handled exactly there, and
- * the runs still open — whose Started was handled but whose result was not. An open run's result
- * is not done even when it sorts before the watermark: the next run's Started can be handled
- * before the previous run's result is seen (Stack and Update are watched separately), and that
- * result must still go out.
- */
-export interface Entry {
-  pos: EventPosition;
-  ids: string[];
-  /** `run` of each open run (bounded; the oldest is forgotten first). */
-  open: number[];
-}
-
-const MAX_OPEN_RUNS = 8;
-
-const MAX_TIED_IDS = 8;
-
-/** 8 hex characters of SHA-1 of an event id: enough to tell apart the few events sharing a position. */
-export function eventIdHash(id: string): string {
-  return createHash('sha1').update(id).digest('hex').slice(0, 8);
-}
-
-/** Parses `<run>.<rank>.<sub>[~<h>,…][!<open run>,…]`. */
-export function parseEntry(s: string): Entry | undefined {
-  const [main = '', openPart] = s.split('!', 2);
-  const [p, ids] = main.split('~', 2);
-  const pos = parsePosition(p ?? '');
-  if (!pos) return undefined;
-  const open =
-    openPart === undefined || openPart === ''
-      ? []
-      : openPart.split(',').map(Number).filter(Number.isSafeInteger);
-  return { pos, ids: ids === undefined || ids === '' ? [] : ids.split(','), open };
-}
-
-export function formatEntry(e: Entry): string {
-  const ids = e.ids.length === 0 ? '' : `~${e.ids.join(',')}`;
-  const open = e.open.length === 0 ? '' : `!${e.open.join(',')}`;
-  return `${formatPosition(e.pos)}${ids}${open}`;
-}
-
-/** `e` after handling event `eventId` at `pos`: the watermark never moves back; Started opens its run, a result closes it. */
-export function applyHandled(e: Entry | undefined, pos: EventPosition, eventId: string): Entry {
-  const h = eventIdHash(eventId);
-  let next: Entry;
-  if (!e) next = { pos, ids: [h], open: [] };
-  else {
-    const c = comparePositions(pos, e.pos);
-    next =
-      c > 0
-        ? { pos, ids: [h], open: [...e.open] }
-        : c === 0
-          ? { pos: e.pos, ids: [...new Set([...e.ids, h])].slice(-MAX_TIED_IDS), open: [...e.open] }
-          : { pos: e.pos, ids: [...e.ids], open: [...e.open] };
-  }
-  if (pos.rank === 0 && !next.open.includes(pos.run))
-    next.open = [...next.open, pos.run].slice(-MAX_OPEN_RUNS);
-  if (pos.rank === 1) next.open = next.open.filter((r) => r !== pos.run);
-  return next;
-}
-
-/**
- * Whether the event `eventId` at `pos` is covered by entry `e`: it sorts before the watermark, or
- * it is one of the events handled at the watermark — even when it now sorts later. The latter is
- * a PKO v1 outcome seen again (a retry of a failing commit, a resync of a deployed one): v1 stamps
- * every run with a new `lastResyncTime`, which orders events but is not part of their id, so the
- * same event reappears at a later position (README, "Event model: PKO v1 and v2").
- */
-export function entryCovers(e: Entry | undefined, pos: EventPosition, eventId: string): boolean {
-  if (!e) return false;
-  if (pos.rank === 1 && e.open.includes(pos.run)) return false;
-  const c = comparePositions(pos, e.pos);
-  return c < 0 || (c === 0 && e.ids.length === 0) || e.ids.includes(eventIdHash(eventId));
-}
-
-/** The later of two entries; at the same position, the union of their event hashes. */
-export function mergeEntries(a: Entry | undefined, b: Entry): Entry {
-  if (!a) return b;
-  const c = comparePositions(a.pos, b.pos);
-  const open = [...new Set([...a.open, ...b.open])].slice(-MAX_OPEN_RUNS);
-  if (c > 0) return { ...a, open };
-  if (c < 0) return { ...b, open };
-  const ids = [...new Set([...a.ids, ...b.ids])].slice(-MAX_TIED_IDS);
-  return { pos: a.pos, ids, open };
-}
 import { API_VERSION } from '../api/v1alpha1.ts';
 import type { Registry } from 'prom-client';
 import { counter, gauge } from '../kube/metrics.ts';
@@ -138,8 +61,8 @@ export interface LedgerOptions {
   flushDelayMs?: number;
   /** Exposes `pkonc_ledger_writes_total{result}` and `pkonc_ledger_entries`. */
   registry?: Registry;
-  /** `false` when the Stack with this uid is known to be gone (its entry is pruned on the next write). */
-  isStackAlive?: (stackUid: string) => boolean | undefined;
+  /** Whether a Stack exists (src/source/stacks.ts): entries of Stacks known to be gone are pruned on the next write. */
+  stacks?: { isAlive(stackUid: string): boolean | undefined };
   clock?: Clock;
 }
 
@@ -160,7 +83,8 @@ interface ConfigMapBody {
 interface Shard {
   alert: LedgerAlertRef;
   name: string;
-  data: Map<string, string>;
+  /** Stack uid → entry, parsed once when read from the ConfigMap (formatted only to write). */
+  data: Map<string, Entry>;
   resourceVersion: string | undefined;
   dirty: boolean;
   /** Keys changed in memory since the last successful write (sent as a merge patch). */
@@ -171,8 +95,8 @@ interface Shard {
 }
 
 export class Ledger {
-  readonly #o: Required<Omit<LedgerOptions, 'isStackAlive' | 'registry'>> &
-    Pick<LedgerOptions, 'isStackAlive' | 'registry'>;
+  readonly #o: Required<Omit<LedgerOptions, 'stacks' | 'registry'>> &
+    Pick<LedgerOptions, 'stacks' | 'registry'>;
   /** alert uid → shard index → shard */
   readonly #shards = new Map<string, Map<number, Shard>>();
   #writes = 0;
@@ -262,6 +186,22 @@ export class Ledger {
     } while (cont !== undefined);
   }
 
+  /**
+   * {@link load}, retried until it succeeds (0.5 s doubling to 30 s between attempts, each failure
+   * logged) or the ledger is closed. Nothing may be sent before the ledger is read.
+   */
+  async loadWithRetry(namespace?: string): Promise<void> {
+    for (let attempt = 0; !this.#stopped; attempt++) {
+      try {
+        await this.load(namespace);
+        return;
+      } catch (err) {
+        this.#o.logger.warn({ err: errorMessage(err), attempt }, 'cannot read the delivery ledger; retrying');
+        await sleep(this.#o.clock, Math.min(30_000, 500 * 2 ** attempt));
+      }
+    }
+  }
+
   #absorb(cm: ConfigMapBody): void {
     const uid = cm.metadata.labels?.[LEDGER_ALERT_UID_LABEL];
     const alertName = cm.metadata.annotations?.['notification.pko.dev/alert-name'];
@@ -282,18 +222,17 @@ export class Ledger {
     }
   }
 
-  /** Merges `next` into the entry of `key`; true when the stored value changed. */
-  #raise(data: Map<string, string>, key: string, next: Entry): boolean {
+  /** Merges `next` into the entry of `key`; true when the stored entry changed. */
+  #raise(data: Map<string, Entry>, key: string, next: Entry): boolean {
     const cur = data.get(key);
-    const merged = formatEntry(mergeEntries(cur === undefined ? undefined : parseEntry(cur), next));
-    if (merged === cur) return false;
+    const merged = mergeEntries(cur, next);
+    if (entriesEqual(merged, cur)) return false;
     data.set(key, merged);
     return true;
   }
 
   #entry(alertUid: string, stackUid: string): Entry | undefined {
-    const v = this.#shards.get(alertUid)?.get(this.#shardIndex(stackUid))?.data.get(stackUid);
-    return v === undefined ? undefined : parseEntry(v);
+    return this.#shards.get(alertUid)?.get(this.#shardIndex(stackUid))?.data.get(stackUid);
   }
 
   /** The watermark of (Alert, Stack), if any. */
@@ -315,8 +254,8 @@ export class Ledger {
     const shard = this.#shard(alert, this.#shardIndex(stackUid));
     shard.alert = alert;
     const cur = shard.data.get(stackUid);
-    const next = formatEntry(applyHandled(cur === undefined ? undefined : parseEntry(cur), pos, eventId));
-    if (next === cur && !shard.dirty) return Promise.resolve();
+    const next = applyHandled(cur, pos, eventId);
+    if (entriesEqual(next, cur) && !shard.dirty) return Promise.resolve();
     shard.data.set(stackUid, next);
     shard.changed.add(stackUid);
     shard.dirty = true;
@@ -361,7 +300,7 @@ export class Ledger {
   #prune(shard: Shard): string[] {
     const dead: string[] = [];
     for (const k of shard.data.keys()) {
-      if (this.#o.isStackAlive?.(k) === false) dead.push(k);
+      if (this.#o.stacks?.isAlive(k) === false) dead.push(k);
     }
     for (const k of dead) shard.data.delete(k);
     return dead;
@@ -369,7 +308,7 @@ export class Ledger {
 
   #body(shard: Shard): ConfigMapBody {
     const data: Record<string, string> = {};
-    for (const [k, v] of shard.data) data[k] = v;
+    for (const [k, v] of shard.data) data[k] = formatEntry(v);
     return {
       apiVersion: 'v1',
       kind: 'ConfigMap',
@@ -417,7 +356,10 @@ export class Ledger {
           res = await kubeRequest<ConfigMapBody>(kc, { method: 'POST', path, body: this.#body(shard) });
         } else {
           const data: Record<string, string | null> = {};
-          for (const k of keys) data[k] = shard.data.get(k) ?? null;
+          for (const k of keys) {
+            const e = shard.data.get(k);
+            data[k] = e === undefined ? null : formatEntry(e);
+          }
           for (const k of dead) data[k] = null;
           res = await kubeRequest<ConfigMapBody>(kc, {
             method: 'PATCH',
@@ -430,7 +372,8 @@ export class Ledger {
         this.#m.writes.inc({ result: 'success' });
         this.#m.entries.set(this.size);
         shard.resourceVersion = res.metadata.resourceVersion;
-        // A key changed again while the request was in flight stays to be written.
+        // A key changed again while the request was in flight stays to be written (entries are
+        // replaced, never mutated, so identity tells).
         for (const k of keys) if (shard.data.get(k) === sent.get(k)) shard.changed.delete(k);
         dead.length = 0;
         return;

@@ -8,7 +8,8 @@ import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { patchStatus } from '../kube/status.ts';
 import { errorMessage } from '../kube/client.ts';
 import type { Logger } from '../log.ts';
-import type { DeliveryOutcomeReport } from './dispatcher.ts';
+import { boundText } from '../text.ts';
+import type { DeliveryOutcomeReport } from './types.ts';
 
 export class DeliveryStatusWriter {
   readonly #kc: KubeConfig;
@@ -29,7 +30,7 @@ export class DeliveryStatusWriter {
       lastAttemptTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
       result: r.result,
       reason: r.reason,
-      message: r.message.length > 1024 ? `${r.message.slice(0, 1023)}…` : r.message,
+      message: boundText(r.message, 1024, 'utf16'),
     });
     if (this.#timers.has(r.alertKey)) return;
     this.#timers.set(

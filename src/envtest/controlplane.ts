@@ -2,7 +2,7 @@
  * A real, throw-away Kubernetes control plane (etcd + kube-apiserver) for integration tests and
  * for `npm start` in dev mode — the controller-runtime "envtest" convention, re-implemented.
  *
- * Facts this follows: /work/shared/facts/envtest.md (binary lookup order, flags, readiness).
+ * What it follows (binary lookup order, flags, readiness), as controller-runtime's envtest does:
  * - etcd listens on free loopback ports with `--unsafe-no-fsync`; ready when `GET /health` is 200.
  * - kube-apiserver serves HTTPS on a free loopback port with a self-signed certificate it writes
  *   into `--cert-dir` (`apiserver.crt`, which holds the leaf and its self-signed CA); RBAC is on;

@@ -7,8 +7,11 @@
  * URLs lose their userinfo, query string and fragment, a URL that is itself a secret (a
  * webhook address kept in a Secret) is replaced whole together with anything appended to it,
  * control characters are flattened, and the result is bounded to 512 characters.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
 import { redact, REDACTED } from '../credential/redact.ts';
+import { boundText, measure, type FieldLimit } from '../text.ts';
 
 /** Upper bound (characters) of every `ProviderError.message`. */
 export const MAX_ERROR_MESSAGE_LENGTH = 512;
@@ -52,7 +55,7 @@ export class ProviderError extends Error {
 }
 
 /**
- * Whether an HTTP status is worth retrying (design §4): 408, 409, 429 and every 5xx are;
+ * Whether an HTTP status is worth retrying (docs/architecture.md, "Delivery"): 408, 409, 429 and every 5xx are;
  * every other 4xx is final. 2xx/3xx are not errors and return false.
  */
 export function isRetryableStatus(status: number): boolean {
@@ -142,7 +145,7 @@ export function sanitizeErrorText(text: string, secretValues: readonly string[],
     .replace(/\p{Cc}+/gu, ' ')
     .replace(/ {2,}/g, ' ')
     .trim();
-  return truncate(out, max);
+  return boundText(out, max, 'utf16');
 }
 
 function replaceWithContinuation(text: string, value: string): string {
@@ -171,11 +174,23 @@ function stripUrl(raw: string): string {
   }
 }
 
-/** Cuts to at most `max` UTF-16 units, never inside a surrogate pair; `…` marks a cut. */
-function truncate(s: string, max: number): string {
-  if (s.length <= max) return s;
-  let end = max - 1;
-  const last = s.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end--;
-  return s.slice(0, end) + '…';
+/**
+ * Refuses a rendered field over its limit: the renderer fits every field, so a longer one is a
+ * bug, refused before any request rather than cut a second time.
+ * @throws ProviderError `LIMIT_EXCEEDED`, not retryable, naming the field, its length and the limit.
+ */
+export function assertFits(
+  value: string,
+  limit: FieldLimit | undefined,
+  what: string,
+  secretValues: readonly string[],
+): void {
+  if (limit === undefined) return;
+  const n = measure(value, limit.unit);
+  if (n <= limit.max) return;
+  throw new ProviderError(`${what} is ${n} ${limit.unit} long, over the limit of ${limit.max}; not sent`, {
+    code: 'LIMIT_EXCEEDED',
+    retryable: false,
+    secretValues,
+  });
 }

@@ -1,7 +1,7 @@
 /**
  * `generic-hmac` provider: the `generic` webhook (./generic.ts) plus, following Flux's
  * convention, `X-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>` keyed by the
- * Secret's `token` (facts/forges.md). Receivers verify it over the raw body they received.
+ * Secret's `token` (docs/providers/generic-hmac.md). Receivers verify it over the raw body they received.
  */
 import { createHmac } from 'node:crypto';
 import { webhookNotifier } from './generic.ts';

@@ -53,7 +53,7 @@ export function webhookNotifier(
       ? { Authorization: `Basic ${Buffer.from(`${p.username}:${p.password}`, 'utf8').toString('base64')}` }
       : {};
   return {
-    async send(ev, rendered) {
+    async send(ev, rendered, signal) {
       const body = genericPayload(ev, rendered);
       await http.request(p.address, {
         method: 'POST',
@@ -64,6 +64,7 @@ export function webhookNotifier(
           ...sign(body),
         },
         body,
+        ...(signal !== undefined ? { signal } : {}),
       });
     },
     close: () => http.close(),

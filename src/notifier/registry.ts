@@ -1,69 +1,59 @@
 /**
- * Provider type → notifier factory. Types without an entry are not implemented yet
- * (forges and chat services land in later changes).
+ * Chat and webhook provider types: each one's field limits and, once implemented, its notifier
+ * (one file per type in this folder). The git forges are registered in src/forge/registry.ts;
+ * src/registry.ts puts both tables together.
+ *
+ * To add a type (msteams, discord and googlechat are declared in the API but not built yet):
+ * write src/notifier/<type>.ts exporting a `NotifierFactory` (see ./slack.ts for the shape: build
+ * the JSON payload in code, send it with `http.request`, map the service's error answers to
+ * `ProviderError`s), set `notifier` below, move its limits beside it, and add a page in
+ * docs/providers/. Until then a Provider of that type is Ready but its deliveries fail with
+ * reason `NotImplemented`.
  */
 import type { GitProviderType, ProviderType } from '../api/v1alpha1.ts';
-import type { ResolvedProvider } from '../credential/provider.ts';
-import { azuredevops } from './azuredevops.ts';
-import { bitbucket } from './bitbucket.ts';
-import { bitbucketserver } from './bitbucketserver.ts';
+import type { ProviderLimits } from '../template/rendered.ts';
 import { generic } from './generic.ts';
-import { slack } from './slack.ts';
 import { genericHmac } from './generic-hmac.ts';
-import { gitea } from './gitea.ts';
-import { github } from './github.ts';
-import { gitlab } from './gitlab.ts';
-import { ProviderHttp } from './http.ts';
-import type { Notifier, NotifierFactory } from './types.ts';
+import { slack, slackLimits } from './slack.ts';
+import type { NotifierFactory } from './types.ts';
 
-/**
- * Every git forge type has a notifier: this record is typed over all of `GIT_PROVIDER_TYPES`, so
- * adding a forge type to the API without an implementation does not compile.
- */
-const forgeNotifiers: Record<GitProviderType, NotifierFactory> = {
-  github,
-  gitlab,
-  gitea,
-  bitbucket,
-  bitbucketserver,
-  azuredevops,
-};
+export type MessageProviderType = Exclude<ProviderType, GitProviderType>;
 
-/** Webhook and chat types; msteams, discord and googlechat are not implemented yet. */
-const messageNotifiers: Partial<Record<Exclude<ProviderType, GitProviderType>, NotifierFactory>> = {
-  generic,
-  'generic-hmac': genericHmac,
-  slack,
-};
-
-export const notifiers: Partial<Record<ProviderType, NotifierFactory>> = {
-  ...forgeNotifiers,
-  ...messageNotifiers,
-};
-
-/** Whether `type` has a notifier in this build. */
-export function hasNotifier(type: ProviderType): boolean {
-  return notifiers[type] !== undefined;
+/** One chat or webhook provider type. */
+export interface MessageProvider {
+  /** What the renderer fits `message` to (webhooks: none; their message is bounded by the source, 8,192 code points). */
+  readonly limits: ProviderLimits;
+  /** Absent while the type is not implemented. */
+  readonly notifier?: NotifierFactory;
 }
 
-/**
- * Builds the notifier for `p.type`. Without `deps`, creates the `ProviderHttp` for `p` itself
- * (only once the type is known to be implemented). The notifier owns the HTTP client and closes
- * it in `close()`.
- * @throws Error when the type has no implementation yet, or the factory refuses `p`.
- */
-export function createNotifier(p: ResolvedProvider, deps?: { http: ProviderHttp }): Notifier {
-  const factory = notifiers[p.type];
-  if (factory === undefined) {
-    throw new Error(
-      `Provider ${p.namespace}/${p.name}: type '${p.type}' has no notifier in this version of pko-notification-controller (implemented: ${Object.keys(notifiers).join(', ')})`,
-    );
-  }
-  const http = deps?.http ?? new ProviderHttp(p);
-  try {
-    return factory(p, { http });
-  } catch (err) {
-    if (deps === undefined) void http.close();
-    throw err;
-  }
-}
+export const MESSAGE_PROVIDERS: { readonly [T in MessageProviderType]: MessageProvider } = {
+  generic: { limits: {}, notifier: generic },
+  'generic-hmac': { limits: {}, notifier: genericHmac },
+  slack: { limits: slackLimits, notifier: slack },
+  msteams: {
+    limits: {
+      message: {
+        max: 20_000,
+        unit: 'utf8',
+        source:
+          'Teams Workflows webhook payload ≤ 28 KB; 20,000 bytes of text leave room for the Adaptive Card and JSON escaping',
+      },
+    },
+  },
+  discord: {
+    limits: {
+      message: { max: 2_000, unit: 'utf16', source: 'Discord webhook: content ≤ 2,000 characters' },
+    },
+  },
+  googlechat: {
+    limits: {
+      message: {
+        max: 28_000,
+        unit: 'utf8',
+        source:
+          'Google Chat spaces.messages.create: message ≤ 32,000 bytes including cards; 28,000 bytes of text leave room for the payload',
+      },
+    },
+  },
+};

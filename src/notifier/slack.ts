@@ -7,13 +7,24 @@
  * through axios, which would bypass the Provider's CA bundle and proxy (every provider must honour
  * them), and have no timeout by default. The JSON payload is built here; only the text is templated.
  *
- * Facts (shared/facts/forges.md): a webhook answers `ok` (HTTP 200) and errors with 4xx text
+ * Behaviour (docs/providers/slack.md): a webhook answers `ok` (HTTP 200) and errors with 4xx text
  * (`invalid_payload`, `no_service`, `channel_is_archived`); `chat.postMessage` answers HTTP 200 with
  * `{"ok": false, "error": "…"}` on failure, and 429 with `Retry-After` when rate limited. `text`
- * is bounded by the renderer (≤ 4,000 characters advisable — src/notifier/limits.ts).
+ * is bounded by the renderer (≤ 4,000 characters advisable: `slackLimits`).
  */
+import type { ProviderLimits } from '../template/rendered.ts';
 import type { NotifierFactory } from './types.ts';
-import { ProviderError } from './errors.ts';
+import { assertFits, ProviderError } from './errors.ts';
+
+/** Slack's field limits (the renderer fits the message to them). */
+export const slackLimits: ProviderLimits = {
+  message: {
+    max: 4_000,
+    unit: 'utf16',
+    source:
+      'Slack chat.postMessage: text ≤ 4,000 characters advisable (cut at 40,000); docs/providers/slack.md',
+  },
+};
 
 /** `chat.postMessage` errors worth retrying; every other `ok: false` is a configuration error. */
 const RETRYABLE_API_ERRORS = new Set([
@@ -30,7 +41,8 @@ export const slack: NotifierFactory = (p, { http }) => {
     throw new Error(`Provider ${p.namespace}/${p.name}: a slack bot token needs spec.channel`);
   }
   return {
-    async send(_ev, rendered) {
+    async send(_ev, rendered, signal) {
+      assertFits(rendered.message, slackLimits.message, 'the slack message', http.secretValues);
       const payload = {
         text: rendered.message,
         ...(p.channel !== undefined ? { channel: p.channel } : {}),
@@ -43,6 +55,7 @@ export const slack: NotifierFactory = (p, { http }) => {
           ...(bot ? { Authorization: `Bearer ${p.token ?? ''}` } : {}),
         },
         body: JSON.stringify(payload),
+        ...(signal !== undefined ? { signal } : {}),
       });
       if (!bot) return;
       let answer: { ok?: unknown; error?: unknown };

@@ -3,35 +3,20 @@
  */
 import type { NotificationEvent } from '../api/event.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
+import type { RenderedNotification } from '../template/rendered.ts';
 import type { ProviderHttp } from './http.ts';
 
-/** Forge-neutral commit status state; each forge maps it (GitLab: pending→running, failure→failed). */
-export type CommitState = 'pending' | 'success' | 'failure';
-
-/** What the templates rendered for this (event, alert, provider) delivery (src/template). */
-export interface RenderedNotification {
-  /** The message text (chat body, webhook `message`). */
-  message: string;
-  /**
-   * Git forges: the commit status to set on `ev.metadata.commit` (always present for git
-   * Provider types). `description` is already bounded by the renderer to the forge's limit
-   * (GitHub 140 characters); `targetURL` is the permalink when there is one.
-   */
-  commitStatus?: { state: CommitState; context: string; description: string; targetURL: string | undefined };
-  /**
-   * Git forges with pull-request comments on: the sticky comment. `marker` is the hidden HTML
-   * comment that identifies it (unique per cluster, namespace and Stack); `body` contains it and
-   * fits the forge's comment limit (src/notifier/limits.ts).
-   */
-  comment?: { marker: string; body: string };
-}
+export type { CommitState, RenderedNotification } from '../template/rendered.ts';
 
 export interface Notifier {
   /**
-   * Delivers one event. Resolves once the endpoint accepted it.
+   * Delivers one event. Resolves once the endpoint accepted it. `rendered` already fits the
+   * provider type's limits (the renderer fitted it; notifiers do not cut again).
+   * @param signal cancels the send (shutdown past its deadline): every request of this send is
+   *   aborted and the send rejects with a `ProviderError` of code `ABORTED`.
    * @throws ProviderError (./errors.ts) — `retryable` and `retryAfterMs` drive the retry policy.
    */
-  send(ev: NotificationEvent, rendered: RenderedNotification): Promise<void>;
+  send(ev: NotificationEvent, rendered: RenderedNotification, signal?: AbortSignal): Promise<void>;
   /** Releases the notifier's resources, including the `ProviderHttp` it was given. Idempotent. */
   close(): Promise<void>;
 }

@@ -9,11 +9,12 @@ import type { Informer } from '../kube/informer.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Logger } from '../log.ts';
-import { compileAlert, type CompiledAlert } from '../alert/matcher.ts';
-import type { RoutedAlert } from '../delivery/dispatcher.ts';
+import { compileAlert, type CompiledAlert } from '../alert/compile.ts';
+import type { AlertIndex } from '../alert/routed.ts';
 import { compileTemplates, type TemplateSet } from '../template/index.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { KubeApiError, kubeRequest, objectPath } from '../kube/client.ts';
+import { keyOf, specChanged, splitKey, writeReady, type ReadyState } from './common.ts';
 
 /** How often a referenced template ConfigMap is re-read, ms (ConfigMaps are not watched). */
 const TEMPLATE_RECHECK_MS = 60_000;
@@ -28,41 +29,6 @@ function builtinTemplates(): TemplateSet {
   }
   return builtins;
 }
-import { splitKey, writeReady, type ReadyState } from './common.ts';
-
-/** Compiled, Ready Alerts by `namespace/name`: what the dispatcher routes with. */
-export class AlertIndex {
-  readonly #alerts = new Map<string, RoutedAlert>();
-  readonly #listeners: ((key: string, alert: RoutedAlert | undefined) => void)[] = [];
-
-  /** Stores (or removes) a routed Alert; listeners hear of new or changed generations and removals. */
-  set(key: string, alert: RoutedAlert | undefined): void {
-    const prev = this.#alerts.get(key);
-    if (alert) this.#alerts.set(key, alert);
-    else this.#alerts.delete(key);
-    const changed = alert
-      ? prev?.uid !== alert.uid || prev.compiled.generation !== alert.compiled.generation
-      : prev !== undefined;
-    if (changed) for (const l of this.#listeners) l(key, alert);
-  }
-
-  onChange(listener: (key: string, alert: RoutedAlert | undefined) => void): void {
-    this.#listeners.push(listener);
-  }
-
-  get(key: string): RoutedAlert | undefined {
-    return this.#alerts.get(key);
-  }
-
-  all(): IterableIterator<RoutedAlert> {
-    return this.#alerts.values();
-  }
-
-  get size(): number {
-    return this.#alerts.size;
-  }
-}
-
 export interface AlertReconcilerDeps {
   kubeConfig: KubeConfig;
   alerts: Informer<Alert>;
@@ -177,6 +143,9 @@ export class AlertReconciler {
         ? {
             key,
             uid: alert.metadata.uid,
+            namespace,
+            name,
+            providerName: alert.spec.providerRef.name,
             createdMs: new Date(alert.metadata.creationTimestamp ?? 0).getTime(),
             compiled,
             templates: templates ?? builtinTemplates(),
@@ -202,4 +171,25 @@ export class AlertReconciler {
     // A missing Provider comes back through the Provider informer (it re-queues referencing Alerts).
     return retryMs !== undefined ? { requeueAfterMs: retryMs } : undefined;
   }
+}
+
+/**
+ * Queues an Alert when it is added or deleted, and when its spec changed (generation) or it has no
+ * status yet; `delivery` forgets the waiting events of a deleted Alert.
+ */
+export function watchAlerts(
+  alerts: Informer<Alert>,
+  queue: { add(key: string): void },
+  delivery: { dropAlert(alertUid: string): void },
+): void {
+  alerts.on('add', (a) => {
+    queue.add(keyOf(a));
+  });
+  alerts.on('update', (a, old) => {
+    if (specChanged(a, old)) queue.add(keyOf(a));
+  });
+  alerts.on('delete', (a) => {
+    queue.add(keyOf(a));
+    if (a.metadata.uid) delivery.dropAlert(a.metadata.uid);
+  });
 }

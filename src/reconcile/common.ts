@@ -3,10 +3,22 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Condition, KubeObject } from '../api/meta.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { patchStatus, setCondition, findCondition } from '../kube/status.ts';
+import { boundText } from '../text.ts';
 
 /** Work-queue key of a namespaced object: `namespace/name`. */
 export function keyOf(obj: KubeObject): string {
   return `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
+}
+
+/**
+ * Whether an update needs a reconcile: the spec changed (`metadata.generation`) or the object has
+ * never been reconciled (no `status.observedGeneration`). Status-only updates (our own writes) do not.
+ */
+export function specChanged(
+  obj: { metadata: { generation?: number }; status?: { observedGeneration?: number } },
+  old: { metadata: { generation?: number } },
+): boolean {
+  return obj.metadata.generation !== old.metadata.generation || !obj.status?.observedGeneration;
 }
 
 export function splitKey(key: string): { namespace: string; name: string } {
@@ -22,7 +34,7 @@ export interface ReadyState {
 
 /** Condition messages are bounded: the API server accepts up to 32,768 bytes; we keep 1,024 characters. */
 export function boundMessage(s: string): string {
-  return s.length <= 1024 ? s : `${s.slice(0, 1023)}…`;
+  return boundText(s, 1024, 'utf16');
 }
 
 /**

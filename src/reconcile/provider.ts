@@ -7,13 +7,13 @@
  * Secret turns it Ready without a restart.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Provider } from '../api/v1alpha1.ts';
+import type { Alert, Provider } from '../api/v1alpha1.ts';
 import type { Informer } from '../kube/informer.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Logger } from '../log.ts';
 import { resolveProvider, type ResolvedProvider, type SecretReader } from '../credential/provider.ts';
-import { splitKey, writeReady, type ReadyState } from './common.ts';
+import { keyOf, specChanged, splitKey, writeReady, type ReadyState } from './common.ts';
 
 export interface ProviderReconcilerDeps {
   kubeConfig: KubeConfig;
@@ -25,12 +25,12 @@ export interface ProviderReconcilerDeps {
   notReadyRetryMs?: number;
   now?: () => Date;
   /**
-   * What deliveries last learned about the Provider that its spec cannot show (a TLS
-   * verification failure, rejected credentials); undefined when the last send worked.
+   * What deliveries last learned about a Provider that its spec cannot show (a TLS verification
+   * failure, rejected credentials; src/delivery/health.ts); undefined when the last send worked.
    */
-  deliveryProblem?: (key: string) => { reason: string; message: string } | undefined;
-  /** Called after every reconcile with the key and whether the Provider is usable. */
-  onResolved?: (key: string, resolved: ResolvedProvider | undefined) => void;
+  health?: { problem(key: string): { reason: string; message: string } | undefined };
+  /** Told after every reconcile whether the Provider is usable (src/credential/providers.ts). */
+  index: { set(key: string, resolved: ResolvedProvider | undefined): void };
 }
 
 export class ProviderReconciler {
@@ -44,13 +44,13 @@ export class ProviderReconciler {
     const { namespace, name } = splitKey(key);
     const provider = this.#d.providers.get(namespace, name);
     if (!provider || provider.metadata.deletionTimestamp) {
-      this.#d.onResolved?.(key, undefined);
+      this.#d.index.set(key, undefined);
       return undefined;
     }
     const result = await resolveProvider(provider, this.#d.readSecret);
     // A delivery problem makes the Provider not Ready, but it stays usable: its events keep
     // being retried, and the first successful send (e.g. once the CA is added) clears it.
-    const problem = result.ok ? this.#d.deliveryProblem?.(key) : undefined;
+    const problem = result.ok ? this.#d.health?.problem(key) : undefined;
     const state: ReadyState = !result.ok
       ? { ready: false, reason: result.reason, message: result.message }
       : problem
@@ -81,7 +81,40 @@ export class ProviderReconciler {
         );
       }
     }
-    this.#d.onResolved?.(key, result.ok ? result.provider : undefined);
+    this.#d.index.set(key, result.ok ? result.provider : undefined);
     return result.ok ? undefined : { requeueAfterMs: this.#d.notReadyRetryMs ?? 15_000 };
   }
+}
+
+/** What the informers tell the Provider and Alert queues (controller-runtime's generation predicate). */
+export interface Queue {
+  add(key: string): void;
+}
+
+/**
+ * Queues a Provider when it is added or deleted, and when its spec changed (generation) or it has
+ * no status yet; the Alerts that reference it are queued on every change (they check it).
+ */
+export function watchProviders(
+  providers: Informer<Provider>,
+  alerts: Informer<Alert>,
+  queues: { providers: Queue; alerts: Queue },
+): void {
+  const alertsOf = (p: Provider): void => {
+    for (const a of alerts.list(p.metadata.namespace)) {
+      if (a.spec.providerRef.name === p.metadata.name) queues.alerts.add(keyOf(a));
+    }
+  };
+  providers.on('add', (p) => {
+    queues.providers.add(keyOf(p));
+    alertsOf(p);
+  });
+  providers.on('update', (p, old) => {
+    if (specChanged(p, old)) queues.providers.add(keyOf(p));
+    alertsOf(p);
+  });
+  providers.on('delete', (p) => {
+    queues.providers.add(keyOf(p));
+    alertsOf(p);
+  });
 }

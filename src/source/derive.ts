@@ -1,12 +1,12 @@
 /**
  * Level-based derivation of {@link NotificationEvent}s from PKO `Update` and `Stack` status
- * (design §3, §4). Pure: no Kubernetes calls, no clock — the same object always yields the same
+ * (docs/events.md). Pure: no Kubernetes calls, no clock — the same object always yields the same
  * events, so a relist or a restart recomputes exactly what a live watch would have seen.
  *
  * ## What the functions return
  * The CURRENT desired events implied by an object's status, not edges:
  * - An Update that is not done yields `<Type>Started`. A done Update (`Complete=True` and
- *   `metadata.generation == status.observedGeneration`, shared/facts/pko.md) yields BOTH
+ *   `metadata.generation == status.observedGeneration`) yields BOTH
  *   `<Type>Started` and `<Type>Succeeded` (`Failed=False`) or `<Type>Failed` (`Failed=True`), so a
  *   controller that never saw the running phase still knows the whole run. The delivery layer
  *   decides what to send: it may skip a Started whose run already has a terminal event in the
@@ -54,8 +54,16 @@
  * Timestamps come from status (Update start/end time, `lastResyncTime`, condition transition
  * times) or `metadata.creationTimestamp`, never from the clock; `1970-01-01T00:00:00Z` if none.
  * Severity: `*Failed` and `StackStalled` are `error`, the rest `info`.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
-import type { InvolvedObject, NotificationEvent } from '../api/event.ts';
+import {
+  eventId,
+  type EventPhase,
+  type InvolvedObject,
+  type NotificationEvent,
+  type RunRef,
+} from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';
 import {
   STACK_GROUP,
@@ -76,7 +84,7 @@ import {
   v1FailureText,
   v1Outcome,
 } from './runs.ts';
-import { cleanMessage } from './text.ts';
+import { cleanMessage } from '../text.ts';
 
 /** The revision PKO writes into an Update's `spec.message` (`New commit detected: "<rev>"`), if any. */
 export function revisionFromUpdateMessage(message: string | undefined): string | undefined {
@@ -209,11 +217,14 @@ interface Subject {
 function makeEvent(
   subject: Subject,
   ctx: DeriveContext,
-  fields: { run: string; phase: string; reason: EventReason; message: string; timestamp: string },
+  fields: { run: RunRef; phase: EventPhase; reason: EventReason; message: string; timestamp: string },
   metadata: Record<string, string>,
 ): NotificationEvent {
+  const identity = { stack: subject.key, run: fields.run, phase: fields.phase };
+  const noCommit = metadata.commit === undefined ? parseRevision(metadata.revision).reason : undefined;
   return {
-    id: `${subject.key}/${fields.run}/${fields.phase}`,
+    identity,
+    id: eventId(identity),
     involvedObject: { ...subject.involvedObject },
     labels: { ...subject.labels },
     severity: severityOf(fields.reason),
@@ -222,15 +233,8 @@ function makeEvent(
     timestamp: fields.timestamp,
     metadata,
     reportingController: ctx.reportingController,
+    ...(noCommit !== undefined ? { noCommitReason: noCommit } : {}),
   };
-}
-
-/**
- * The run key of an event: its id without the last (phase) segment. Events of one run — Started,
- * Succeeded/Failed, and a StackStalled caused by it — share it.
- */
-export function runKeyOf(ev: NotificationEvent): string {
-  return ev.id.slice(0, ev.id.lastIndexOf('/'));
 }
 
 /**
@@ -332,8 +336,8 @@ export function eventsFromUpdate(
       subject,
       ctx,
       {
-        run: updateName,
-        phase: 'started',
+        run: { kind: 'update', name: updateName },
+        phase: { kind: 'started' },
         reason: reasonOf(type, 'started'),
         message: runMessage(type, label, 'started', update.spec?.message),
         timestamp: timeOf(created, status.startTime, condition(conds, 'Progressing')?.lastTransitionTime),
@@ -348,8 +352,8 @@ export function eventsFromUpdate(
         subject,
         ctx,
         {
-          run: updateName,
-          phase,
+          run: { kind: 'update', name: updateName },
+          phase: { kind: phase },
           reason: reasonOf(type, phase),
           message: runMessage(
             type,
@@ -411,8 +415,8 @@ export function eventsFromStack(
             subject,
             ctx,
             {
-              run: last.name,
-              phase,
+              run: { kind: 'update', name: last.name },
+              phase: { kind: phase },
               reason: reasonOf(last.type, phase),
               message: runMessage(last.type, label, phase, unquoteMessage(last.message)),
               timestamp,
@@ -425,10 +429,12 @@ export function eventsFromStack(
       // PKO v1: no Update objects. A run is its commit and outcome (see v1Outcome): retries of a
       // failing commit and resyncs of a deployed one are the same event again, which the ledger
       // treats as done; a branch reset that ran nothing is no event. lastResyncTime orders the
-      // events (it is the event's timestamp) but is not part of their identity.
+      // events (RunRef `at`) but is not part of their id.
       const outcome = v1Outcome(stack);
       if (outcome) {
         const type: RunType = stack.spec?.preview === true ? 'preview' : 'up';
+        const when =
+          last.lastResyncTime ?? `g${String(status.observedGeneration ?? stack.metadata.generation ?? 0)}`;
         const v1Metadata: Record<string, string> = {};
         sourceMetadata(v1Metadata, stack, outcome.commit, ctx);
         put(v1Metadata, 'updateType', type);
@@ -442,8 +448,8 @@ export function eventsFromStack(
             subject,
             ctx,
             {
-              run: encodeURIComponent(`v1:${outcome.commit}`),
-              phase: outcome.phase,
+              run: { kind: 'v1', commit: outcome.commit, at: when },
+              phase: { kind: outcome.phase },
               reason: reasonOf(type, outcome.phase),
               message: runMessage(type, label, outcome.phase, detail),
               timestamp,
@@ -478,8 +484,8 @@ export function eventsFromStack(
         subject,
         ctx,
         {
-          run: current.name,
-          phase: 'started',
+          run: { kind: 'update', name: current.name },
+          phase: { kind: 'started' },
           reason: reasonOf(type, 'started'),
           message: runMessage(type, label, 'started', undefined),
           timestamp: timeOf(
@@ -508,8 +514,11 @@ export function eventsFromStack(
         subject,
         ctx,
         {
-          run: last?.name !== undefined && last.name !== '' ? last.name : '-',
-          phase: `stalled:${stalled.reason}@${String(generation)}`,
+          run:
+            last?.name !== undefined && last.name !== ''
+              ? { kind: 'update', name: last.name }
+              : { kind: 'none' },
+          phase: { kind: 'stalled', reason: stalled.reason, generation },
           reason: 'StackStalled',
           message: cleanMessage(`Stack ${label} stalled (${stalled.reason})${detail}`),
           timestamp: timeOf(
@@ -586,7 +595,7 @@ export function eventsForStack(
       // finished), the run was reported while it existed: nothing new here.
       const joined = prev !== undefined;
       for (const ev of joined ? eventsFromUpdate(u, stack, ctx) : []) {
-        if (ev.id.endsWith('/started')) continue;
+        if (ev.identity.phase.kind === 'started') continue;
         if (streak !== undefined && streak.outcome === done) {
           // The same result again: one event for the streak, carrying the latest message.
           if (streak.event) streak.event.message = ev.message;
@@ -600,7 +609,7 @@ export function eventsForStack(
       streak = undefined;
       for (const ev of eventsFromUpdate(u, stack, ctx)) {
         byId.set(ev.id, ev);
-        if (done && !ev.id.endsWith('/started')) streak = { outcome: done, event: ev };
+        if (done && ev.identity.phase.kind !== 'started') streak = { outcome: done, event: ev };
       }
     }
     prev = u;

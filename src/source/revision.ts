@@ -2,13 +2,15 @@
  * The revision grammar of PKO commit fields (`status.lastUpdate.lastAttemptedCommit`,
  * `status.currentUpdate.commit`), case F03.
  *
- * What PKO writes there (shared/facts/pko.md, "Stack"): a 40-hex SHA for git sources; the Flux
+ * What PKO writes there (docs/events.md): a 40-hex SHA for git sources; the Flux
  * `artifact.revision` for Flux sources (`main@sha1:<sha>`, `<tag>@sha256:<digest>` for OCI, and
  * `main/<sha>` from Flux's older revision format); the Program's generation (`"3"`) for Program
  * sources; an artifact digest `sha256:…` on PKO v2.0.x. Only a real git SHA-1 may ever reach a
  * forge: everything else yields `commit: null` and a `reason` for logs and metrics.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
  */
-import { boundText } from './text.ts';
+import { boundText } from '../text.ts';
 
 export interface ParsedRevision {
   /** The raw value, or null when absent or empty. */

@@ -1,5 +1,5 @@
 /**
- * The template context: every documented key, always present, `null` when unknown (design §6).
+ * The template context: every documented key, always present, `null` when unknown (templates/README.md).
  * `templates/README.md` documents exactly these keys (a test keeps the two equal).
  *
  * Context objects have no prototype, so `{{constructor}}`, `{{__proto__}}` and friends are
@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import type { NotificationEvent } from '../api/event.ts';
 import type { ProviderType } from '../api/v1alpha1.ts';
-import { cleanMessage } from '../source/text.ts';
+import { cleanMessage } from '../text.ts';
 
 /** Keys whose value is a string map (`{{metadata.x}}`, `{{#each labels}}`); the rest are scalars. */
 export const MAP_KEYS = ['metadata', 'labels'] as const;

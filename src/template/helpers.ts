@@ -1,5 +1,5 @@
 /**
- * The vetted Handlebars helpers (design §6). Pure functions of their arguments: no I/O, no
+ * The vetted Handlebars helpers (templates/README.md). Pure functions of their arguments: no I/O, no
  * environment, no clock. `null` (an unknown context value) renders as '' everywhere; a helper
  * given `undefined` — which only a misspelled key in a helper argument can produce, since the
  * context carries every documented key — throws, so test-rendering reports the typo.
@@ -16,7 +16,7 @@
  * | `shortSha s [n]` | `{{shortSha commit}}` | first `n` (default 7) characters |
  */
 import type { HelperDelegate, HelperOptions } from 'handlebars';
-import { boundText } from '../source/text.ts';
+import { boundText } from '../text.ts';
 
 /** Names of the helpers registered on the isolated instance (and the only ones templates may call). */
 export const HELPER_NAMES = [

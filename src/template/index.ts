@@ -1,5 +1,5 @@
 /**
- * Templates (design §6): Handlebars in ONE isolated instance (`Handlebars.create()`), compiled
+ * Templates (templates/README.md): Handlebars in ONE isolated instance (`Handlebars.create()`), compiled
  * with `strict` and `knownHelpersOnly`, run without prototype access, with only the vetted
  * helpers of ./helpers.ts (Handlebars' `log` is removed: it writes to the console). No partials,
  * no decorators, no environment, no files beyond the built-in templates. Output is not
@@ -15,51 +15,30 @@
  * Every template is checked when compiled — statically (unknown keys and helpers, with line and
  * column) and by test-rendering against a full sample context and one where every optional key
  * is null — so the Alert reconciler can report `InvalidTemplate` before any event arrives.
+ *
  */
 import { readFileSync } from 'node:fs';
 import Handlebars from 'handlebars';
-import type { NotificationEvent } from '../api/event.ts';
-import { isGitProviderType, type ProviderType } from '../api/v1alpha1.ts';
-import { limitsFor, measure, type FieldLimit } from '../notifier/limits.ts';
-import type { RenderedNotification } from '../notifier/types.ts';
-import { buildContext, markerFor, withValues, stateOf, type TemplateContext } from './context.ts';
-import { boundTo, fitContext, fitMessage, singleLine, tailTo } from './fit.ts';
+import { eventId, type EventIdentity, type NotificationEvent } from '../api/event.ts';
+import type { ProviderType } from '../api/v1alpha1.ts';
+import { singleLine } from '../text.ts';
+import { buildContext, withValues, type TemplateContext } from './context.ts';
+import { cleanError, errorLine, errorMessage } from './errors.ts';
 import { HELPER_NAMES, vettedHelpers } from './helpers.ts';
+import { truncationNote } from './render.ts';
+import { TEMPLATE_NAMES, type CompileResult, type Compiled, type TemplateName } from './types.ts';
 import { validateTemplateAst } from './validate.ts';
 
 export { CONTEXT_KEYS, type TemplateContext } from './context.ts';
-
-export const TEMPLATE_NAMES = [
-  'message',
-  'commitStatusDescription',
-  'commitStatusContext',
-  'pullRequestComment',
-] as const;
-export type TemplateName = (typeof TEMPLATE_NAMES)[number];
-
-type Compiled = (ctx: TemplateContext) => string;
-
-/** Compiled templates of one Alert (and Provider context override), ready for rendering. */
-export interface TemplateSet {
-  readonly templates: Readonly<Record<TemplateName, Compiled>>;
-  /** The built-in templates, used when a custom one fails at render time. */
-  readonly builtins: Readonly<Record<TemplateName, Compiled>>;
-  /** Which templates are not the built-in ones. */
-  readonly overridden: readonly TemplateName[];
-}
-
-export type CompileResult =
-  { ok: true; set: TemplateSet } | { ok: false; template: string; line: number | null; message: string };
-
-export interface RenderOptions {
-  /** The controller's cluster name (`--cluster-name`), part of the default commit status context. */
-  clusterName: string;
-  providerType: ProviderType;
-  /** Git forges: also render the sticky pull-request comment (Provider `pullRequestComment.enabled`). */
-  commentsEnabled: boolean;
-  /** Called when a custom template fails at render time; the built-in one is used instead. */
-  onTemplateError?: (template: TemplateName, message: string) => void;
-}
+export { renderNotification, templateContext, truncationNote } from './render.ts';
+export {
+  TEMPLATE_NAMES,
+  type CompileResult,
+  type RenderOptions,
+  type TemplateName,
+  type TemplateSet,
+} from './types.ts';
+export type { CommitState, ContextLimit, ProviderLimits, RenderedNotification } from './rendered.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The isolated instance
@@ -84,30 +63,6 @@ const RUNTIME_OPTIONS: Handlebars.RuntimeOptions = {
   allowProtoMethodsByDefault: false,
   allowCallsToHelperMissing: false,
 };
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** Line number of a Handlebars error: `lineNumber` (compile/strict errors) or "on line N" (parse errors). */
-function errorLine(err: unknown): number | null {
-  if (typeof err === 'object' && err !== null && 'lineNumber' in err && typeof err.lineNumber === 'number') {
-    return err.lineNumber;
-  }
-  const m = /line (\d+)/.exec(errorMessage(err));
-  return m?.[1] === undefined ? null : Number(m[1]);
-}
-
-/**
- * Single-line, bounded form of a Handlebars error message. Parse errors span several lines
- * (message, source excerpt, caret, "Expecting …"): the first and the "Expecting" line are kept.
- */
-function cleanError(message: string): string {
-  const [first = '', ...rest] = message.split('\n');
-  const expecting = rest.find((l) => l.startsWith('Expecting'));
-  const text = expecting === undefined ? first : `${first} ${expecting}`;
-  return boundTo(text.replace(/\s+/g, ' ').trim(), 400, 'codePoints');
-}
 
 type CompileOne = { ok: true; fn: Compiled } | { ok: false; line: number | null; message: string };
 
@@ -169,8 +124,14 @@ function builtins(): Record<TemplateName, Compiled> {
 const SAMPLE_COMMIT = '0123456789abcdef0123456789abcdef01234567';
 
 function sampleEvents(): NotificationEvent[] {
+  const identity: EventIdentity = {
+    stack: 'sample-uid',
+    run: { kind: 'update', name: 'update-sample' },
+    phase: { kind: 'failed' },
+  };
   const base: NotificationEvent = {
-    id: 'sample-uid/update-sample/failed',
+    identity,
+    id: eventId(identity),
     involvedObject: {
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',
@@ -327,140 +288,4 @@ export function compileTemplates(
     }
   }
   return { ok: true, set: { templates, builtins: base, overridden } };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Render
-
-/**
- * The template context of `ev` (see templates/README.md): every documented key present, `null`
- * when unknown.
- */
-export function templateContext(ev: NotificationEvent, opts: RenderOptions): TemplateContext {
-  return buildContext(ev, { clusterName: opts.clusterName, providerType: opts.providerType });
-}
-
-function render(set: TemplateSet, name: TemplateName, ctx: TemplateContext, opts: RenderOptions): string {
-  try {
-    return set.templates[name](ctx);
-  } catch (err) {
-    opts.onTemplateError?.(name, cleanError(errorMessage(err)));
-    return set.builtins[name](ctx);
-  }
-}
-
-/** `_Output truncated: showing the last N of M characters._` (code points). */
-export function truncationNote(kept: number, total: number): string {
-  return `_Output truncated: showing the last ${kept.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} characters._`;
-}
-
-function finishComment(body: string, marker: string, note: string | null): string {
-  let out = body.trim();
-  if (!out.includes(marker)) out = `${marker}\n${out}`;
-  if (note !== null && !out.includes(note)) out = `${out}\n\n${note}`;
-  return `${out}\n`;
-}
-
-/**
- * The sticky comment body within `limit`: rendered once; when too long, `message` and `output`
- * are cut from the front (CLI errors come last) until the whole body fits, with `truncated` and
- * `truncationNote` set (the note is appended if the template does not show it). The header, result,
- * commit and link of the template are never cut. Code fences stay balanced: `codeBlock` picks
- * its fence from the content actually shown. Last resort (a template whose fixed text alone is too
- * long): the marker, the title and the note.
- */
-function renderComment(
-  set: TemplateSet,
-  ctx: TemplateContext,
-  limit: FieldLimit | undefined,
-  opts: RenderOptions,
-): string {
-  const marker = markerFor(ctx.markerId);
-  const first = finishComment(render(set, 'pullRequestComment', ctx, opts), marker, null);
-  if (limit === undefined || measure(first, limit.unit) <= limit.max) return first;
-  const { max, unit } = limit;
-  const total = measure(ctx.message, 'codePoints');
-  const sampleNote = truncationNote(total, total);
-  let budget = measure(ctx.message, unit) - (measure(first, unit) - max) - measure(sampleNote, unit) - 64;
-  for (let i = 0; i < 12; i++) {
-    const b = Math.max(0, budget);
-    const message = tailTo(ctx.message, b, unit);
-    const output = ctx.output === null ? null : tailTo(ctx.output, b, unit);
-    const note = truncationNote(measure(message, 'codePoints'), total);
-    const body = finishComment(
-      render(
-        set,
-        'pullRequestComment',
-        withValues(ctx, { message, output, truncated: true, truncationNote: note }),
-        opts,
-      ),
-      marker,
-      note,
-    );
-    const over = measure(body, unit) - max;
-    if (over <= 0) return body;
-    if (b === 0) break;
-    budget = b - over - 16 * (i + 1);
-  }
-  const note = truncationNote(0, total);
-  return boundTo(`${marker}\n### ${ctx.emoji} ${ctx.title}\n\n${note}\n`, max, unit);
-}
-
-function statusDescription(
-  set: TemplateSet,
-  ctx: TemplateContext,
-  limit: FieldLimit | undefined,
-  opts: RenderOptions,
-): string {
-  let text = singleLine(render(set, 'commitStatusDescription', ctx, opts));
-  if (text === '') text = ctx.title;
-  return limit === undefined ? text : boundTo(text, limit.max, limit.unit);
-}
-
-function statusContext(set: TemplateSet, ctx: TemplateContext, opts: RenderOptions): string {
-  let text = singleLine(render(set, 'commitStatusContext', ctx, opts));
-  if (text === '') text = singleLine(set.builtins.commitStatusContext(ctx));
-  if (text === '') text = `pko/${ctx.clusterName}/${ctx.namespace}/${ctx.stackName}`;
-  return fitContext(text, limitsFor(opts.providerType).statusContext);
-}
-
-function targetURL(ctx: TemplateContext, limit: FieldLimit | undefined): string | undefined {
-  const url = ctx.permalink;
-  if (url === null || !/^https?:\/\//i.test(url)) return undefined;
-  return limit === undefined || measure(url, limit.unit) <= limit.max ? url : undefined;
-}
-
-/**
- * Renders everything one delivery needs (src/notifier/types.ts `RenderedNotification`):
- * - `message` (always): the `message` template, trimmed and fitted to the chat limit of
- *   `providerType` (first line kept, then the end of the output).
- * - git provider types: `commitStatus` — `state` from the reason (*Started → pending, *Succeeded →
- *   success, *Failed/StackStalled → failure); `context` rendered, single-line, and fitted to the
- *   forge's limit by prefix + hash (Bitbucket keys ≤ 40); `description` rendered, escape-free,
- *   single-line, bounded in the forge's unit with a trailing `…` (GitHub ≤ 140 code points, F13);
- *   `targetURL` the permalink when it is http(s) and within the forge's URL limit.
- * - git provider types with `commentsEnabled`: `comment` {marker, body} — see the comment limits
- *   (F14: GitHub ≤ 65,536, GitLab ≤ 1,000,000).
- * A custom template that fails at render time is replaced by the built-in one (`onTemplateError`).
- */
-export function renderNotification(
-  set: TemplateSet,
-  ev: NotificationEvent,
-  opts: RenderOptions,
-): RenderedNotification {
-  const ctx = templateContext(ev, opts);
-  const limits = limitsFor(opts.providerType);
-  const message = fitMessage(render(set, 'message', ctx, opts).trim(), limits.message);
-  const out: RenderedNotification = { message };
-  if (!isGitProviderType(opts.providerType)) return out;
-  out.commitStatus = {
-    state: stateOf(ev.reason),
-    context: statusContext(set, ctx, opts),
-    description: statusDescription(set, ctx, limits.statusDescription, opts),
-    targetURL: targetURL(ctx, limits.statusTargetURL),
-  };
-  if (opts.commentsEnabled) {
-    out.comment = { marker: markerFor(ctx.markerId), body: renderComment(set, ctx, limits.comment, opts) };
-  }
-  return out;
 }

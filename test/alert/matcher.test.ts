@@ -1,9 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import type { NotificationEvent } from '../../src/api/event.ts';
+import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
 import type { Alert, AlertSpec } from '../../src/api/v1alpha1.ts';
-import { compileAlert, eventForAlert, matchAlert, type CompiledAlert } from '../../src/alert/matcher.ts';
+import { compileAlert, type CompiledAlert } from '../../src/alert/compile.ts';
+import { eventForAlert, matchAlert, whySkipped, ROUTING_CHECKS } from '../../src/alert/matcher.ts';
 import { eventsFromStack, eventsFromUpdate } from '../../src/source/derive.ts';
 import { ctx, update, v2FailedStack } from '../source/fixtures.ts';
+
+const IDENTITY: EventIdentity = {
+  stack: 'uid-1',
+  run: { kind: 'update', name: 'app-dev-1' },
+  phase: { kind: 'failed' },
+};
 
 function alert(spec: Partial<AlertSpec>, namespace = 'team-a', name = 'ops'): Alert {
   return {
@@ -22,7 +29,8 @@ function compile(spec: Partial<AlertSpec>, allowCrossNamespace = false, namespac
 
 function event(over: Partial<NotificationEvent> = {}): NotificationEvent {
   return {
-    id: 'uid-1/app-dev-1/failed',
+    identity: IDENTITY,
+    id: eventId(IDENTITY),
     involvedObject: {
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',
@@ -201,6 +209,89 @@ describe('matchAlert filters', () => {
     expect(matchAlert(a, event({ message: `${'a'.repeat(50_000)}!` }))).toBe(false);
     expect(matchAlert(a, event({ message: 'a'.repeat(50_000) }))).toBe(true);
     expect(performance.now() - started).toBeLessThan(2000);
+  });
+});
+
+describe('whySkipped: the first named check that skips, with a message', () => {
+  it.each([
+    { name: 'suspended', spec: { suspend: true }, ev: {}, check: 'Suspended', message: 'Alert is suspended' },
+    {
+      name: 'another namespace',
+      spec: {},
+      ev: { involvedObject: { ...event().involvedObject, namespace: 'team-b' } },
+      check: 'SourceKindOrNamespace',
+      message: 'no eventSources entry covers Stack team-b/app-dev',
+    },
+    {
+      name: 'kind Update without an Update',
+      spec: { eventSources: [{ kind: 'Update' as const }] },
+      ev: { metadata: {} },
+      check: 'SourceKindOrNamespace',
+      message: 'no eventSources entry covers Stack team-a/app-dev (no Update)',
+    },
+    {
+      name: 'severity',
+      spec: { eventSeverity: 'error' as const },
+      ev: { severity: 'info' as const },
+      check: 'Severity',
+      message: "severity info is below the Alert's eventSeverity error",
+    },
+    {
+      name: 'name glob',
+      spec: { eventSources: [{ kind: 'Stack' as const, name: 'web-*' }] },
+      ev: {},
+      check: 'SourceNameOrLabels',
+      message: 'no eventSources entry selects Stack team-a/app-dev by name and labels',
+    },
+    {
+      name: 'labels',
+      spec: { eventSources: [{ kind: 'Stack' as const, matchLabels: { env: 'prod' } }] },
+      ev: {},
+      check: 'SourceNameOrLabels',
+      message: 'no eventSources entry selects Stack team-a/app-dev by name and labels',
+    },
+    {
+      name: 'reason',
+      spec: { eventReasons: ['UpdateSucceeded' as const] },
+      ev: {},
+      check: 'EventReason',
+      message: 'reason UpdateFailed is not in eventReasons',
+    },
+    {
+      name: 'inclusionList',
+      spec: { inclusionList: ['^nothing'] },
+      ev: {},
+      check: 'InclusionList',
+      message: 'the message matches no inclusionList expression',
+    },
+    {
+      name: 'exclusionList',
+      spec: { exclusionList: ['nothing', 'acme/app'] },
+      ev: {},
+      check: 'ExclusionList',
+      message: 'the message matches exclusionList[1]',
+    },
+  ])('$name → $check', ({ spec, ev, check, message }) => {
+    expect(whySkipped(compile(spec), event(ev))).toEqual({ check, message });
+  });
+
+  it('a matching event has no reason', () => {
+    expect(whySkipped(compile({}), event())).toBeUndefined();
+  });
+
+  it('checks run in order: the first failing one is reported', () => {
+    const a = compile({ suspend: true, eventSeverity: 'error', eventReasons: ['UpdateSucceeded'] });
+    expect(whySkipped(a, event({ severity: 'info' }))?.check).toBe('Suspended');
+    const b = compile({ eventSeverity: 'error', eventReasons: ['UpdateSucceeded'] });
+    expect(whySkipped(b, event({ severity: 'info' }))?.check).toBe('Severity');
+  });
+
+  it('the routing checks leave suspension out (delivery records a suspended Alert’s events as skipped)', () => {
+    const suspended = compile({ suspend: true });
+    expect(whySkipped(suspended, event(), ROUTING_CHECKS)).toBeUndefined();
+    expect(
+      whySkipped(compile({ suspend: true, eventReasons: ['UpdateSucceeded'] }), event(), ROUTING_CHECKS),
+    ).toEqual({ check: 'EventReason', message: 'reason UpdateFailed is not in eventReasons' });
   });
 });
 

@@ -169,6 +169,27 @@ describe('leader election with two processes', () => {
         () => Promise.resolve(events(receiver).filter((e) => e.reason === 'UpdateSucceeded').length >= 3),
         { timeoutMs: 20_000, what: '3 results from the leader' },
       );
+      // Kill once the third result is in the ledger (milliseconds after its send): killing between
+      // a send and its ledger write is the documented crash window, covered by the F17 tests; here
+      // the handover is under test.
+      const third = names[2] ?? '';
+      const thirdRun = Number.parseInt(third.slice(third.lastIndexOf('-') + 1), 16);
+      const core = new Objects(ns).core;
+      await waitFor(
+        async () => {
+          const cms = await core.listNamespacedConfigMap({
+            namespace: ns,
+            labelSelector: `${LEDGER_LABEL}=v1`,
+          });
+          return cms.items.some((cm) =>
+            Object.values(cm.data ?? {}).some((v) => {
+              const [run = 0, rank = 0] = (v.split('~')[0] ?? '').split('.').map(Number);
+              return run > thirdRun || (run === thirdRun && rank >= 1);
+            }),
+          );
+        },
+        { timeoutMs: 10_000, intervalMs: 20, what: 'ledger entry for the third result' },
+      );
 
       const killedAt = Date.now();
       leader.kill('SIGKILL');

@@ -1,5 +1,5 @@
 /** Shared fixtures for notifier tests: a ResolvedProvider builder and a sample event. */
-import type { NotificationEvent } from '../../src/api/event.ts';
+import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
 import type { ResolvedProvider } from '../../src/credential/provider.ts';
 
 export function resolved(
@@ -19,8 +19,15 @@ export function resolved(
   };
 }
 
+const IDENTITY: EventIdentity = {
+  stack: '6f1c2d9e-0000-4000-8000-000000000001',
+  run: { kind: 'update', name: 'update-abc' },
+  phase: { kind: 'succeeded' },
+};
+
 export const sampleEvent: NotificationEvent = {
-  id: '6f1c2d9e-0000-4000-8000-000000000001/update-abc/Succeeded',
+  identity: IDENTITY,
+  id: eventId(IDENTITY),
   involvedObject: {
     apiVersion: 'auto.pulumi.com/v1alpha1',
     kind: 'Update',

@@ -5,7 +5,7 @@ import { ProviderError } from '../../src/notifier/errors.ts';
 import { EVENT_ID_HEADER, genericPayload } from '../../src/notifier/generic.ts';
 import { hmacSignature } from '../../src/notifier/generic-hmac.ts';
 import { ProviderHttp } from '../../src/notifier/http.ts';
-import { createNotifier, hasNotifier, notifiers } from '../../src/notifier/registry.ts';
+import { createNotifier } from '../../src/registry.ts';
 import type { Notifier } from '../../src/notifier/types.ts';
 import { makeTestPKI, type TestPKI } from '../support/pki.ts';
 import { startProxy, type TestProxy } from '../support/proxy.ts';
@@ -236,18 +236,5 @@ describe('generic and generic-hmac over TLS and proxies (F08, F09)', () => {
     expect(secure.requests).toHaveLength(2);
     expect(verifies(plain.requests[1]!, key)).toBe(true);
     expect(verifies(secure.requests[1]!, key)).toBe(true);
-  });
-});
-
-describe('registry', () => {
-  it('implements generic and generic-hmac; a type without a notifier throws a clear error', () => {
-    expect(Object.keys(notifiers)).toEqual(expect.arrayContaining(['generic', 'generic-hmac']));
-    expect(hasNotifier('generic')).toBe(true);
-    expect(hasNotifier('discord')).toBe(false);
-    expect(() =>
-      createNotifier(resolved({ type: 'discord', address: 'https://discord.example/api/webhooks/x' })),
-    ).toThrow(
-      /^Provider team-a\/hook: type 'discord' has no notifier in this version of pko-notification-controller \(implemented: .*\bgeneric-hmac\b/,
-    );
   });
 });

@@ -18,7 +18,7 @@ import { kubeRequest, objectPath } from '../../src/kube/client.ts';
 import type { Stack } from '../../src/api/pko.ts';
 import { LogCapture, Objects } from '../support/controller.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { startGitHubServer, type GitHubContractServer, type StoredStatus } from '../forges/github-server.ts';
+import { startGitHubServer, type GitHubContractServer, type StoredStatus } from '../forge/github/server.ts';
 import {
   createNamespace,
   operatorLock,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
-import { eventsFromStack, eventsFromUpdate, runKeyOf } from '../../src/source/derive.ts';
+import { runKey } from '../../src/api/event.ts';
+import { eventsFromStack, eventsFromUpdate } from '../../src/source/derive.ts';
 import {
   FAILED_MESSAGE,
   NS,
@@ -26,6 +27,11 @@ describe('eventsFromUpdate', () => {
     const evs = eventsFromUpdate(update('running'), v2RunningStack(), ctx);
     expect(evs).toEqual([
       {
+        identity: {
+          stack: STACK_UID,
+          run: { kind: 'update', name: UPDATE_NAME },
+          phase: { kind: 'started' },
+        },
         id: `${STACK_UID}/${UPDATE_NAME}/started`,
         involvedObject: {
           apiVersion: 'pulumi.com/v1',
@@ -150,8 +156,8 @@ describe('eventsFromUpdate', () => {
       const running = eventsFromUpdate(update('running'), v2RunningStack(), ctx);
       const done = eventsFromUpdate(update('failed'), v2FailedStack(), ctx);
       expect(done[0]!.id).toBe(running[0]!.id);
-      expect(runKeyOf(done[1]!)).toBe(runKeyOf(running[0]!));
-      expect(runKeyOf(done[1]!)).toBe(`${STACK_UID}/${UPDATE_NAME}`);
+      expect(runKey(done[1]!.identity)).toBe(runKey(running[0]!.identity));
+      expect(runKey(done[1]!.identity)).toBe(`${STACK_UID}/${UPDATE_NAME}`);
     });
 
     it('without the Stack object, the ownerReference gives the same id and involved object', () => {
@@ -264,10 +270,11 @@ describe('eventsFromUpdate', () => {
 });
 
 describe('eventsFromStack (PKO v2)', () => {
-  it('the facts/pko.md example, Update gone (TTL): UpdateFailed fallback with the run facts', () => {
+  it('a PKO v2.9 Stack, Update gone (TTL): UpdateFailed fallback with the run facts', () => {
     const evs = eventsFromStack(v2FailedStack(), ctx, gone);
     expect(evs).toEqual([
       {
+        identity: { stack: STACK_UID, run: { kind: 'update', name: UPDATE_NAME }, phase: { kind: 'failed' } },
         id: `${STACK_UID}/${UPDATE_NAME}/failed`,
         involvedObject: {
           apiVersion: 'pulumi.com/v1',
@@ -401,6 +408,11 @@ describe('eventsFromStack (PKO v2)', () => {
       const ev = evs[0]!;
       expect(ev).toMatchObject({
         id: `${STACK_UID}/${UPDATE_NAME}/stalled:UpdateFailed@3`,
+        identity: {
+          stack: STACK_UID,
+          run: { kind: 'update', name: UPDATE_NAME },
+          phase: { kind: 'stalled', reason: 'UpdateFailed', generation: 3 },
+        },
         reason: 'StackStalled',
         severity: 'error',
         message:
@@ -414,7 +426,7 @@ describe('eventsFromStack (PKO v2)', () => {
         updateName: UPDATE_NAME,
         failures: '3',
       });
-      expect(runKeyOf(ev)).toBe(`${STACK_UID}/${UPDATE_NAME}`);
+      expect(runKey(ev.identity)).toBe(`${STACK_UID}/${UPDATE_NAME}`);
     });
 
     it('F22 with the third Update gone, the UpdateFailed fallback (failure status) comes with it', () => {
@@ -494,6 +506,11 @@ describe('eventsFromStack (PKO v1)', () => {
     expect(evs).toHaveLength(1);
     expect(evs[0]).toMatchObject({
       id: `v1-stack-uid/${encodeURIComponent(`v1:${SHA}`)}/succeeded`,
+      identity: {
+        stack: 'v1-stack-uid',
+        run: { kind: 'v1', commit: SHA, at: '2024-08-30T09:15:00Z' },
+        phase: { kind: 'succeeded' },
+      },
       reason: 'UpdateSucceeded',
       severity: 'info',
       timestamp: '2024-08-30T09:15:00Z',

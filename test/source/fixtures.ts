@@ -1,5 +1,5 @@
 /**
- * PKO object fixtures for unit tests, shaped as PKO writes them (shared/facts/pko.md): the v2.9
+ * PKO object fixtures for unit tests, shaped as PKO writes them (docs/events.md): the v2.9
  * Stack example after a failed `up`, its Update, and a v1.16 Stack.
  */
 import type { Condition } from '../../src/api/meta.ts';
@@ -27,7 +27,7 @@ export function cond(
   return { type, status, reason, message, lastTransitionTime };
 }
 
-/** The v2.9 example Stack from facts/pko.md (git source), after one failed `up`. */
+/** A PKO v2.9 Stack (git source) after one failed `up`, as PKO writes it. */
 export function v2FailedStack(): Stack {
   return {
     apiVersion: 'pulumi.com/v1',

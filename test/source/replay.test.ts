@@ -15,10 +15,11 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { NotificationEvent } from '../../src/api/event.ts';
 import type { Stack, Update } from '../../src/api/pko.ts';
-import { applyHandled, entryCovers, type Entry } from '../../src/delivery/ledger.ts';
+import { applyHandled, entryCovers, type Entry } from '../../src/delivery/ledger-entry.ts';
 import { comparePositions, positionOf } from '../../src/delivery/order.ts';
-import { eventsForStack, runKeyOf } from '../../src/source/derive.ts';
-import { stackNameOfUpdate } from '../../src/source/router.ts';
+import { runKey } from '../../src/api/event.ts';
+import { stackNameOfUpdate } from '../../src/alert/router.ts';
+import { eventsForStack } from '../../src/source/derive.ts';
 import { V1FailureTexts } from '../../src/source/runs.ts';
 
 interface Recorded {
@@ -84,13 +85,13 @@ function replay(f: Fixture): NotificationEvent[] {
     const pendingResults = new Set(
       items
         .filter((i) => i.pos.rank === 1 && !entryCovers(ledger.get(uid), i.pos, i.ev.id))
-        .map((i) => runKeyOf(i.ev)),
+        .map((i) => runKey(i.ev.identity)),
     );
     for (const i of items) {
       const entry = ledger.get(uid);
       if (entryCovers(entry, i.pos, i.ev.id)) continue;
       // The dispatcher skips (and records) a Started whose run's result is already known.
-      if (!(i.pos.rank === 0 && pendingResults.has(runKeyOf(i.ev)))) out.push(i.ev);
+      if (!(i.pos.rank === 0 && pendingResults.has(runKey(i.ev.identity)))) out.push(i.ev);
       ledger.set(uid, applyHandled(entry, i.pos, i.ev.id));
     }
   }

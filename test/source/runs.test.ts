@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Stack, Update } from '../../src/api/pko.ts';
-import { applyHandled, entryCovers } from '../../src/delivery/ledger.ts';
+import { applyHandled, entryCovers } from '../../src/delivery/ledger-entry.ts';
 import { positionOf } from '../../src/delivery/order.ts';
 import { eventsForStack } from '../../src/source/derive.ts';
 import {

@@ -1,5 +1,6 @@
 import Handlebars from 'handlebars';
 import { describe, expect, it } from 'vitest';
+import { limitsFor } from '../../src/registry.ts';
 import {
   compileTemplates,
   renderNotification,
@@ -15,6 +16,7 @@ function render(message: string): string {
     clusterName: 'c',
     providerType: 'generic',
     commentsEnabled: false,
+    limits: {},
   }).message;
 }
 
@@ -43,6 +45,7 @@ describe('compileTemplates', () => {
       clusterName: 'c',
       providerType: 'github',
       commentsEnabled: true,
+      limits: limitsFor('github'),
     });
     expect(out.message).toBe('M app');
     expect(out.commitStatus?.description).toBe('D');
@@ -186,8 +189,12 @@ describe('prototype access', () => {
     if (!r.ok) throw new Error(r.message);
     const ev = stackEvent({ metadata: { ['__proto__']: 'plain' } });
     expect(
-      renderNotification(r.set, ev, { clusterName: 'c', providerType: 'generic', commentsEnabled: false })
-        .message,
+      renderNotification(r.set, ev, {
+        clusterName: 'c',
+        providerType: 'generic',
+        commentsEnabled: false,
+        limits: {},
+      }).message,
     ).toBe('plain');
   });
 
@@ -207,6 +214,7 @@ describe('TemplateSet', () => {
         clusterName: 'c',
         providerType,
         commentsEnabled: true,
+        limits: limitsFor(providerType),
       });
       expect(out.message.length).toBeGreaterThan(0);
     }

@@ -1,11 +1,18 @@
 /** Events for template tests. */
-import type { NotificationEvent } from '../../src/api/event.ts';
+import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
+
+const IDENTITY: EventIdentity = {
+  stack: 'uid-1',
+  run: { kind: 'update', name: 'update-1' },
+  phase: { kind: 'failed' },
+};
 
 export const COMMIT = '1111111111111111111111111111111111111111';
 
 export function stackEvent(overrides: Partial<NotificationEvent> = {}): NotificationEvent {
   return {
-    id: 'uid-1/update-1/failed',
+    identity: IDENTITY,
+    id: eventId(IDENTITY),
     involvedObject: {
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',

@@ -6,8 +6,12 @@ import { fencesBalanced, stackEvent } from './fixtures.ts';
 function render(message: string, ev = stackEvent()): string {
   const r = compileTemplates({ message });
   if (!r.ok) throw new Error(`${r.template}: ${r.message}`);
-  return renderNotification(r.set, ev, { clusterName: 'c', providerType: 'generic', commentsEnabled: false })
-    .message;
+  return renderNotification(r.set, ev, {
+    clusterName: 'c',
+    providerType: 'generic',
+    commentsEnabled: false,
+    limits: {},
+  }).message;
 }
 
 describe('helpers', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { GIT_PROVIDER_TYPES, type ProviderType } from '../../src/api/v1alpha1.ts';
-import { limitsFor, measure } from '../../src/notifier/limits.ts';
+import { limitsFor } from '../../src/registry.ts';
+import { measure } from '../../src/text.ts';
 import { compileTemplates, renderNotification, type TemplateSet } from '../../src/template/index.ts';
 import { bareEvent, COMMIT, fencesBalanced, stackEvent } from './fixtures.ts';
 
@@ -16,6 +17,7 @@ const opts = (providerType: ProviderType, commentsEnabled = true) => ({
   clusterName: 'prod-eu',
   providerType,
   commentsEnabled,
+  limits: limitsFor(providerType),
 });
 
 describe('F13: forge field limits', () => {

@@ -1,0 +1,44 @@
+/**
+ * The Ready Alerts the router matches against: compiled by the Alert reconciler (src/reconcile),
+ * kept here by `namespace/name`, read by the router and by delivery.
+ */
+import type { DeliveryAlert } from '../delivery/types.ts';
+import type { CompiledAlert } from './compile.ts';
+
+/** A Ready Alert: what delivery needs plus the compiled matcher. */
+export interface RoutedAlert extends DeliveryAlert {
+  compiled: CompiledAlert;
+}
+
+/** Compiled, Ready Alerts by `namespace/name`. */
+export class AlertIndex {
+  readonly #alerts = new Map<string, RoutedAlert>();
+  readonly #listeners: ((key: string, alert: RoutedAlert | undefined) => void)[] = [];
+
+  /** Stores (or removes) a routed Alert; listeners hear of new or changed generations and removals. */
+  set(key: string, alert: RoutedAlert | undefined): void {
+    const prev = this.#alerts.get(key);
+    if (alert) this.#alerts.set(key, alert);
+    else this.#alerts.delete(key);
+    const changed = alert
+      ? prev?.uid !== alert.uid || prev.compiled.generation !== alert.compiled.generation
+      : prev !== undefined;
+    if (changed) for (const l of this.#listeners) l(key, alert);
+  }
+
+  onChange(listener: (key: string, alert: RoutedAlert | undefined) => void): void {
+    this.#listeners.push(listener);
+  }
+
+  get(key: string): RoutedAlert | undefined {
+    return this.#alerts.get(key);
+  }
+
+  all(): IterableIterator<RoutedAlert> {
+    return this.#alerts.values();
+  }
+
+  get size(): number {
+    return this.#alerts.size;
+  }
+}

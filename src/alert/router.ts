@@ -1,0 +1,197 @@
+/**
+ * From PKO objects to deliveries: for each Stack (work-queue key `namespace/name`) recompute the
+ * events its status and its Updates imply (src/source, level-based: on every change, every
+ * relist, every Alert change and after start), match them against the Ready Alerts
+ * (./matcher.ts), and offer the matches to delivery, which drops what the ledger says is done.
+ * Recomputing writes nothing.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Registry } from 'prom-client';
+import type { NotificationEvent } from '../api/event.ts';
+import type { Stack, Update } from '../api/pko.ts';
+import type { DeliveryQueue, OfferedEvent } from '../delivery/types.ts';
+import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
+import type { Informer } from '../kube/informer.ts';
+import { WorkQueue } from '../kube/workqueue.ts';
+import type { Logger } from '../log.ts';
+import { eventsForStack, type DeriveContext } from '../source/derive.ts';
+import { V1FailureTexts } from '../source/runs.ts';
+import { eventForAlert, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
+import type { RoutedAlert } from './routed.ts';
+
+export interface RouterOptions {
+  kubeConfig: KubeConfig;
+  /** The Stack informer (what the router uses of it). */
+  stacks: Pick<Informer<Stack>, 'on' | 'get' | 'list'>;
+  /** The Update informer (what the router uses of it). */
+  updates: Pick<Informer<Update>, 'on' | 'get'>;
+  /** The Ready Alerts (src/alert/routed.ts `AlertIndex`). */
+  alerts: { all(): Iterable<RoutedAlert> };
+  /** Where matched events go (the dispatcher). */
+  delivery: DeliveryQueue;
+  logger: Logger;
+  reportingController: string;
+  registry?: Registry;
+  /** Stacks recomputed in parallel (default 4). */
+  concurrency?: number;
+}
+
+/** The Stack an Update belongs to: its ownerReference of kind Stack, else PKO's `pulumi.com/stack-name` label. */
+export function stackNameOfUpdate(u: Update): string | undefined {
+  const owner = u.metadata.ownerReferences?.find((o) => o.kind === 'Stack');
+  return owner?.name ?? u.metadata.labels?.['pulumi.com/stack-name'];
+}
+
+const FLUX_CACHE_MS = 5 * 60_000;
+
+export class Router {
+  readonly #o: RouterOptions;
+  readonly queue: WorkQueue;
+  /** `namespace/stack` → Update names. */
+  readonly #updatesByStack = new Map<string, Set<string>>();
+  readonly #flux = new Map<string, { url: string | undefined; at: number }>();
+  readonly #ctx: DeriveContext;
+  /** PKO v1 error texts, seen in every stored Stack version (the condition showing them is brief). */
+  readonly #v1Texts = new V1FailureTexts();
+
+  constructor(opts: RouterOptions) {
+    this.#o = opts;
+    this.queue = new WorkQueue({
+      name: 'stack',
+      concurrency: opts.concurrency ?? 4,
+      reconcile: (k) => this.reconcile(k),
+      logger: opts.logger.child({ queue: 'stack' }),
+      ...(opts.registry ? { registry: opts.registry } : {}),
+    });
+    this.#ctx = {
+      reportingController: opts.reportingController,
+      fluxRepositoryURL: (ns, name) => this.#flux.get(`${ns}/${name}`)?.url,
+      v1FailureText: (uid, commit) => this.#v1Texts.text(uid, commit),
+    };
+    const stackKey = (s: Stack): string => `${s.metadata.namespace ?? ''}/${s.metadata.name ?? ''}`;
+    opts.stacks.on('add', (s) => {
+      this.#v1Texts.observe(s);
+      this.queue.add(stackKey(s));
+    });
+    opts.stacks.on('update', (s) => {
+      this.#v1Texts.observe(s);
+      this.queue.add(stackKey(s));
+    });
+    opts.stacks.on('delete', (s) => {
+      if (s.metadata.uid !== undefined) this.#v1Texts.forget(s.metadata.uid);
+      this.queue.add(stackKey(s));
+    });
+    opts.stacks.on('relist', () => {
+      this.resyncAll();
+    });
+    const onUpdate = (u: Update, deleted: boolean): void => {
+      const stack = stackNameOfUpdate(u);
+      const name = u.metadata.name;
+      if (stack === undefined || name === undefined) return;
+      const key = `${u.metadata.namespace ?? ''}/${stack}`;
+      let set = this.#updatesByStack.get(key);
+      if (deleted) {
+        set?.delete(name);
+        if (set?.size === 0) this.#updatesByStack.delete(key);
+      } else {
+        if (!set) {
+          set = new Set();
+          this.#updatesByStack.set(key, set);
+        }
+        set.add(name);
+      }
+      this.queue.add(key);
+    };
+    opts.updates.on('add', (u) => {
+      onUpdate(u, false);
+    });
+    opts.updates.on('update', (u) => {
+      onUpdate(u, false);
+    });
+    opts.updates.on('delete', (u) => {
+      onUpdate(u, true);
+    });
+    opts.updates.on('relist', () => {
+      this.resyncAll();
+    });
+  }
+
+  /** Queues every known Stack (after an Alert change, a relist, or becoming leader). */
+  resyncAll(): void {
+    for (const s of this.#o.stacks.list())
+      this.queue.add(`${s.metadata.namespace ?? ''}/${s.metadata.name ?? ''}`);
+  }
+
+  start(): void {
+    this.queue.start();
+    this.resyncAll();
+  }
+
+  async stop(deadlineMs: number): Promise<void> {
+    await this.queue.shutdown(deadlineMs);
+  }
+
+  async #resolveFlux(stack: Stack): Promise<void> {
+    const ref = stack.spec?.fluxSource?.sourceRef;
+    if (ref?.name === undefined || (ref.kind !== undefined && ref.kind !== 'GitRepository')) return;
+    const ns = stack.metadata.namespace ?? '';
+    const key = `${ns}/${ref.name}`;
+    const cached = this.#flux.get(key);
+    if (cached && Date.now() - cached.at < FLUX_CACHE_MS) return;
+    const [group, version] = (ref.apiVersion ?? 'source.toolkit.fluxcd.io/v1').split('/');
+    try {
+      const repo = await kubeRequest<{ spec?: { url?: string } }>(this.#o.kubeConfig, {
+        method: 'GET',
+        path: objectPath({
+          group: group ?? 'source.toolkit.fluxcd.io',
+          version: version ?? 'v1',
+          plural: 'gitrepositories',
+          namespace: ns,
+          name: ref.name,
+        }),
+      });
+      this.#flux.set(key, { url: repo.spec?.url, at: Date.now() });
+    } catch (err) {
+      this.#o.logger.warn(
+        { stack: `${ns}/${stack.metadata.name ?? ''}`, gitRepository: key, err: errorMessage(err) },
+        'cannot read the Flux GitRepository of a Stack: events carry no repository',
+      );
+      this.#flux.set(key, { url: undefined, at: Date.now() });
+    }
+  }
+
+  /** Events the Stack `namespace/name` currently implies (its Updates' and its own status; see eventsForStack). */
+  eventsFor(stack: Stack): NotificationEvent[] {
+    const ns = stack.metadata.namespace ?? '';
+    const updates: Update[] = [];
+    for (const name of this.#updatesByStack.get(`${ns}/${stack.metadata.name ?? ''}`) ?? []) {
+      const u = this.#o.updates.get(ns, name);
+      if (u) updates.push(u);
+    }
+    return eventsForStack(stack, updates, this.#ctx);
+  }
+
+  async reconcile(key: string): Promise<undefined> {
+    const i = key.indexOf('/');
+    const stack = this.#o.stacks.get(key.slice(0, i), key.slice(i + 1));
+    if (!stack?.metadata.uid) return undefined;
+    if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
+    const events = this.eventsFor(stack);
+    if (events.length === 0) return undefined;
+    for (const alert of this.#o.alerts.all()) {
+      const matched: OfferedEvent[] = [];
+      for (const ev of events) {
+        if (whySkipped(alert.compiled, ev, ROUTING_CHECKS) !== undefined) continue;
+        // A suspended Alert's events are routed all the same, to be recorded as skipped, so
+        // resuming it does not replay what happened meanwhile (Flux drops them too).
+        const suspended = whySkipped(alert.compiled, ev, [SUSPENDED]);
+        const event = eventForAlert(alert.compiled, ev);
+        matched.push(
+          suspended ? { event, skip: { reason: suspended.check, message: suspended.message } } : { event },
+        );
+      }
+      if (matched.length > 0) this.#o.delivery.offer(alert, stack.metadata.uid, matched);
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * What sends reveal about a Provider that its spec cannot show: a TLS verification failure, a
+ * proxy failure, or rejected credentials. The send façade reports after every attempt; the
+ * Provider reconciler shows the problem as `Ready=False` (`CertificateError`, `ProxyError`,
+ * `AuthenticationFailed`) until a send succeeds. The Provider stays usable meanwhile: its events
+ * keep being retried, and the first successful send clears the problem.
+ */
+import type { ProviderError } from '../notifier/errors.ts';
+
+export type ProviderProblemReason = 'CertificateError' | 'ProxyError' | 'AuthenticationFailed';
+
+export interface ProviderProblem {
+  reason: ProviderProblemReason;
+  /** Redacted. */
+  message: string;
+}
+
+/**
+ * The Provider problem a failed send reveals, if any: TLS → CertificateError, proxy → ProxyError,
+ * 401 (or a 403 that is not a rate limit) → AuthenticationFailed.
+ */
+export function problemReason(err: ProviderError): ProviderProblemReason | undefined {
+  if (err.code === 'TLS') return 'CertificateError';
+  if (err.code === 'PROXY') return 'ProxyError';
+  if (err.status === 401 || (err.status === 403 && err.retryAfterMs === undefined))
+    return 'AuthenticationFailed';
+  return undefined;
+}
+
+/** Provider problems by `namespace/name`, with a listener for changes. */
+export class ProviderHealth {
+  readonly #problems = new Map<string, ProviderProblem>();
+  readonly #listeners: ((providerKey: string) => void)[] = [];
+
+  /** Records what the last send said about `providerKey` (undefined: it worked); listeners hear of changes. */
+  report(providerKey: string, problem: ProviderProblem | undefined): void {
+    const prev = this.#problems.get(providerKey);
+    if (problem) this.#problems.set(providerKey, problem);
+    else this.#problems.delete(providerKey);
+    if (prev?.reason !== problem?.reason || prev?.message !== problem?.message) {
+      for (const l of this.#listeners) l(providerKey);
+    }
+  }
+
+  /** The current problem of `providerKey`, if any. */
+  problem(providerKey: string): ProviderProblem | undefined {
+    return this.#problems.get(providerKey);
+  }
+
+  onChange(listener: (providerKey: string) => void): void {
+    this.#listeners.push(listener);
+  }
+}

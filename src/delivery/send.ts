@@ -1,0 +1,248 @@
+/**
+ * The send façade: one event, one Provider — render → credential gate → notifier. Three
+ * collaborators, held as named ports: the templates (src/template), the notifier registry
+ * (`NotifierRegistry`, implemented by src/registry.ts) and the Provider health it reports to
+ * (`ProviderHealthSink`, ./health.ts). The dispatcher decides what to send and when to retry; this
+ * module only knows how to send once (docs/architecture.md, "Delivery").
+ *
+ * Per Provider generation one notifier (its HTTP client pooled across sends) and one pacing queue
+ * (bounded concurrency; a minimal interval between sends for chat services). Per credential one
+ * gate: a `Retry-After` or rate-limit reset holds every Provider that shares the credential.
+ */
+import PQueue from 'p-queue';
+import type { Registry } from 'prom-client';
+import type { NotificationEvent } from '../api/event.ts';
+import type { ProviderType } from '../api/v1alpha1.ts';
+import { credentialKey } from '../credential/key.ts';
+import type { ResolvedProvider } from '../credential/provider.ts';
+import { systemClock, type Clock } from '../kube/clock.ts';
+import { counter, histogram } from '../kube/metrics.ts';
+import type { Logger } from '../log.ts';
+import { ProviderError } from '../notifier/errors.ts';
+import type { Notifier } from '../notifier/types.ts';
+import { renderNotification, type ProviderLimits, type RenderedNotification } from '../template/index.ts';
+import { CredentialGate } from './gate.ts';
+import { problemReason, type ProviderProblem } from './health.ts';
+import type { DeliveryAlert } from './types.ts';
+
+/** Provider type → implementation (src/registry.ts). */
+export interface NotifierRegistry {
+  /**
+   * Builds the notifier of `p.type`, which owns its HTTP client from then on.
+   * @throws Error when the type has no implementation or refuses `p`; the message says why.
+   */
+  create(p: ResolvedProvider): Notifier;
+  /** The field limits of `type`: what the renderer fits every rendered field to. */
+  limits(type: ProviderType): ProviderLimits;
+}
+
+/** Where the façade reports what a send revealed about a Provider (./health.ts `ProviderHealth`). */
+export interface ProviderHealthSink {
+  report(providerKey: string, problem: ProviderProblem | undefined): void;
+}
+
+export interface SendPorts {
+  notifiers: NotifierRegistry;
+  health: ProviderHealthSink;
+}
+
+export interface SenderOptions {
+  ports: SendPorts;
+  /** `--cluster-name`, part of default commit status contexts and comment markers. */
+  clusterName: string;
+  logger: Logger;
+  /** Redacts every secret the controller knows (all Providers'), on top of the Provider's own (src/credential/redact.ts `Redactor`). */
+  redactor?: { redact(text: string): string };
+  registry?: Registry;
+  clock?: Clock;
+  /** In-flight sends per Provider (default 4). */
+  providerConcurrency?: number;
+}
+
+/** One event ready to send to one Provider: its notifier and rendered notification. */
+export interface PreparedSend {
+  providerKey: string;
+  provider: ResolvedProvider;
+  event: NotificationEvent;
+  rendered: RenderedNotification;
+  notifier: Notifier;
+  /** `credentialKey(provider)`: the gate and pacing key. */
+  credential: string;
+}
+
+export type AttemptResult =
+  | { kind: 'sent' }
+  | { kind: 'failed'; error: ProviderError }
+  /** `stopping` aborted before the request left: nothing was sent. */
+  | { kind: 'stopped' };
+
+/** Minimal interval (ms) between two sends of one Provider, from the chat services' published limits. */
+const PACING_MS: Partial<Record<ProviderType, number>> = {
+  slack: 1000,
+  msteams: 250,
+  discord: 500,
+  googlechat: 1000,
+};
+
+export class Sender {
+  readonly #o: SenderOptions;
+  readonly #clock: Clock;
+  readonly #gate: CredentialGate;
+  readonly #notifiers = new Map<string, { p: ResolvedProvider; n: Notifier }>();
+  readonly #queues = new Map<string, PQueue>();
+  readonly #m;
+
+  constructor(opts: SenderOptions) {
+    this.#o = opts;
+    this.#clock = opts.clock ?? systemClock;
+    this.#gate = new CredentialGate(this.#clock);
+    const r = opts.registry;
+    this.#m = {
+      attempts: counter(r, 'pkonc_delivery_attempts_total', 'Send attempts per Provider type and outcome', [
+        'provider_type',
+        'outcome',
+      ]),
+      duration: histogram(
+        r,
+        'pkonc_delivery_duration_seconds',
+        'Time of one send attempt',
+        ['provider_type'],
+        [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
+      ),
+    };
+  }
+
+  /** The credential gate (shared by every Provider of this process). */
+  get gate(): CredentialGate {
+    return this.#gate;
+  }
+
+  /**
+   * Renders `ev` for `alert` and Provider `p` and finds its notifier (kept per Provider
+   * generation). Rendering happens once per event, whatever the number of attempts.
+   * @returns the prepared send, or a final `ProviderError` (code `NotImplemented`) when the
+   *   Provider type has no notifier or refuses the Provider.
+   */
+  prepare(
+    alert: DeliveryAlert,
+    providerKey: string,
+    p: ResolvedProvider,
+    ev: NotificationEvent,
+  ): PreparedSend | ProviderError {
+    let notifier: Notifier;
+    try {
+      notifier = this.#notifier(providerKey, p);
+    } catch (err) {
+      return new ProviderError(err instanceof Error ? err.message : String(err), {
+        code: 'NotImplemented',
+        retryable: false,
+        secretValues: p.secretValues,
+      });
+    }
+    const rendered = renderNotification(alert.templates, ev, {
+      clusterName: this.#o.clusterName,
+      providerType: p.type,
+      commentsEnabled: p.pullRequestComment,
+      limits: this.#o.ports.notifiers.limits(p.type),
+      onTemplateError: (template, message) => {
+        this.#o.logger.warn(
+          { alert: alert.key, template },
+          `template failed at render time, used the built-in one: ${message}`,
+        );
+      },
+    });
+    return { providerKey, provider: p, event: ev, rendered, notifier, credential: credentialKey(p) };
+  }
+
+  /**
+   * One attempt: waits for the credential gate, takes a slot in the Provider's pacing queue, and
+   * sends. A failure that names a wait (`Retry-After`, rate-limit reset) closes the gate for the
+   * credential until then; every outcome is reported to the Provider health.
+   * @param stopping ends the gate wait, and a send still queued behind others sends nothing
+   *   (result `stopped`).
+   * @param cancel aborts a send already on the wire (it fails with code `ABORTED`).
+   */
+  async attempt(s: PreparedSend, stopping: AbortSignal, cancel: AbortSignal): Promise<AttemptResult> {
+    await this.#gate.wait(s.credential, stopping);
+    if (stopping.aborted) return { kind: 'stopped' };
+    const type = s.provider.type;
+    let started = 0;
+    try {
+      // Not p-queue's `signal`: it would abandon a running send (reject while the request goes
+      // on). A queued send that starts after `stopping` sends nothing; a running one finishes or
+      // is cancelled through `cancel`.
+      const sent = await this.#queue(s.providerKey, s.provider).add(async () => {
+        if (stopping.aborted) return false;
+        started = this.#clock.now();
+        // A signal of this send's own, so nothing below ties per-request signals to the
+        // dispatcher's long-lived one.
+        const own = new AbortController();
+        const abort = (): void => {
+          own.abort();
+        };
+        cancel.addEventListener('abort', abort, { once: true });
+        if (cancel.aborted) own.abort();
+        try {
+          await s.notifier.send(s.event, s.rendered, own.signal);
+        } finally {
+          cancel.removeEventListener('abort', abort);
+        }
+        return true;
+      });
+      if (!sent) return { kind: 'stopped' };
+    } catch (err) {
+      const pe = this.#asProviderError(err, s.provider);
+      this.#m.attempts.inc({ provider_type: type, outcome: pe.code });
+      if (pe.retryAfterMs !== undefined) this.#gate.block(s.credential, this.#clock.now() + pe.retryAfterMs);
+      const reason = problemReason(pe);
+      if (reason) this.#o.ports.health.report(s.providerKey, { reason, message: this.#redact(pe.message) });
+      return { kind: 'failed', error: pe };
+    }
+    this.#m.duration.observe({ provider_type: type }, (this.#clock.now() - started) / 1000);
+    this.#m.attempts.inc({ provider_type: type, outcome: 'success' });
+    this.#o.ports.health.report(s.providerKey, undefined);
+    return { kind: 'sent' };
+  }
+
+  /** Closes every notifier (and its HTTP client). */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.#notifiers.values()].map((x) => x.n.close()));
+    this.#notifiers.clear();
+  }
+
+  #redact(text: string): string {
+    return this.#o.redactor ? this.#o.redactor.redact(text) : text;
+  }
+
+  #asProviderError(err: unknown, p: ResolvedProvider): ProviderError {
+    return err instanceof ProviderError
+      ? err
+      : new ProviderError(err instanceof Error ? err.message : String(err), {
+          retryable: true,
+          code: 'INTERNAL',
+          secretValues: p.secretValues,
+        });
+  }
+
+  #notifier(key: string, p: ResolvedProvider): Notifier {
+    const cached = this.#notifiers.get(key);
+    if (cached?.p === p) return cached.n;
+    if (cached) void cached.n.close();
+    const n = this.#o.ports.notifiers.create(p);
+    this.#notifiers.set(key, { p, n });
+    return n;
+  }
+
+  #queue(key: string, p: ResolvedProvider): PQueue {
+    let q = this.#queues.get(key);
+    if (!q) {
+      const pacing = PACING_MS[p.type];
+      q = new PQueue({
+        concurrency: this.#o.providerConcurrency ?? 4,
+        ...(pacing !== undefined ? { intervalCap: 1, interval: pacing } : {}),
+      });
+      this.#queues.set(key, q);
+    }
+    return q;
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Credentials and identity helpers shared by the forges that call their REST API directly.
+ */
+import type { ResolvedProvider } from '../credential/provider.ts';
+
+/** `Basic <base64(user:password)>`. */
+export function basicAuth(username: string, password: string): string {
+  return `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`;
+}
+
+/**
+ * Authorization headers for forges taking either a token or a username/password pair:
+ * with `username` and a password (or, lacking one, the token: Atlassian API tokens and Azure
+ * DevOps PATs work as basic-auth passwords) → `Basic`; else the token with `tokenScheme`
+ * (`Bearer`, or Gitea's `token`).
+ * @throws Error when the Provider has neither (resolveProvider already refuses that).
+ */
+export function authHeaders(p: ResolvedProvider, tokenScheme: string, label: string): Record<string, string> {
+  const secret = p.password ?? p.token;
+  if (p.username !== undefined && secret !== undefined) {
+    return { Authorization: basicAuth(p.username, secret) };
+  }
+  if (p.token !== undefined) return { Authorization: `${tokenScheme} ${p.token}` };
+  throw new Error(
+    `Provider ${p.namespace}/${p.name}: type '${label}' needs credentials: key 'token', or 'username' (or spec.username) and 'password', in the Provider's Secret`,
+  );
+}
+
+/**
+ * A value computed once on first use and kept; a failed computation is not kept (the next call
+ * tries again). Used for the Provider's own identity (GET /user and the like).
+ */
+export class Lazy<T> {
+  readonly #compute: () => Promise<T>;
+  #value: Promise<T> | undefined;
+
+  constructor(compute: () => Promise<T>) {
+    this.#compute = compute;
+  }
+
+  get(): Promise<T> {
+    if (this.#value === undefined) {
+      const p = this.#compute();
+      this.#value = p;
+      p.catch(() => {
+        if (this.#value === p) this.#value = undefined;
+      });
+    }
+    return this.#value;
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * Gitea commit statuses: `POST /repos/{o}/{r}/statuses/{sha}` with `state`
+ * (pending|success|failure), `context`, `description`, `target_url`. Deduplication (cases
+ * F05/F06): on a cache miss every page of `GET /repos/{o}/{r}/commits/{sha}/statuses`
+ * (`page`/`limit`, `Link` rel="next") is read and the newest (highest id) status of our context
+ * decides; Gitea keeps every posted status, so an identical one is not posted again.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
+ */
+import type { ForgeRepo } from '../address.ts';
+import { callJson, field, str } from '../json.ts';
+import { linkPages } from '../paging.ts';
+import type { StatusPart, StatusSnapshot } from '../types.ts';
+import { GITEA_PAGE_SIZE, type GiteaClient, type GiteaPullRequest } from './client.ts';
+
+export function giteaStatuses(c: GiteaClient): StatusPart<ForgeRepo, GiteaPullRequest> {
+  return {
+    nativeState: (s) => s,
+    readPolicy: 'perCommit',
+
+    readStatus: (ctx, context) =>
+      c.onRepo(ctx.repo, ctx.signal, async (base) => {
+        let newest: { id: number; snap: StatusSnapshot } | undefined;
+        const url = `${base}/commits/${ctx.sha}/statuses?limit=${GITEA_PAGE_SIZE}&page=1`;
+        for await (const page of linkPages(c.http, url, c.headers, 'Gitea commit statuses', ctx.signal)) {
+          for (const s of page) {
+            if (str(field(s, 'context')) !== context) continue;
+            const id = Number(field(s, 'id'));
+            // Gitea answers `status`; older versions also `state`.
+            const state = str(field(s, 'status')) ?? str(field(s, 'state'));
+            if (state === undefined || !Number.isFinite(id)) continue;
+            // Highest id, not listing order: Gitea 1.27.3 sorts by `created_unix DESC` (whole
+            // seconds), so statuses created in the same second come back in any order (observed).
+            if (newest === undefined || id > newest.id) {
+              newest = { id, snap: { state, description: str(field(s, 'description')) ?? '' } };
+            }
+          }
+        }
+        return newest?.snap;
+      }),
+
+    writeStatus: (ctx, status) =>
+      c.onRepo(ctx.repo, ctx.signal, async (base) => {
+        await callJson(c.http, {
+          method: 'POST',
+          url: `${base}/statuses/${ctx.sha}`,
+          headers: c.headers,
+          body: {
+            state: status.state,
+            context: status.context,
+            description: status.description,
+            ...(status.targetURL !== undefined ? { target_url: status.targetURL } : {}),
+          },
+          signal: ctx.signal,
+        });
+      }),
+  };
+}

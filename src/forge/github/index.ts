@@ -1,0 +1,47 @@
+/**
+ * `github` (github.com and GitHub Enterprise Server, REST through Octokit): commit statuses and
+ * the sticky pull-request comment. What it does: docs/providers/github.md.
+ */
+import type { ResolvedProvider } from '../../credential/provider.ts';
+import type { ProviderHttp } from '../../notifier/http.ts';
+import type { Notifier } from '../../notifier/types.ts';
+import { forgeNotifier } from '../notifier.ts';
+import type { ForgeDefinition } from '../types.ts';
+import { githubAddress } from './address.ts';
+import { githubClient, type GitHubNotifierOptions } from './client.ts';
+import { githubComments } from './comment.ts';
+import { githubLimits } from './limits.ts';
+import { githubPulls } from './pulls.ts';
+import { githubStatuses } from './status.ts';
+
+export type { GitHubNotifierOptions } from './client.ts';
+
+/**
+ * Builds the `github` notifier for `p`, owning `deps.http`.
+ * @throws Error when `p` has neither a token/password nor GitHub App keys.
+ */
+export function createGitHubNotifier(
+  p: ResolvedProvider,
+  deps: { http: ProviderHttp },
+  opts: GitHubNotifierOptions = {},
+): Notifier {
+  const c = githubClient(p, deps.http, opts);
+  return forgeNotifier(
+    deps.http,
+    { pullRequestComment: p.pullRequestComment, label: c.label, limits: githubLimits },
+    {
+      repository: (ev) => c.repository(ev),
+      repoKey: (r) => c.repoKey(r),
+      ...githubStatuses(c),
+      ...githubComments(c),
+      ...githubPulls(c),
+    },
+  );
+}
+
+export const github: ForgeDefinition<'github'> = {
+  type: 'github',
+  address: githubAddress,
+  limits: githubLimits,
+  notifier: (p, deps) => createGitHubNotifier(p, deps),
+};

@@ -1,0 +1,127 @@
+/**
+ * GitHub's Octokit, assembled in one place: `@octokit/rest` with its plugins and auth strategy,
+ * on the Provider's HTTP client. What the notifier does with it is elsewhere (./client.ts and the
+ * parts beside it).
+ *
+ * - Transport: every request — API calls, the GitHub App token exchange, `GET /app` — goes through
+ *   the Provider's `ProviderHttp.fetch`, so its CA (`certSecretRef`, case F08) and proxy
+ *   (`proxySecretRef`, F09) apply and each request is bounded by `spec.timeout`. Redirects are not
+ *   followed (a moved repository fails with code `REDIRECT`), and a request to an origin the
+ *   Provider does not name (a next-page link elsewhere) is refused: credentials only go to the
+ *   API origin(s) the Provider names.
+ * - Auth: a token (`Authorization: token …`), or `authStrategy: createAppAuth` (`@octokit/auth-app`)
+ *   with the App keys: the installation token is exchanged with a signed JWT, cached and renewed
+ *   before its hour ends; App endpoints (`/app…`) get the JWT.
+ * - `@octokit/plugin-throttling` paces writes per credential as GitHub asks (≥ 1 s between
+ *   writes, comment creation 1 per 3 s; `throttle.id` = `credentialKey(p)`). Its rate-limit
+ *   handlers never wait: they return false, the 403/429 surfaces as a retryable `ProviderError`
+ *   with `retryAfterMs`, and the delivery layer's credential gate (src/delivery/gate.ts) holds
+ *   every Provider using that credential until then — the one rate-limit mechanism.
+ * - `@octokit/plugin-retry`: one quick retry (after 0.5 s) of an idempotent GET that failed with a
+ *   5xx or a transport error. Writes are never retried here (a POST whose answer was lost may
+ *   have taken effect), nor any 4xx; the dispatcher retries those with backoff and jitter.
+ *
+ * Case ids (F08, …) are described in docs/cases.md.
+ */
+import { createAppAuth } from '@octokit/auth-app';
+import { retry } from '@octokit/plugin-retry';
+import { throttling } from '@octokit/plugin-throttling';
+import { Octokit } from '@octokit/rest';
+import { credentialKey } from '../../credential/key.ts';
+import type { ResolvedProvider } from '../../credential/provider.ts';
+import type { Logger } from '../../log.ts';
+import { ProviderError } from '../../notifier/errors.ts';
+import { USER_AGENT, type ProviderHttp } from '../../notifier/http.ts';
+
+const GitHubOctokit = Octokit.plugin(retry, throttling);
+export type GitHubOctokit = InstanceType<typeof GitHubOctokit>;
+
+export interface OctokitOptions {
+  /** The default API base (`https://api.github.com` or `https://HOST/api/v3`). */
+  baseUrl: string;
+  /** Origins credentials may be sent to; the caller adds repository API origins as it resolves them. */
+  allowedOrigins: Set<string>;
+  /** Where Octokit's own warnings go (deprecations, auth retries). Default: nowhere. */
+  logger?: Logger | undefined;
+  /** Write pacing by plugin-throttling (default true; tests that write a lot turn it off). */
+  pacing: boolean;
+}
+
+export function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}
+
+/** Builds the Octokit of Provider `p` (token or GitHub App) on `http`. */
+export function buildOctokit(p: ResolvedProvider, http: ProviderHttp, opts: OctokitOptions): GitHubOctokit {
+  const secretValues = http.secretValues;
+  const fetchForOctokit = async (
+    url: string,
+    init: {
+      method?: string;
+      headers?: Record<string, string>;
+      body?: string | null;
+      signal?: AbortSignal | null;
+    },
+  ): ReturnType<ProviderHttp['fetch']> => {
+    const method = (init.method ?? 'GET').toUpperCase();
+    const origin = originOf(url);
+    if (!opts.allowedOrigins.has(origin)) {
+      throw new ProviderError(
+        `${method} ${url} not sent: GitHub pointed at another origin (${origin}) than the Provider's API; refusing to send credentials there`,
+        { code: 'BAD_RESPONSE', retryable: false, secretValues },
+      );
+    }
+    const res = await http.fetch(url, init);
+    if (res.status >= 300 && res.status <= 399 && res.status !== 304) {
+      const location = res.headers.get('location');
+      await res.body?.cancel();
+      throw new ProviderError(
+        `${method} ${url} answered ${res.status}: the repository moved${location === null ? '' : ` to ${location}`}; set the Provider address to its new location (redirects are not followed)`,
+        { code: 'REDIRECT', status: res.status, retryable: false, secretValues },
+      );
+    }
+    return res;
+  };
+  const provider = { provider: `${p.namespace}/${p.name}` };
+  const log = opts.logger;
+  const token = p.token ?? p.password;
+  const app = p.githubApp;
+  const auth =
+    app !== undefined
+      ? {
+          authStrategy: createAppAuth,
+          auth: { appId: app.appID, privateKey: app.privateKey, installationId: app.installationID },
+        }
+      : token !== undefined
+        ? { auth: token }
+        : {};
+  return new GitHubOctokit({
+    baseUrl: opts.baseUrl,
+    userAgent: USER_AGENT,
+    ...auth,
+    request: { fetch: fetchForOctokit },
+    log: {
+      debug: () => undefined,
+      info: () => undefined,
+      warn: (message: string) => log?.warn(provider, message),
+      // Failed requests are reported by the caller as ProviderErrors; plugin-request-log's error lines are noise.
+      error: (message: string) => log?.debug(provider, message),
+    },
+    retry: {
+      retries: 1,
+      retryAfterBaseValue: 500,
+      // Every 4xx is final or handled by the dispatcher (429: rate limits must not be re-sent early).
+      doNotRetry: Array.from({ length: 100 }, (_, i) => 400 + i),
+    },
+    throttle: {
+      enabled: opts.pacing,
+      id: credentialKey(p),
+      onRateLimit: () => false,
+      onSecondaryRateLimit: () => false,
+    },
+  });
+}

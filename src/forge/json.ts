@@ -1,0 +1,94 @@
+/**
+ * JSON calls to forge REST APIs through the Provider's `ProviderHttp` (CA, proxy, timeout,
+ * redacted errors), and narrowing helpers for the few fields each forge reads (no schema library
+ * needed for them).
+ */
+import { ProviderError } from '../notifier/errors.ts';
+import type { HttpResponse, ProviderHttp } from '../notifier/http.ts';
+
+/** Narrowing helpers for JSON read from forges. */
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+export function str(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+/** A string or a number, as a string (forges return ids as either). */
+export function idOf(v: unknown): string | undefined {
+  if (typeof v === 'string' && v !== '') return v;
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  return undefined;
+}
+/** Property `k` of `v` when `v` is an object. */
+export function field(v: unknown, k: string): unknown {
+  return isRecord(v) ? v[k] : undefined;
+}
+
+/** A URL without its query (query strings may hold search terms we do not want in messages). */
+export function describeURL(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+/**
+ * Parses a JSON answer.
+ * @throws ProviderError `BAD_RESPONSE` (not retryable) when the body is not JSON — typically an
+ *   HTML page because the address or apiURL points at the web UI or a login proxy.
+ */
+export function parseJson(res: HttpResponse, what: string, secretValues: readonly string[]): unknown {
+  try {
+    return res.text === '' ? null : (JSON.parse(res.text) as unknown);
+  } catch {
+    throw new ProviderError(
+      `${what} answered ${res.status} with a body that is not JSON: check that the Provider address (or spec.apiURL) points at the forge's API`,
+      { code: 'BAD_RESPONSE', status: res.status, retryable: false, secretValues },
+    );
+  }
+}
+
+/** A ProviderError for an answer whose JSON lacks what the forge documents. */
+export function badShape(what: string, secretValues: readonly string[]): ProviderError {
+  return new ProviderError(
+    `${what} answered with an unexpected JSON shape: check that the Provider address (or spec.apiURL) points at the forge's API`,
+    { code: 'BAD_RESPONSE', retryable: false, secretValues },
+  );
+}
+
+export interface JsonCall {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  /** Serialised as JSON with `Content-Type: application/json`. */
+  body?: unknown;
+  /** Non-2xx statuses returned instead of thrown (see `ProviderHttp.request`). */
+  acceptStatus?: readonly number[];
+  /** Cancels the call (the send's signal). */
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * One JSON API call through the Provider's `ProviderHttp` (CA, proxy, timeout, redacted errors).
+ * Sends `Accept: application/json` (and the JSON content type with a body).
+ * @returns the status, headers and parsed body (null for an empty body).
+ * @throws ProviderError from the transport, for a non-2xx status not in `acceptStatus`, or
+ *   `BAD_RESPONSE` for a body that is not JSON.
+ */
+export async function callJson(
+  http: ProviderHttp,
+  call: JsonCall,
+): Promise<{ status: number; headers: HttpResponse['headers']; data: unknown }> {
+  const res = await http.request(call.url, {
+    method: call.method,
+    headers: {
+      Accept: 'application/json',
+      ...(call.body !== undefined ? { 'Content-Type': 'application/json' } : {}),
+      ...call.headers,
+    },
+    ...(call.body !== undefined ? { body: JSON.stringify(call.body) } : {}),
+    ...(call.acceptStatus !== undefined ? { acceptStatus: call.acceptStatus } : {}),
+    ...(call.signal !== undefined ? { signal: call.signal } : {}),
+  });
+  const ok = res.status >= 200 && res.status <= 299;
+  const data = ok ? parseJson(res, `${call.method} ${describeURL(call.url)}`, http.secretValues) : null;
+  return { status: res.status, headers: res.headers, data };
+}

@@ -1,0 +1,171 @@
+/**
+ * The git notifier every forge shares: given a forge's parts (./types.ts `ForgeAdapter`), `send`
+ * sets the commit status and upserts the sticky comment, idempotently (docs/architecture.md,
+ * "Forges"). Rendered fields are checked against the forge's limits before any request — the
+ * renderer fits them; a field that does not fit is a bug, refused here, never cut again.
+ */
+import type { NotificationEvent } from '../api/event.ts';
+import type { GitProviderType } from '../api/v1alpha1.ts';
+import type { ResolvedProvider } from '../credential/provider.ts';
+import { assertFits, ProviderError } from '../notifier/errors.ts';
+import type { ProviderHttp } from '../notifier/http.ts';
+import type { Notifier } from '../notifier/types.ts';
+import type { ProviderLimits, RenderedNotification } from '../template/rendered.ts';
+import { resolveRepository, type ForgeRepo } from './address.ts';
+import { commentKey, newCommentCache, upsertStickyComment } from './comment.ts';
+import { newStatusCache, syncCommitStatus } from './status.ts';
+import type { ForgeAdapter, NativeStatus, SendContext } from './types.ts';
+
+/**
+ * The repository an event goes to (`resolveRepository` from ./address.ts with the Provider's
+ * address and apiURL and the Stack's repository, `metadata.repository`).
+ * @throws ProviderError with `code` = the failure reason (`InvalidAddress`, `NoRepository`,
+ *   `OutsideAddress`), not retryable: the Provider or the Stack must change.
+ */
+export function repositoryFor(
+  type: GitProviderType,
+  p: ResolvedProvider,
+  ev: NotificationEvent,
+  secretValues: readonly string[],
+): ForgeRepo {
+  const r = resolveRepository(type, p.address, p.apiURL, ev.metadata.repository);
+  if (r.ok) return r.repo;
+  throw new ProviderError(`Provider ${p.namespace}/${p.name}: ${r.message}`, {
+    code: r.reason,
+    retryable: false,
+    secretValues,
+  });
+}
+
+/** Pull request ids named explicitly by the event (`metadata.pullRequest`, a positive integer), or undefined. */
+export function explicitPullRequest(ev: NotificationEvent): string | undefined {
+  const v = ev.metadata.pullRequest?.trim();
+  return v !== undefined && /^[1-9]\d*$/.test(v) ? v : undefined;
+}
+
+export interface ForgeNotifierOptions {
+  /** Provider `pullRequestComment.enabled`. */
+  pullRequestComment: boolean;
+  /** How the Provider is named in messages. */
+  label: string;
+  /** The forge's limits (./<name>/limits.ts), asserted before sending. */
+  limits: ProviderLimits;
+}
+
+/**
+ * Builds a `Notifier` from a forge's parts. `send`:
+ * 1. requires `metadata.commit` (40 hex digits; the dispatcher never calls a git notifier without it);
+ * 2. asserts that the rendered status and comment fit the forge's limits;
+ * 3. resolves the repository;
+ * 4. with `rendered.commitStatus`: `syncCommitStatus` (skip when identical to the newest);
+ * 5. with `rendered.comment` and `pullRequestComment` on: for each pull request (explicit
+ *    `metadata.pullRequest`, else open ones whose head is the commit) `upsertStickyComment`.
+ * A retried send repeats nothing that already took effect (both steps are idempotent).
+ * @throws ProviderError
+ */
+export function forgeNotifier<R, P extends { id: string }>(
+  http: ProviderHttp,
+  opts: ForgeNotifierOptions,
+  adapter: ForgeAdapter<R, P>,
+): Notifier {
+  const statuses = newStatusCache();
+  const comments = newCommentCache();
+  const secretValues = http.secretValues;
+  const { limits } = opts;
+
+  const check = (rendered: RenderedNotification): void => {
+    const cs = rendered.commitStatus;
+    if (cs !== undefined) {
+      assertFits(cs.context, limits.statusContext, `${opts.label}: the commit status context`, secretValues);
+      assertFits(
+        cs.description,
+        limits.statusDescription,
+        `${opts.label}: the commit status description`,
+        secretValues,
+      );
+      if (cs.targetURL !== undefined)
+        assertFits(
+          cs.targetURL,
+          limits.statusTargetURL,
+          `${opts.label}: the commit status link`,
+          secretValues,
+        );
+    }
+    if (rendered.comment !== undefined)
+      assertFits(
+        rendered.comment.body,
+        limits.comment,
+        `${opts.label}: the pull request comment`,
+        secretValues,
+      );
+  };
+
+  return {
+    async send(ev: NotificationEvent, rendered: RenderedNotification, signal?: AbortSignal): Promise<void> {
+      const sha = ev.metadata.commit?.trim().toLowerCase();
+      if (sha === undefined || !/^[0-9a-f]{40}$/.test(sha)) {
+        throw new ProviderError(
+          `${opts.label}: the event has no commit SHA (metadata.commit), so there is nothing to set a status on`,
+          { code: 'NO_COMMIT', retryable: false, secretValues },
+        );
+      }
+      check(rendered);
+      const repo = adapter.repository(ev);
+      const repoKey = adapter.repoKey(repo);
+      let prs: Promise<P[]> | undefined;
+      const ctx: SendContext<R, P> = {
+        ev,
+        repo,
+        sha,
+        signal,
+        pullRequests: () => {
+          prs ??= (async () => {
+            const explicit = explicitPullRequest(ev);
+            if (explicit !== undefined) {
+              const pr = await adapter.pullRequest(ctx, explicit);
+              return pr === undefined ? [] : [pr];
+            }
+            return adapter.pullRequestsForCommit(ctx);
+          })();
+          return prs;
+        },
+      };
+
+      const cs = rendered.commitStatus;
+      if (cs !== undefined) {
+        const native: NativeStatus = {
+          state: adapter.nativeState(cs.state),
+          context: cs.context,
+          description: cs.description,
+          targetURL: cs.targetURL,
+        };
+        await syncCommitStatus({
+          cache: statuses,
+          repoKey,
+          sha,
+          context: cs.context,
+          want: { state: native.state, description: native.description },
+          readPolicy: adapter.readPolicy,
+          readCurrent: () => adapter.readStatus(ctx, cs.context),
+          write: () => adapter.writeStatus(ctx, native),
+        });
+      }
+
+      const comment = rendered.comment;
+      if (comment !== undefined && opts.pullRequestComment) {
+        for (const pr of await ctx.pullRequests()) {
+          await upsertStickyComment({
+            cache: comments,
+            key: commentKey(repoKey, pr.id, comment.marker),
+            marker: comment.marker,
+            body: comment.body,
+            pages: () => adapter.comments(ctx, pr),
+            create: (body) => adapter.createComment(ctx, pr, body),
+            edit: (ref, body) => adapter.editComment(ctx, pr, ref, body),
+          });
+        }
+      }
+    },
+    close: () => http.close(),
+  };
+}

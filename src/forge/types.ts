@@ -1,0 +1,107 @@
+/**
+ * What one git forge is, in types: its address rules, its limits, and the parts of its notifier
+ * — repository, commit status, sticky comment, pull-request discovery — that the shared driver
+ * (./notifier.ts) runs. A forge module that lacks a part does not compile: the driver takes all of
+ * them (`ForgeAdapter`), and the forge table (./registry.ts) takes every `GitProviderType`.
+ */
+import type { NotificationEvent } from '../api/event.ts';
+import type { GitProviderType } from '../api/v1alpha1.ts';
+import type { NotifierFactory } from '../notifier/types.ts';
+import type { CommitState, ProviderLimits } from '../template/rendered.ts';
+import type { AddressRules } from './url.ts';
+
+/** A commit status as the forge holds it: the forge's own state word and the description ('' when none). */
+export interface StatusSnapshot {
+  state: string;
+  description: string;
+}
+
+/** A commit status in the forge's terms, ready to post. */
+export interface NativeStatus {
+  state: string;
+  context: string;
+  description: string;
+  targetURL: string | undefined;
+}
+
+/**
+ * One comment on a pull request as the forge lists it. `ref` is whatever the forge needs to edit
+ * it (an id; Bitbucket Data Center adds the version; Azure DevOps the thread id). `mine` is true
+ * when the Provider's own identity authored it.
+ */
+export interface ForgeComment {
+  ref: string;
+  body: string;
+  mine: boolean;
+}
+
+/** Per-send state handed to the parts: the event, the repository, the commit, the signal, the memoised pull requests. */
+export interface SendContext<R, P> {
+  ev: NotificationEvent;
+  repo: R;
+  sha: string;
+  /** Cancels every request of this send (shutdown past its deadline). */
+  signal: AbortSignal | undefined;
+  /** The pull requests to comment on (explicit one first, else the forge's query); memoised per send. */
+  pullRequests(): Promise<P[]>;
+}
+
+/** Which repository an event goes to. `R` is the forge's repository type. */
+export interface RepositoryPart<R> {
+  /** Resolves the repository of this event (Provider address, or the Stack's repository). @throws ProviderError */
+  repository(ev: NotificationEvent): R;
+  /** Stable identity of `repo` for cache keys (e.g. its API URL). */
+  repoKey(repo: R): string;
+}
+
+/** Commit statuses. */
+export interface StatusPart<R, P> {
+  /** The forge's state word for a neutral state. */
+  nativeState(state: CommitState): string;
+  /**
+   * When the forge's current status is read on a cache miss: for every commit (`perCommit`), or
+   * once per (repository, context) after start (`perContext`: contexts are unique to this
+   * controller, so a commit this process has not written to has none of ours; GitHub).
+   */
+  readPolicy: 'perCommit' | 'perContext';
+  /** The newest status of `context` on `ctx.sha`, reading all pages; undefined when none. */
+  readStatus(ctx: SendContext<R, P>, context: string): Promise<StatusSnapshot | undefined>;
+  /** Posts the status. */
+  writeStatus(ctx: SendContext<R, P>, status: NativeStatus): Promise<void>;
+}
+
+/** The sticky pull-request comment. */
+export interface CommentPart<R, P> {
+  /** Every comment of `pr`, page by page, with `mine` filled from the Provider's identity. */
+  comments(ctx: SendContext<R, P>, pr: P): AsyncIterable<readonly ForgeComment[]>;
+  createComment(ctx: SendContext<R, P>, pr: P, body: string): Promise<string>;
+  editComment(ctx: SendContext<R, P>, pr: P, ref: string, body: string): Promise<string>;
+}
+
+/**
+ * Pull-request discovery: which pull requests an event's commit belongs to. (The preview
+ * controller will list a repository's open pull requests here too.)
+ */
+export interface PullRequestPart<R, P> {
+  /** Open pull requests whose head is `ctx.sha` (the explicit one, when named, is fetched by `pullRequest`). */
+  pullRequestsForCommit(ctx: SendContext<R, P>): Promise<P[]>;
+  /** The pull request named by `metadata.pullRequest`; undefined when the forge says it does not exist. */
+  pullRequest(ctx: SendContext<R, P>, id: string): Promise<P | undefined>;
+}
+
+/** Everything the driver needs from one forge. `P` is a pull request as the forge describes it. */
+export type ForgeAdapter<R, P extends { id: string }> = RepositoryPart<R> &
+  StatusPart<R, P> &
+  CommentPart<R, P> &
+  PullRequestPart<R, P>;
+
+/** One git forge: registered in ./registry.ts. */
+export interface ForgeDefinition<T extends GitProviderType = GitProviderType> {
+  readonly type: T;
+  /** How Provider addresses and Stack repositories name a repository (./<name>/address.ts). */
+  readonly address: AddressRules<T>;
+  /** Field limits the renderer fits and the driver asserts (./<name>/limits.ts). */
+  readonly limits: ProviderLimits;
+  /** Builds the notifier (client + parts, run by ./notifier.ts). */
+  readonly notifier: NotifierFactory;
+}

@@ -1,0 +1,57 @@
+/**
+ * Provider type → implementation: the git forges (src/forge/registry.ts) and the chat and webhook
+ * types (src/notifier/registry.ts) in one place, given to the delivery layer as its
+ * `NotifierRegistry` port (src/delivery/send.ts). docs/architecture.md, "Providers".
+ */
+import { isGitProviderType, type ProviderType } from './api/v1alpha1.ts';
+import type { ResolvedProvider } from './credential/provider.ts';
+import type { NotifierRegistry } from './delivery/send.ts';
+import { FORGES } from './forge/registry.ts';
+import { ProviderHttp } from './notifier/http.ts';
+import { MESSAGE_PROVIDERS } from './notifier/registry.ts';
+import type { Notifier, NotifierFactory } from './notifier/types.ts';
+import type { ProviderLimits } from './template/rendered.ts';
+
+function entry(type: ProviderType): { limits: ProviderLimits; notifier?: NotifierFactory | undefined } {
+  return isGitProviderType(type) ? FORGES[type] : MESSAGE_PROVIDERS[type];
+}
+
+/** The field limits of `type` (the renderer fits every field to them). */
+export function limitsFor(type: ProviderType): ProviderLimits {
+  return entry(type).limits;
+}
+
+/** Whether `type` has a notifier in this build. */
+export function hasNotifier(type: ProviderType): boolean {
+  return entry(type).notifier !== undefined;
+}
+
+/**
+ * Builds the notifier for `p.type`. Without `deps`, creates the `ProviderHttp` for `p` itself
+ * (only once the type is known to be implemented). The notifier owns the HTTP client and closes
+ * it in `close()`.
+ * @throws Error when the type has no implementation yet, or the factory refuses `p`.
+ */
+export function createNotifier(p: ResolvedProvider, deps?: { http: ProviderHttp }): Notifier {
+  const factory = entry(p.type).notifier;
+  if (factory === undefined) {
+    const implemented = [
+      ...Object.keys(FORGES),
+      ...Object.entries(MESSAGE_PROVIDERS)
+        .filter(([, m]) => m.notifier !== undefined)
+        .map(([t]) => t),
+    ];
+    throw new Error(
+      `Provider ${p.namespace}/${p.name}: type '${p.type}' has no notifier in this version of pko-notification-controller (implemented: ${implemented.join(', ')})`,
+    );
+  }
+  const http = deps?.http ?? new ProviderHttp(p);
+  try {
+    return factory(p, { http });
+  } catch (err) {
+    if (deps === undefined) void http.close();
+    throw err;
+  }
+}
+
+export const providerRegistry: NotifierRegistry = { create: createNotifier, limits: limitsFor };

@@ -1,0 +1,39 @@
+/** The shapes shared by template compilation (./index.ts) and rendering (./render.ts). */
+import type { ProviderType } from '../api/v1alpha1.ts';
+import type { TemplateContext } from './context.ts';
+import type { ProviderLimits } from './rendered.ts';
+
+export const TEMPLATE_NAMES = [
+  'message',
+  'commitStatusDescription',
+  'commitStatusContext',
+  'pullRequestComment',
+] as const;
+export type TemplateName = (typeof TEMPLATE_NAMES)[number];
+
+/** A compiled template. */
+export type Compiled = (ctx: TemplateContext) => string;
+
+/** Compiled templates of one Alert (and Provider context override), ready for rendering. */
+export interface TemplateSet {
+  readonly templates: Readonly<Record<TemplateName, Compiled>>;
+  /** The built-in templates, used when a custom one fails at render time. */
+  readonly builtins: Readonly<Record<TemplateName, Compiled>>;
+  /** Which templates are not the built-in ones. */
+  readonly overridden: readonly TemplateName[];
+}
+
+export type CompileResult =
+  { ok: true; set: TemplateSet } | { ok: false; template: string; line: number | null; message: string };
+
+export interface RenderOptions {
+  /** The controller's cluster name (`--cluster-name`), part of the default commit status context. */
+  clusterName: string;
+  providerType: ProviderType;
+  /** Git forges: also render the sticky pull-request comment (Provider `pullRequestComment.enabled`). */
+  commentsEnabled: boolean;
+  /** The provider type's field limits: every rendered field is fitted to them. */
+  limits: ProviderLimits;
+  /** Called when a custom template fails at render time; the built-in one is used instead. */
+  onTemplateError?: (template: TemplateName, message: string) => void;
+}

@@ -1,0 +1,121 @@
+/**
+ * The router without a cluster: Stacks and Updates come from in-memory stand-ins for the two
+ * informers (the `on`/`get`/`list` the router uses), Alerts from a real `AlertIndex`, and what it
+ * offers is recorded through the `DeliveryQueue` port.
+ */
+import { KubeConfig } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import type { KubeObject } from '../../src/api/meta.ts';
+import type { Stack, Update } from '../../src/api/pko.ts';
+import type { AlertSpec } from '../../src/api/v1alpha1.ts';
+import { compileAlert } from '../../src/alert/compile.ts';
+import { AlertIndex } from '../../src/alert/routed.ts';
+import { Router } from '../../src/alert/router.ts';
+import type { DeliveryAlert, DeliveryQueue, OfferedEvent } from '../../src/delivery/types.ts';
+import { deliveryAlert, quietLogger } from '../delivery/support.ts';
+import { NS, STACK_UID, update, v2FailedStack } from '../source/fixtures.ts';
+
+type Handler = (...args: never[]) => void;
+
+/** The part of an informer the router uses, over a plain map. */
+class MemoryInformer<T extends KubeObject> {
+  readonly #objects = new Map<string, T>();
+  readonly #handlers = new Map<string, Handler[]>();
+  on(event: string, cb: Handler): void {
+    this.#handlers.set(event, [...(this.#handlers.get(event) ?? []), cb]);
+  }
+  get(namespace: string, name: string): T | undefined {
+    return this.#objects.get(`${namespace}/${name}`);
+  }
+  list(): T[] {
+    return [...this.#objects.values()];
+  }
+  add(obj: T): void {
+    this.#objects.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`, obj);
+    for (const h of this.#handlers.get('add') ?? []) (h as (o: T) => void)(obj);
+  }
+}
+
+class RecordingQueue implements DeliveryQueue {
+  readonly offers: { alert: string; stackUid: string; events: OfferedEvent[] }[] = [];
+  offer(alert: DeliveryAlert, stackUid: string, events: readonly OfferedEvent[]): void {
+    this.offers.push({ alert: alert.name, stackUid, events: [...events] });
+  }
+}
+
+function routed(name: string, spec: Partial<AlertSpec>) {
+  const r = compileAlert(
+    {
+      apiVersion: 'notification.pko.dev/v1alpha1',
+      kind: 'Alert',
+      metadata: { name, namespace: NS, uid: `${name}-uid`, generation: 1 },
+      spec: { providerRef: { name: 'hook' }, eventSources: [{ kind: 'Stack' }], ...spec },
+    },
+    { allowCrossNamespace: false },
+  );
+  if (!r.ok) throw new Error(r.message);
+  return { ...deliveryAlert({ key: `${NS}/${name}`, uid: `${name}-uid`, name }), compiled: r.alert };
+}
+
+function setup() {
+  const stacks = new MemoryInformer<Stack>();
+  const updates = new MemoryInformer<Update>();
+  const alerts = new AlertIndex();
+  const queue = new RecordingQueue();
+  const router = new Router({
+    kubeConfig: new KubeConfig(),
+    stacks,
+    updates,
+    alerts,
+    delivery: queue,
+    logger: quietLogger(),
+    reportingController: 'pko-notification-controller',
+  });
+  return { stacks, updates, alerts, queue, router };
+}
+
+describe('Router', () => {
+  it('offers a Stack’s events (its Updates’ included) to each Alert that takes them, with that Alert’s metadata', async () => {
+    const t = setup();
+    t.alerts.set(`${NS}/all`, routed('all', { eventMetadata: { team: 'platform' } }));
+    t.alerts.set(`${NS}/successes`, routed('successes', { eventReasons: ['UpdateSucceeded'] }));
+    t.alerts.set(`${NS}/failures`, routed('failures', { eventSeverity: 'error' }));
+    t.stacks.add(v2FailedStack());
+    t.updates.add(update('failed'));
+    await t.router.reconcile(`${NS}/app-dev`);
+
+    const byAlert = Object.fromEntries(
+      t.queue.offers.map((o) => [o.alert, o.events.map((e) => e.event.reason)]),
+    );
+    expect(byAlert).toEqual({ all: ['UpdateStarted', 'UpdateFailed'], failures: ['UpdateFailed'] });
+    expect(t.queue.offers.every((o) => o.stackUid === STACK_UID)).toBe(true);
+    const all = t.queue.offers.find((o) => o.alert === 'all');
+    expect(all?.events.every((e) => e.event.metadata.team === 'platform' && e.skip === undefined)).toBe(true);
+    expect(
+      t.queue.offers.find((o) => o.alert === 'failures')?.events[0]?.event.metadata.team,
+    ).toBeUndefined();
+  });
+
+  it('a suspended Alert is offered its events marked to be skipped, without copying the Alert', async () => {
+    const t = setup();
+    const suspended = routed('paused', { suspend: true, eventReasons: ['UpdateFailed'] });
+    t.alerts.set(`${NS}/paused`, suspended);
+    t.stacks.add(v2FailedStack());
+    t.updates.add(update('failed'));
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(t.queue.offers).toHaveLength(1);
+    expect(t.queue.offers[0]?.events.map((e) => [e.event.reason, e.skip])).toEqual([
+      ['UpdateFailed', { reason: 'Suspended', message: 'Alert is suspended' }],
+    ]);
+    expect(suspended.compiled.spec.suspend).toBe(true);
+  });
+
+  it('offers nothing for a Stack no Alert takes, or a Stack it does not know', async () => {
+    const t = setup();
+    t.alerts.set(`${NS}/other`, routed('other', { eventSources: [{ kind: 'Stack', name: 'web-*' }] }));
+    t.stacks.add(v2FailedStack());
+    await t.router.reconcile(`${NS}/app-dev`);
+    await t.router.reconcile(`${NS}/missing`);
+    expect(t.queue.offers).toEqual([]);
+  });
+});

@@ -1,0 +1,127 @@
+/**
+ * The import graph of src/ follows the layers of docs/architecture.md: every relative import of
+ * every source file is checked against the table below (a module may import its own folder and
+ * the modules its layer lists, nothing else). The table is the one in docs/architecture.md; a test
+ * keeps the two equal.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const root = resolve(import.meta.dirname, '..');
+const src = join(root, 'src');
+
+/** Module (folder or top-level file, without `.ts`) → the modules it may import. */
+export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  text: [],
+  api: [],
+  log: [],
+  config: ['api', 'log'],
+  kube: ['api', 'log', 'text'],
+  credential: ['api', 'kube', 'text'],
+  template: ['api', 'text'],
+  source: ['api', 'kube', 'log', 'text'],
+  notifier: ['api', 'credential', 'template', 'log', 'text'],
+  forge: ['notifier', 'api', 'credential', 'template', 'log', 'text'],
+  delivery: ['notifier', 'template', 'credential', 'kube', 'api', 'log', 'text'],
+  alert: ['delivery', 'source', 'kube', 'api', 'log', 'text'],
+  reconcile: ['alert', 'template', 'credential', 'kube', 'api', 'log', 'text'],
+  registry: ['forge', 'notifier', 'delivery', 'template', 'credential', 'api'],
+  controller: [
+    'registry',
+    'reconcile',
+    'alert',
+    'delivery',
+    'source',
+    'credential',
+    'kube',
+    'config',
+    'api',
+    'log',
+  ],
+  envtest: [],
+  main: ['controller', 'config', 'kube', 'credential', 'envtest', 'log'],
+};
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
+}
+
+/** `src/forge/github/client.ts` → `forge`; `src/controller.ts` → `controller`. */
+function moduleOf(file: string): string {
+  const rel = relative(src, file).split('/');
+  return rel.length === 1 ? (rel[0] ?? '').replace(/\.ts$/, '') : (rel[0] ?? '');
+}
+
+/** Relative import specifiers of a file (static imports, re-exports and dynamic imports). */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const out: string[] = [];
+  for (const m of text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?\bfrom\s+'(\.[^']+)'/g))
+    out.push(m[1] ?? '');
+  for (const m of text.matchAll(/\bimport\(\s*'(\.[^']+)'\s*\)/g)) out.push(m[1] ?? '');
+  return out;
+}
+
+/** Every cross-module edge `from → to` with the files that make it. */
+export function importGraph(): Map<string, Set<string>> {
+  const graph = new Map<string, Set<string>>();
+  for (const file of sourceFiles(src)) {
+    const from = moduleOf(file);
+    for (const spec of importsOf(file)) {
+      const to = moduleOf(resolve(dirname(file), spec));
+      if (to === from) continue;
+      let set = graph.get(from);
+      if (!set) graph.set(from, (set = new Set()));
+      set.add(to);
+    }
+  }
+  return graph;
+}
+
+describe('architecture', () => {
+  it('every module of src/ is in the layer table', () => {
+    const modules = new Set(sourceFiles(src).map(moduleOf));
+    expect([...modules].filter((m) => !(m in ALLOWED))).toEqual([]);
+  });
+
+  it('no import runs against the layers (docs/architecture.md)', () => {
+    const violations: string[] = [];
+    for (const file of sourceFiles(src)) {
+      const from = moduleOf(file);
+      for (const spec of importsOf(file)) {
+        const to = moduleOf(resolve(dirname(file), spec));
+        if (to !== from && !(ALLOWED[from] ?? []).includes(to))
+          violations.push(`${relative(root, file)} imports ${spec} (${from} → ${to})`);
+      }
+    }
+    expect(violations).toEqual([]);
+  });
+
+  it('the allowed graph has no cycle', () => {
+    const state = new Map<string, 'visiting' | 'done'>();
+    const visit = (m: string, path: string[]): void => {
+      if (state.get(m) === 'done') return;
+      if (state.get(m) === 'visiting') throw new Error(`cycle: ${[...path, m].join(' → ')}`);
+      state.set(m, 'visiting');
+      for (const n of ALLOWED[m] ?? []) visit(n, [...path, m]);
+      state.set(m, 'done');
+    };
+    for (const m of Object.keys(ALLOWED))
+      expect(() => {
+        visit(m, []);
+      }).not.toThrow();
+  });
+
+  it('docs/architecture.md lists the same table', () => {
+    const doc = readFileSync(join(root, 'docs', 'architecture.md'), 'utf8');
+    for (const [m, deps] of Object.entries(ALLOWED)) {
+      const row = new RegExp(`^\\|\\s*\`${m}\`\\s*\\|([^|]*)\\|`, 'm').exec(doc);
+      expect(row, `row for ${m}`).not.toBeNull();
+      const listed = (row?.[1] ?? '').match(/`[^`]+`/g)?.map((s) => s.slice(1, -1)) ?? [];
+      expect([...listed].sort(), m).toEqual([...deps].sort());
+    }
+  });
+});

@@ -1,0 +1,102 @@
+/**
+ * GitHub end to end on the real control plane: PKO runs written as PKO does → the controller →
+ * the GitHub contract server (every request checked against GitHub's OpenAPI description).
+ */
+import { describe, expect, it } from 'vitest';
+import { kubeConfig, createTestNamespace, waitFor } from '../../support/cluster.ts';
+import { PkoSimulator } from '../../support/pko.ts';
+import { Objects, startInProcess } from '../../support/controller.ts';
+import { startGitHubServer } from './server.ts';
+
+const SHA = '4e3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a291';
+
+describe('github end to end', () => {
+  it('preview then update on a commit: status sequence on the commit and one sticky comment on its pull request', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_e2eToken0123456789: 'pko-bot' },
+    });
+    gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+    gh.addComment('acme/app', 7, { body: 'LGTM', login: 'octocat' });
+    const ns = await createTestNamespace('gh-e2e');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, { flags: ['--cluster-name=e2e'] });
+    try {
+      await obj.secret('gh', { token: 'ghp_e2eToken0123456789\n' });
+      await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+      await obj.alert('gh', { providerRef: { name: 'gh' }, eventSources: [{ kind: 'Stack' }] });
+      await obj.waitReady('alerts', 'gh');
+      const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+      await sim.createStack(
+        'app',
+        { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } },
+        { stack: 'acme/app/dev' },
+      );
+
+      const states = (): string[] =>
+        gh
+          .statuses('acme/app', SHA)
+          .map((s) => s.state)
+          .reverse();
+      const step = async (type: 'preview' | 'up'): Promise<void> => {
+        const n = states().length;
+        const run = await sim.startRun('app', { type, commit: SHA });
+        await waitFor(() => Promise.resolve(states().length > n), {
+          timeoutMs: 20_000,
+          what: `pending status for ${type}`,
+        });
+        await sim.finishRun(run, 'succeeded');
+        await waitFor(() => Promise.resolve(states().at(-1) === 'success'), {
+          timeoutMs: 20_000,
+          what: `success status for ${type}`,
+        });
+      };
+      await step('preview');
+      await step('up');
+
+      const statuses = gh.statuses('acme/app', SHA).reverse();
+      expect(statuses.map((s) => s.state)).toEqual(['pending', 'success', 'pending', 'success']);
+      expect(new Set(statuses.map((s) => s.context)).size).toBe(1);
+      expect(statuses[0]!.context).toContain(ns);
+      expect(statuses[0]!.context).toContain('e2e');
+      expect(statuses.every((s) => Array.from(s.description ?? '').length <= 140)).toBe(true);
+      expect(statuses[3]!.target_url).toMatch(/^https:\/\/app\.pulumi\.com\/acme\/app\/dev\/updates\/\d+$/);
+
+      const ours = await waitFor(
+        () =>
+          Promise.resolve(
+            gh
+              .comments('acme/app', 7)
+              .filter((c) => c.login === 'pko-bot')
+              .find((c) => /succeeded/i.test(c.body) && /update/i.test(c.body)),
+          ),
+        { timeoutMs: 20_000, what: 'sticky comment showing the update result' },
+      );
+      expect(gh.comments('acme/app', 7).filter((c) => c.login === 'pko-bot')).toHaveLength(1);
+      expect(ours.edits).toBeGreaterThanOrEqual(1);
+      expect(ours.body).toContain(SHA.slice(0, 7));
+      expect(gh.comments('acme/app', 7).find((c) => c.login === 'octocat')?.edits).toBe(0);
+
+      // F22: failures until PKO stalls: the commit ends at failure, never left pending.
+      const SHA2 = '5f4c3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a2';
+      for (let i = 0; i < 3; i++) {
+        const run = await sim.startRun('app', { type: 'up', commit: SHA2 });
+        await sim.finishRun(run, 'failed');
+      }
+      await sim.stall('app', 'UpdateFailed');
+      await waitFor(() => Promise.resolve(gh.statuses('acme/app', SHA2)[0]?.state === 'failure'), {
+        timeoutMs: 30_000,
+        what: 'failure status on the stalled commit',
+      });
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(gh.statuses('acme/app', SHA2)[0]?.state).toBe('failure');
+
+      expect(gh.violations).toEqual([]);
+      expect(gh.log.every((r) => r.path.startsWith('/api/v3/'))).toBe(true);
+    } finally {
+      await ctl.stop();
+      await gh.close();
+    }
+  }, 90_000);
+});

@@ -1,0 +1,630 @@
+/**
+ * The `github` notifier against the GitHub contract server (./github-server.ts), which checks
+ * every request against GitHub's OpenAPI description: commit statuses (F05, F06, F13), the sticky
+ * pull-request comment (F16), GitHub Enterprise bases (F02), private CA (F08), proxy (F09),
+ * GitHub App authentication, secondary rate limits (F20), and API calls per status.
+ */
+import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { fetch as fetchUndici } from 'undici';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { NotificationEvent } from '../../../src/api/event.ts';
+import type { ResolvedProvider } from '../../../src/credential/provider.ts';
+import { ProviderError } from '../../../src/notifier/errors.ts';
+import { createGitHubNotifier, type GitHubNotifierOptions } from '../../../src/forge/github/index.ts';
+import { githubLimits } from '../../../src/forge/github/limits.ts';
+import { compileTemplates, renderNotification } from '../../../src/template/index.ts';
+import { ProviderHttp } from '../../../src/notifier/http.ts';
+import { createNotifier, hasNotifier } from '../../../src/registry.ts';
+import type { Notifier, RenderedNotification } from '../../../src/notifier/types.ts';
+import { makeTestPKI, type TestPKI } from '../../support/pki.ts';
+import { startProxy, type TestProxy } from '../../support/proxy.ts';
+import { resolved, sampleEvent } from '../../notifier/fixtures.ts';
+import {
+  gitHubContract,
+  startGitHubServer,
+  type GitHubContractServer,
+  type GitHubServerOptions,
+} from './server.ts';
+
+const REPO = 'acme/app';
+const CONTEXT = 'pko/prod/team-a/web';
+const MARKER = '<!-- pko-notification-controller: prod/team-a/web -->';
+const LINK = 'https://app.pulumi.com/acme/web/dev/updates/12';
+
+let pki: TestPKI;
+beforeAll(async () => {
+  pki = await makeTestPKI();
+  gitHubContract(); // load the OpenAPI description once, outside any test's timeout
+}, 60_000);
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const sha = (n: number | string): string => createHash('sha1').update(`commit-${n}`).digest('hex');
+/** A fresh credential per test: throttling and rate-limit state are per credential and process-wide. */
+const newToken = (): string => `ghp_${randomBytes(12).toString('hex')}`;
+
+async function server(opts: GitHubServerOptions = {}): Promise<GitHubContractServer> {
+  const s = await startGitHubServer(opts);
+  cleanups.push(() => s.close());
+  return s;
+}
+async function proxy(): Promise<TestProxy> {
+  const p = await startProxy();
+  cleanups.push(() => p.close());
+  return p;
+}
+
+/** A github Provider on `s` authenticated by `token` (login `pko-bot` on the server). */
+function provider(
+  s: GitHubContractServer,
+  token: string,
+  overrides: Partial<ResolvedProvider> = {},
+): ResolvedProvider {
+  s.addToken(token, 'pko-bot');
+  return resolved({
+    type: 'github',
+    name: 'github',
+    address: `https://github.com/${REPO}`,
+    apiURL: s.apiBase,
+    token,
+    secretValues: [token],
+    ...overrides,
+  });
+}
+
+interface Built {
+  notifier: Notifier;
+  /** Every URL the Provider's HTTP client fetched. */
+  urls: string[];
+}
+function build(p: ResolvedProvider, opts: GitHubNotifierOptions = { pacing: false }): Built {
+  const urls: string[] = [];
+  const http = new ProviderHttp(p, {
+    fetch: (input, init) => {
+      urls.push(typeof input === 'string' ? input : input instanceof URL ? input.toString() : input.url);
+      return fetchUndici(input, init);
+    },
+  });
+  const notifier = createGitHubNotifier(p, { http }, opts);
+  cleanups.push(() => notifier.close());
+  return { notifier, urls };
+}
+
+function event(commit: string, extra: Record<string, string> = {}): NotificationEvent {
+  return { ...sampleEvent, metadata: { ...sampleEvent.metadata, commit, ...extra } };
+}
+function status(
+  state: 'pending' | 'success' | 'failure',
+  description: string,
+  targetURL: string | undefined = LINK,
+): RenderedNotification {
+  return { message: description, commitStatus: { state, context: CONTEXT, description, targetURL } };
+}
+function withComment(r: RenderedNotification, body: string): RenderedNotification {
+  return { ...r, comment: { marker: MARKER, body: `${MARKER}\n${body}` } };
+}
+async function failure(fn: () => Promise<unknown>): Promise<ProviderError> {
+  try {
+    await fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ProviderError);
+    return err as ProviderError;
+  }
+  throw new Error('expected a ProviderError');
+}
+const posts = (s: GitHubContractServer): number =>
+  s.apiCalls().filter((e) => e.operationId === 'repos/create-commit-status').length;
+
+describe('contract server', () => {
+  it('rejects what GitHub would reject and records a violation', async () => {
+    const s = await server();
+    const token = newToken();
+    s.addToken(token, 'pko-bot');
+    const call = (method: string, path: string, body?: unknown): Promise<Response> =>
+      fetch(`${s.apiBase}${path}`, {
+        method,
+        headers: { authorization: `token ${token}`, 'content-type': 'application/json' },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+    expect((await call('POST', `/repos/${REPO}/statuses/${sha(1)}`, { state: 'bogus' })).status).toBe(422);
+    expect(
+      (
+        await call('POST', `/repos/${REPO}/statuses/${sha(1)}`, {
+          state: 'success',
+          description: 'x'.repeat(141),
+        })
+      ).status,
+    ).toBe(422);
+    expect((await call('GET', `/repos/${REPO}/no-such-endpoint`)).status).toBe(404);
+    expect((await call('GET', `/repos/${REPO}/issues/abc/comments`)).status).toBe(404);
+    expect((await call('POST', `/repos/${REPO}/issues/1/comments`, { text: 'no body field' })).status).toBe(
+      422,
+    );
+    expect(s.violations.map((v) => v.status)).toEqual([422, 422, 404, 404, 422]);
+    expect(s.violations[0]?.reason).toMatch(/state/);
+    expect(s.violations[1]?.reason).toMatch(/140/);
+  });
+
+  it('is registered as the github notifier type', () => {
+    expect(hasNotifier('github')).toBe(true);
+  });
+});
+
+describe('commit statuses', () => {
+  it('posts pending then success on the commit, paced as GitHub asks', async () => {
+    const s = await server();
+    const p = provider(s, newToken());
+    const n = createNotifier(p); // registry path, production options (pacing on)
+    cleanups.push(() => n.close());
+    const t0 = Date.now();
+    await n.send(event(sha(1)), status('pending', 'Update started'));
+    await n.send(event(sha(1)), status('success', 'Update succeeded: 3 changed'));
+    const elapsed = Date.now() - t0;
+
+    const list = s.statuses(REPO, sha(1));
+    expect(list.map((x) => [x.state, x.description, x.context, x.creator])).toEqual([
+      ['success', 'Update succeeded: 3 changed', CONTEXT, 'pko-bot'],
+      ['pending', 'Update started', CONTEXT, 'pko-bot'],
+    ]);
+    expect(list[0]?.target_url).toBe(LINK);
+    expect(posts(s)).toBe(2);
+    expect(elapsed).toBeGreaterThanOrEqual(900); // ≥ 1 s between writes with one credential
+    expect(s.violations).toEqual([]);
+  });
+
+  it('F05: an identical status is posted once, however often it is sent', async () => {
+    const s = await server();
+    const { notifier } = build(provider(s, newToken()));
+    await notifier.send(event(sha(2)), status('success', 'Update succeeded'));
+    await notifier.send(event(sha(2)), status('success', 'Update succeeded'));
+    expect(posts(s)).toBe(1);
+    const before = s.log.length;
+    // An hour of 60 s resyncs on the same commit, each with its own permalink.
+    for (let i = 0; i < 60; i++) {
+      await notifier.send(event(sha(2)), status('success', 'Update succeeded', `${LINK}?run=${i}`));
+    }
+    expect(s.log.length - before).toBe(0);
+    expect(s.statuses(REPO, sha(2))).toHaveLength(1);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('F06: finds our newest status behind other tools’ statuses, across pages, case-insensitively', async () => {
+    const s = await server();
+    const token = newToken();
+    s.addStatus(REPO, sha(3), {
+      state: 'success',
+      context: CONTEXT.toUpperCase(),
+      description: 'Update succeeded',
+      creator: 'pko-bot',
+    });
+    for (let i = 0; i < 245; i++) {
+      s.addStatus(REPO, sha(3), {
+        state: i % 2 ? 'success' : 'pending',
+        context: `ci/tool-${i % 9}`,
+        description: `build ${i}`,
+      });
+    }
+    const { notifier } = build(provider(s, token));
+    await notifier.send(event(sha(3)), status('success', 'Update succeeded'));
+
+    const listed = s.apiCalls().filter((e) => e.operationId === 'repos/list-commit-statuses-for-ref');
+    expect(listed.map((e) => new URLSearchParams(e.query).get('page') ?? '1')).toEqual(['1', '2', '3']);
+    expect(listed.every((e) => new URLSearchParams(e.query).get('per_page') === '100')).toBe(true);
+    expect(posts(s)).toBe(0);
+
+    // The same with 45 statuses from other tools (one page), on a fresh notifier.
+    const s2 = await server();
+    s2.addStatus(REPO, sha(4), {
+      state: 'failure',
+      context: CONTEXT,
+      description: 'Update failed',
+      creator: 'pko-bot',
+    });
+    for (let i = 0; i < 45; i++) s2.addStatus(REPO, sha(4), { state: 'success', context: `ci/other-${i}` });
+    const { notifier: n2 } = build(provider(s2, token));
+    await n2.send(event(sha(4)), status('failure', 'Update failed'));
+    expect(s2.apiCalls().map((e) => e.operationId)).toEqual(['repos/list-commit-statuses-for-ref']);
+    // A different state is posted.
+    await n2.send(event(sha(4)), status('pending', 'Update started'));
+    expect(posts(s2)).toBe(1);
+    expect(s.violations).toEqual([]);
+    expect(s2.violations).toEqual([]);
+  });
+
+  it('F13: a 5,000-character description with escape codes and multibyte text, rendered for GitHub, is accepted', async () => {
+    const s = await server();
+    const { notifier } = build(provider(s, newToken()));
+    const long = `\u001b[31mUpdate failed\u001b[0m: ${'résumé 💥 ünïcödé '.repeat(300)}`.slice(0, 5_000);
+    const templates = compileTemplates({ commitStatusDescription: '{{message}}' });
+    if (!templates.ok) throw new Error(templates.message);
+    const ev = event(sha(5));
+    const r = renderNotification(
+      templates.set,
+      { ...ev, message: long },
+      {
+        clusterName: 'prod',
+        providerType: 'github',
+        commentsEnabled: false,
+        limits: githubLimits,
+      },
+    );
+    await notifier.send(ev, r);
+    const [posted] = s.statuses(REPO, sha(5));
+    const d = posted?.description ?? '';
+    expect(Array.from(d).length).toBeLessThanOrEqual(140);
+    expect(d.endsWith('…')).toBe(true);
+    expect(d.startsWith('Update failed: résumé 💥')).toBe(true);
+    expect(d).not.toMatch(/\p{Cc}/u);
+    expect(s.violations).toEqual([]);
+    // The same rendered status is not posted again.
+    await notifier.send(ev, r);
+    expect(posts(s)).toBe(1);
+  });
+
+  it('a description over 140 code points (not fitted by the renderer) is refused before any request', async () => {
+    const s = await server();
+    const { notifier } = build(provider(s, newToken()));
+    const err = await failure(() => notifier.send(event(sha(5)), status('failure', 'x'.repeat(141))));
+    expect(err.code).toBe('LIMIT_EXCEEDED');
+    expect(err.retryable).toBe(false);
+    expect(err.message).toMatch(/description is 141 codePoints long, over the limit of 140/);
+    expect(s.log).toEqual([]);
+  });
+
+  it('the 1,000-statuses limit is a final error', async () => {
+    const s = await server();
+    for (let i = 0; i < 1000; i++) {
+      s.addStatus(REPO, sha(6), {
+        state: 'pending',
+        context: CONTEXT,
+        description: `run ${i}`,
+        creator: 'pko-bot',
+      });
+    }
+    const { notifier } = build(provider(s, newToken()));
+    const err = await failure(() => notifier.send(event(sha(6)), status('success', 'Update succeeded')));
+    expect(err.status).toBe(422);
+    expect(err.retryable).toBe(false);
+    expect(err.message).toMatch(/maximum number of statuses/);
+    // The notifier listed only until it found its context (newest first: page 1).
+    expect(s.apiCalls().filter((e) => e.operationId === 'repos/list-commit-statuses-for-ref')).toHaveLength(
+      1,
+    );
+  });
+
+  it('a wrong token is a final 401 whose message does not contain the token', async () => {
+    const s = await server();
+    const token = newToken();
+    const p = provider(s, token, { token: 'ghp_wrongwrongwrong', secretValues: ['ghp_wrongwrongwrong'] });
+    const { notifier } = build(p);
+    const err = await failure(() => notifier.send(event(sha(7)), status('pending', 'Update started')));
+    expect(err.status).toBe(401);
+    expect(err.retryable).toBe(false);
+    expect(err.message).not.toContain('ghp_wrongwrongwrong');
+    expect(err.message).toMatch(/token/);
+  });
+
+  it('API calls per delivered status stay ≤ 1.05 in steady state', async () => {
+    const s = await server();
+    const { notifier } = build(provider(s, newToken()));
+    let sends = 0;
+    const commits = 30;
+    for (let c = 0; c < commits; c++) {
+      const commit = sha(`ratio-${c}`);
+      for (const [state, text] of [
+        ['pending', 'Update started'],
+        ['success', 'Update succeeded: 2 changed'],
+      ] as const) {
+        // Each state is sent 4 times (resyncs and relists re-deliver it).
+        for (let i = 0; i < 4; i++) {
+          await notifier.send(event(commit), status(state, text));
+          sends++;
+        }
+      }
+    }
+    const calls = s.apiCalls().length;
+    const written = posts(s);
+    const ratio = calls / written;
+    console.log(
+      `github API calls: ${calls} for ${written} statuses written (${sends} sends): ${ratio.toFixed(3)} calls per status`,
+    );
+    expect(written).toBe(commits * 2);
+    expect(ratio).toBeLessThanOrEqual(1.05);
+    expect(s.violations).toEqual([]);
+  });
+});
+
+describe('sticky pull-request comment', () => {
+  it('F16: one comment of ours among 250, edited in place; a human comment quoting the marker is untouched', async () => {
+    const s = await server();
+    const token = newToken();
+    const head = sha(8);
+    s.addPullRequest(REPO, { number: 42, headSha: head });
+    s.addPullRequest(REPO, { number: 41, headSha: head, state: 'closed' });
+    let ours = 0;
+    let human = 0;
+    let otherBot = 0;
+    for (let i = 0; i < 250; i++) {
+      if (i === 5) {
+        human = s.addComment(REPO, 42, {
+          body: `Why does the bot write ${MARKER}? Quoting it here.`,
+          login: 'alice',
+        }).id;
+      } else if (i === 17) {
+        otherBot = s.addComment(REPO, 42, {
+          body: `${MARKER} copied by another bot`,
+          login: 'other-bot[bot]',
+        }).id;
+      } else if (i === 231) {
+        ours = s.addComment(REPO, 42, { body: `${MARKER}\nPreview from yesterday`, login: 'pko-bot' }).id;
+      } else {
+        s.addComment(REPO, 42, { body: `comment ${i}`, login: i % 3 ? 'bob' : 'renovate[bot]' });
+      }
+    }
+    const { notifier } = build(provider(s, token));
+    for (let push = 1; push <= 5; push++) {
+      await notifier.send(
+        event(head),
+        withComment(status('success', 'Preview succeeded'), `Preview #${push}: 3 to change`),
+      );
+    }
+
+    const all = s.comments(REPO, 42);
+    expect(all).toHaveLength(250);
+    const mine = all.filter((c) => c.login === 'pko-bot' && c.body.includes(MARKER));
+    expect(mine.map((c) => c.id)).toEqual([ours]);
+    expect(mine[0]?.body).toBe(`${MARKER}\nPreview #5: 3 to change`);
+    expect(mine[0]?.edits).toBe(5);
+    const humanComment = all.find((c) => c.id === human);
+    expect(humanComment?.edits).toBe(0);
+    expect(humanComment?.body).toBe(`Why does the bot write ${MARKER}? Quoting it here.`);
+    expect(all.find((c) => c.id === otherBot)?.edits).toBe(0);
+    expect(s.comments(REPO, 41)).toEqual([]); // closed pull request: no comment
+
+    // All pages were read once (ours is on page 3); later sends edit by id without listing.
+    const listings = s.apiCalls().filter((e) => e.operationId === 'issues/list-comments');
+    expect(listings.map((e) => new URLSearchParams(e.query).get('page') ?? '1')).toEqual(['1', '2', '3']);
+    expect(s.apiCalls().filter((e) => e.operationId === 'users/get-authenticated')).toHaveLength(1);
+    expect(
+      s.apiCalls().filter((e) => e.operationId === 'repos/list-pull-requests-associated-with-commit'),
+    ).toHaveLength(1);
+    // An identical body is not written again.
+    const before = s.log.length;
+    await notifier.send(
+      event(head),
+      withComment(status('success', 'Preview succeeded'), 'Preview #5: 3 to change'),
+    );
+    expect(s.log.length).toBe(before);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('creates the comment when there is none, on the pull request named by the event; a rendered 70,000-character output fits 65,536', async () => {
+    const s = await server();
+    s.addPullRequest(REPO, { number: 9, headSha: sha(9) });
+    s.addComment(REPO, 9, { body: 'LGTM', login: 'carol' });
+    const { notifier } = build(provider(s, newToken()));
+    const templates = compileTemplates();
+    if (!templates.ok) throw new Error(templates.message);
+    const ev = event(sha(10), { pullRequest: '9' });
+    const r = renderNotification(
+      templates.set,
+      { ...ev, message: `Preview failed:\n${'x'.repeat(70_000)}` },
+      {
+        clusterName: 'prod',
+        providerType: 'github',
+        commentsEnabled: true,
+        limits: githubLimits,
+      },
+    );
+    await notifier.send(ev, r);
+    const mine = s.comments(REPO, 9).filter((c) => c.login === 'pko-bot');
+    expect(mine).toHaveLength(1);
+    expect(mine[0]?.body.length).toBeLessThanOrEqual(65_536);
+    expect(mine[0]?.body).toContain(r.comment?.marker);
+    expect(mine[0]?.body).toMatch(/truncated/);
+    // The explicit pull request is used: no "PRs for commit" lookup.
+    expect(
+      s.apiCalls().some((e) => e.operationId === 'repos/list-pull-requests-associated-with-commit'),
+    ).toBe(false);
+    // A body over the limit given directly is refused, not cut.
+    const err = await failure(() =>
+      notifier.send(ev, withComment(status('pending', 'Preview started'), 'y'.repeat(70_000))),
+    );
+    expect(err.code).toBe('LIMIT_EXCEEDED');
+    expect(s.violations).toEqual([]);
+  });
+
+  it('an unknown commit has no pull requests (GitHub 422), not an error', async () => {
+    const s = await server();
+    s.commitNotIndexed(sha(11));
+    const { notifier } = build(provider(s, newToken()));
+    await notifier.send(event(sha(11)), withComment(status('pending', 'Update started'), 'body'));
+    expect(posts(s)).toBe(1);
+    const lookup = s
+      .apiCalls()
+      .filter((e) => e.operationId === 'repos/list-pull-requests-associated-with-commit');
+    expect(lookup.map((e) => e.status)).toEqual([422]);
+    expect(s.apiCalls().some((e) => e.operationId === 'issues/create-comment')).toBe(false);
+    // A commit without pull requests: nothing to comment on either.
+    await notifier.send(event(sha(12)), withComment(status('pending', 'Update started'), 'body'));
+    expect(posts(s)).toBe(2);
+    expect(s.violations).toEqual([]);
+  });
+});
+
+describe('endpoints, TLS and proxy', () => {
+  it('F02: GitHub Enterprise Server: calls go to https://HOST/api/v3 guessed from the address, never to api.github.com', async () => {
+    const s = await server({ basePath: '/api/v3' });
+    const token = newToken();
+    s.addToken(token, 'pko-bot');
+    s.addPullRequest(REPO, { number: 3, headSha: sha(12) });
+    const p = resolved({
+      type: 'github',
+      name: 'ghe',
+      address: `${s.origin}/${REPO}.git`,
+      token,
+      secretValues: [token],
+    });
+    const { notifier, urls } = build(p);
+    await notifier.send(event(sha(12)), withComment(status('success', 'Update succeeded'), 'hello'));
+    expect(urls.length).toBeGreaterThan(0);
+    expect(urls.every((u) => u.startsWith(`${s.origin}/api/v3/`))).toBe(true);
+    expect(urls.some((u) => u.includes('api.github.com'))).toBe(false);
+    expect(s.log.every((e) => e.host === `127.0.0.1:${s.port}` && e.path.startsWith('/api/v3/'))).toBe(true);
+    expect(s.statuses(REPO, sha(12))).toHaveLength(1);
+    expect(s.violations).toEqual([]);
+
+    // An explicit apiURL overrides the guess.
+    const s2 = await server({ basePath: '/github/api/v3' });
+    const p2 = resolved({ ...p, address: `https://git.corp.example/${REPO}`, apiURL: `${s2.apiBase}/` });
+    s2.addToken(token, 'pko-bot');
+    const { notifier: n2, urls: urls2 } = build(p2);
+    await n2.send(event(sha(12)), status('success', 'Update succeeded'));
+    expect(urls2.every((u) => u.startsWith(`${s2.apiBase}/`))).toBe(true);
+    expect(s2.statuses(REPO, sha(12))).toHaveLength(1);
+  });
+
+  it('F08: a private CA: without certSecretRef a TLS error, with it every call verifies', async () => {
+    const s = await server({ tls: { cert: pki.certPem, key: pki.keyPem }, basePath: '/api/v3' });
+    const token = newToken();
+    s.addToken(token, 'pko-bot');
+    const base = resolved({
+      type: 'github',
+      name: 'ghe',
+      address: `https://localhost:${s.port}/${REPO}`,
+      token,
+      secretValues: [token],
+    });
+    const { notifier: without } = build(base);
+    const err = await failure(() => without.send(event(sha(13)), status('pending', 'Update started')));
+    expect(err.code).toBe('TLS');
+    expect(err.retryable).toBe(true);
+    expect(err.message).toMatch(/certSecretRef/);
+    expect(s.log).toEqual([]);
+
+    const { notifier: withCa } = build({ ...base, tls: { ca: pki.caPem } });
+    await withCa.send(event(sha(13)), status('pending', 'Update started'));
+    expect(s.statuses(REPO, sha(13))).toHaveLength(1);
+    expect(s.violations).toEqual([]);
+  });
+});
+
+describe('GitHub App', () => {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const privatePem = privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
+  const publicPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  let appSeq = 4000;
+  const app = (): { id: number; slug: string; installationId: number; publicKeyPem: string } => {
+    appSeq++;
+    return { id: appSeq, slug: `pko-notify-${appSeq}`, installationId: appSeq * 10, publicKeyPem: publicPem };
+  };
+  const appProvider = (
+    s: GitHubContractServer,
+    a: { id: number; installationId: number },
+    extra: Partial<ResolvedProvider> = {},
+  ): ResolvedProvider =>
+    resolved({
+      type: 'github',
+      name: 'github-app',
+      address: `https://github.com/${REPO}`,
+      apiURL: s.apiBase,
+      githubApp: { appID: String(a.id), installationID: String(a.installationId), privateKey: privatePem },
+      secretValues: [privatePem],
+      ...extra,
+    });
+
+  it('exchanges a signed JWT for an installation token, then posts statuses and comments as <slug>[bot]', async () => {
+    const a = app();
+    const s = await server({ app: a });
+    s.addPullRequest(REPO, { number: 5, headSha: sha(14) });
+    const { notifier } = build(appProvider(s, a));
+    await notifier.send(event(sha(14)), withComment(status('pending', 'Preview started'), 'running'));
+    await notifier.send(event(sha(14)), withComment(status('success', 'Preview succeeded'), 'done'));
+
+    const ops = s.apiCalls().map((e) => `${e.operationId ?? '?'} ${e.auth}`);
+    expect(ops[0]).toBe(`apps/create-installation-access-token jwt:${a.id}`);
+    expect(ops.filter((o) => o.startsWith('apps/create-installation-access-token'))).toHaveLength(1); // cached
+    expect(ops).toContain(`apps/get-authenticated jwt:${a.id}`);
+    expect(
+      ops
+        .filter((o) => o.startsWith('repos/create-commit-status'))
+        .every((o) => o.endsWith(`installation:${a.slug}[bot]`)),
+    ).toBe(true);
+    expect(s.statuses(REPO, sha(14)).map((x) => [x.state, x.creator])).toEqual([
+      ['success', `${a.slug}[bot]`],
+      ['pending', `${a.slug}[bot]`],
+    ]);
+    const comments = s.comments(REPO, 5);
+    expect(comments.map((c) => [c.login, c.body, c.edits])).toEqual([
+      [`${a.slug}[bot]`, `${MARKER}\ndone`, 1],
+    ]);
+
+    // A new notifier (restart) recognises the App's comment as its own and edits it.
+    const { notifier: again } = build(appProvider(s, a));
+    await again.send(event(sha(14)), withComment(status('success', 'Preview succeeded'), 'done again'));
+    expect(s.comments(REPO, 5).map((c) => [c.body, c.edits])).toEqual([[`${MARKER}\ndone again`, 2]]);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('a wrong installation id is a final error naming the App keys', async () => {
+    const a = app();
+    const s = await server({ app: a });
+    const { notifier } = build(appProvider(s, { ...a, installationId: 1 }));
+    const err = await failure(() => notifier.send(event(sha(15)), status('pending', 'Update started')));
+    expect(err.status).toBe(404);
+    expect(err.retryable).toBe(false);
+    expect(err.message).toMatch(/githubAppInstallationID/);
+    expect(err.message).not.toContain('PRIVATE KEY');
+  });
+
+  it('F09 + F08: every request, token exchange included, goes through the proxy to a private-CA server', async () => {
+    const a = app();
+    const s = await server({ app: a, tls: { cert: pki.certPem, key: pki.keyPem } });
+    s.addPullRequest(REPO, { number: 6, headSha: sha(16) });
+    const px = await proxy();
+    const p = appProvider(s, a, {
+      apiURL: `https://localhost:${s.port}`,
+      tls: { ca: pki.caPem },
+      proxy: { address: px.url },
+    });
+    const { notifier } = build(p);
+    await notifier.send(event(sha(16)), withComment(status('success', 'Preview succeeded'), 'via proxy'));
+
+    const ops = s.apiCalls().map((e) => e.operationId);
+    expect(ops).toContain('apps/create-installation-access-token');
+    expect(ops).toContain('repos/create-commit-status');
+    expect(ops).toContain('issues/create-comment');
+    // Every connection the server accepted is a tunnel the proxy opened: nothing went direct.
+    const tunnels = px.seen.filter((x) => x === `CONNECT localhost:${s.port}`).length;
+    expect(tunnels).toBeGreaterThan(0);
+    expect(px.seen.every((x) => x === `CONNECT localhost:${s.port}`)).toBe(true);
+    expect(s.connections()).toBe(tunnels);
+    expect(s.violations).toEqual([]);
+  });
+});
+
+describe('F20: secondary rate limits', () => {
+  for (const code of [429, 403] as const) {
+    it(`${code} with Retry-After: 7 → a retryable error that says 7 s, and no hidden retry by the plugins`, async () => {
+      const s = await server();
+      const clock = Date.now();
+      const { notifier } = build(provider(s, newToken()), { now: () => clock }); // pacing on (production)
+      s.throttle({ status: code, retryAfter: 7 });
+
+      const err = await failure(() =>
+        notifier.send(event(sha(`f20-${code}`)), status('pending', 'Update started')),
+      );
+      expect(err.retryable).toBe(true);
+      expect(err.retryAfterMs).toBe(7_000);
+      expect(err.status).toBe(code);
+      expect(s.log).toHaveLength(1);
+      // Neither plugin calls GitHub again: holding the credential is the delivery gate's job
+      // (test/delivery/send.test.ts).
+      await new Promise((r) => setTimeout(r, 1_200));
+      expect(s.log).toHaveLength(1);
+    });
+  }
+});

@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import { boundText, cleanMessage, stripAnsi } from '../src/text.ts';
+
+const ESC = '\u001b';
+
+/** Code points, counted independently of the implementation under test. */
+function codePoints(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+
+describe('stripAnsi', () => {
+  it.each([
+    { name: 'SGR colours', input: `${ESC}[31merror${ESC}[0m: boom`, want: 'error: boom' },
+    { name: '256 colours and bold', input: `${ESC}[1;38;5;196mfail${ESC}[39;22m`, want: 'fail' },
+    { name: 'cursor movement and erase', input: `a${ESC}[2K${ESC}[1A${ESC}[?25lb`, want: 'ab' },
+    {
+      name: 'OSC 8 hyperlink (ST)',
+      input: `${ESC}]8;;https://x.test${ESC}\\link${ESC}]8;;${ESC}\\`,
+      want: 'link',
+    },
+    { name: 'OSC title (BEL)', input: `${ESC}]0;title\u0007text`, want: 'text' },
+    { name: 'unterminated OSC stops at the line end', input: `${ESC}]0;title\nnext`, want: '\nnext' },
+    { name: 'charset designation', input: `${ESC}(Bplain`, want: 'plain' },
+    { name: '8-bit CSI', input: '\u009b31mred', want: 'red' },
+    { name: 'no escapes', input: 'plain [31m text', want: 'plain [31m text' },
+  ])('$name', ({ input, want }) => {
+    expect(stripAnsi(input)).toBe(want);
+  });
+});
+
+describe('boundText', () => {
+  it('returns short strings unchanged', () => {
+    expect(boundText('héllo', 5)).toBe('héllo');
+    expect(boundText('😀😀', 2)).toBe('😀😀'); // 4 UTF-16 units, 2 code points: no cut
+  });
+
+  it('cuts at code points and appends an ellipsis within the limit', () => {
+    expect(boundText('abcdef', 3)).toBe('ab…');
+    expect(boundText('a😀b😀', 3)).toBe('a😀…');
+    expect(boundText('ab', 1)).toBe('…');
+    expect(boundText('ab', 0)).toBe('');
+  });
+
+  it('bounds a 5,000-character multibyte message without splitting a surrogate pair', () => {
+    const units = ['é', '中', '😀', 'a', '👩‍💻', '\u0301'];
+    let s = '';
+    for (let i = 0; codePoints(s) < 5000; i++) s += units[i % units.length]!;
+    expect(codePoints(s)).toBeGreaterThanOrEqual(5000);
+    for (const max of [140, 1000, 4095, 4096, 4999]) {
+      const out = boundText(s, max);
+      expect(codePoints(out)).toBe(max);
+      expect(out.endsWith('…')).toBe(true);
+      expect(out.isWellFormed()).toBe(true);
+      expect(s.startsWith(out.slice(0, -1))).toBe(true);
+    }
+    // Every cut position, including one between the halves of an astral character.
+    const astral = '😀'.repeat(5000);
+    for (let max = 1; max < 40; max++) {
+      const out = boundText(astral, max);
+      expect(out.isWellFormed()).toBe(true);
+      expect(codePoints(out)).toBe(max);
+    }
+  });
+});
+
+describe('cleanMessage', () => {
+  it('strips ANSI, normalises CRLF and lone CR, drops stray controls, keeps tabs, trims the end', () => {
+    const raw = `up failed: exit status 255\r\ncode: 255\r\nstdout: ${ESC}[32m+ \u0000created\tok${ESC}[0m\rprogress\nstderr: ${ESC}[31merror: update failed${ESC}[0m\n\n`;
+    expect(cleanMessage(raw)).toBe(
+      'up failed: exit status 255\ncode: 255\nstdout: + created\tok\nprogress\nstderr: error: update failed',
+    );
+  });
+
+  it('bounds to 8192 code points by default and to the given maximum', () => {
+    const long = '中'.repeat(10_000);
+    expect(codePoints(cleanMessage(long))).toBe(8192);
+    expect(cleanMessage(long, 100)).toBe('中'.repeat(99) + '…');
+  });
+
+  it('bounds after stripping, so escape sequences do not consume the budget', () => {
+    const coloured = `${ESC}[31m${'x'.repeat(10)}${ESC}[0m`;
+    expect(cleanMessage(coloured, 10)).toBe('x'.repeat(10));
+  });
+});
