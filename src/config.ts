@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { hostname, homedir } from 'node:os';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { delimiter, join, resolve } from 'node:path';
 import { LOG_LEVELS } from './log.ts';
 
 export interface ControllerOptions {
@@ -209,15 +209,23 @@ export function loadConfig(
   };
 }
 
-/** Where a cluster connection would come from, in `loadKubeConfig` order; `none` starts the dev control plane under `--dev-cluster=auto`. */
+/**
+ * Where a cluster connection would come from, in `loadKubeConfig` order. `none` starts the dev
+ * control plane under `--dev-cluster=auto`, and so does `dev-cluster`: the configured kubeconfig
+ * (flag or the first `KUBECONFIG` entry) is the dev control plane's own `<devClusterDir>/kubeconfig`
+ * — exported by the user after an earlier `npm start` — which only answers while it runs.
+ */
 export function clusterSource(
-  opts: Pick<ControllerOptions, 'kubeconfig'>,
+  opts: Pick<ControllerOptions, 'kubeconfig'> & Partial<Pick<ControllerOptions, 'devClusterDir'>>,
   env: NodeJS.ProcessEnv = process.env,
-): 'flag' | 'in-cluster' | 'KUBECONFIG' | 'default-file' | 'none' {
-  if (opts.kubeconfig) return 'flag';
+): 'flag' | 'in-cluster' | 'KUBECONFIG' | 'default-file' | 'dev-cluster' | 'none' {
+  const devKubeconfig =
+    opts.devClusterDir !== undefined ? resolve(opts.devClusterDir, 'kubeconfig') : undefined;
+  const isDev = (file: string): boolean => devKubeconfig !== undefined && resolve(file) === devKubeconfig;
+  if (opts.kubeconfig) return isDev(opts.kubeconfig) ? 'dev-cluster' : 'flag';
   if (env.KUBERNETES_SERVICE_HOST && existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token'))
     return 'in-cluster';
-  if (env.KUBECONFIG) return 'KUBECONFIG';
+  if (env.KUBECONFIG) return isDev(env.KUBECONFIG.split(delimiter)[0] ?? '') ? 'dev-cluster' : 'KUBECONFIG';
   if (existsSync(join(homedir(), '.kube', 'config'))) return 'default-file';
   return 'none';
 }

@@ -52,13 +52,16 @@ const logger = createLogger({ level: opts.logLevel, redactor, ...(destination ? 
 let kubeconfigPath = opts.kubeconfig;
 let stopDevCluster: (() => Promise<void>) | undefined;
 const source = clusterSource(opts);
-if (opts.devCluster === 'always' || (opts.devCluster === 'auto' && source === 'none')) {
+if (
+  opts.devCluster === 'always' ||
+  (opts.devCluster === 'auto' && (source === 'none' || source === 'dev-cluster'))
+) {
   // No cluster configured: start etcd + kube-apiserver locally (built from Go modules on first use),
   // install our CRDs and the minimal PKO CRDs, and run against that.
   const { startControlPlane } = await import('./envtest/controlplane.ts');
   logger.info(
     { dir: opts.devClusterDir, fresh: opts.fresh },
-    `no cluster configured: starting the local etcd + kube-apiserver kept in ${opts.devClusterDir}${opts.fresh ? ' (wiped first: --fresh)' : ''}`,
+    `${source === 'dev-cluster' ? 'the configured kubeconfig is the dev cluster’s' : 'no cluster configured'}: starting the local etcd + kube-apiserver kept in ${opts.devClusterDir}${opts.fresh ? ' (wiped first: --fresh)' : ''}`,
   );
   let plane;
   try {

@@ -2,7 +2,7 @@
  * Flags → options (src/config.ts): the dev-mode defaults of `npm start` and the dev-cluster flags.
  */
 import { describe, expect, it } from 'vitest';
-import { UsageError, loadConfig } from '../src/config.ts';
+import { UsageError, clusterSource, loadConfig } from '../src/config.ts';
 
 describe('loadConfig', () => {
   it('binds the fixed ports :8080/:8081 by default (the Deployment and its probes use them)', () => {
@@ -41,5 +41,21 @@ describe('loadConfig', () => {
     expect(loadConfig(['--log-format=pretty'], {}).logFormat).toBe('pretty');
     expect(loadConfig(['--log-format=json'], {}).logFormat).toBe('json');
     expect(() => loadConfig(['--log-format=yaml'], {})).toThrow(UsageError);
+  });
+
+  it("treats the dev cluster's own kubeconfig (exported after an earlier npm start) as the dev cluster", () => {
+    const devClusterDir = '/home/u/.cache/pko-notification-controller/dev';
+    const kubeconfig = `${devClusterDir}/kubeconfig`;
+    expect(clusterSource({ kubeconfig: undefined, devClusterDir }, { KUBECONFIG: kubeconfig })).toBe(
+      'dev-cluster',
+    );
+    expect(
+      clusterSource({ kubeconfig: undefined, devClusterDir }, { KUBECONFIG: `${kubeconfig}:/other` }),
+    ).toBe('dev-cluster');
+    expect(clusterSource({ kubeconfig, devClusterDir }, {})).toBe('dev-cluster');
+    expect(clusterSource({ kubeconfig: undefined, devClusterDir }, { KUBECONFIG: '/work/kind.yaml' })).toBe(
+      'KUBECONFIG',
+    );
+    expect(clusterSource({ kubeconfig: '/work/kind.yaml', devClusterDir }, {})).toBe('flag');
   });
 });
