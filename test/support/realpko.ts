@@ -18,7 +18,7 @@
  * Nothing is skipped: a missing binary, CRD folder or port fails the test with the reason.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
@@ -29,9 +29,9 @@ import {
   KubeConfig,
   RbacAuthorizationV1Api,
   Watch,
-  type V1ClusterRole,
+  type V1PolicyRule,
 } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { parse } from 'yaml';
 import { startControlPlane, type ControlPlane } from '../../src/envtest/controlplane.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from '../../src/kube/crds.ts';
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
@@ -222,22 +222,27 @@ export async function startRealPkoPlane(major: PkoMajor, log: (line: string) => 
   }
 }
 
-/** Binds deploy/rbac.yaml's ClusterRole to a user (or ServiceAccount `ns/name`). */
+/**
+ * Binds the shipped rules (config/rbac/role.yaml's ClusterRole and leader_election_role.yaml's
+ * Lease rules) to a user, as test/support/controller.ts does on the shared control plane.
+ */
 async function bindRole(admin: KubeConfig, kind: 'User', name: string): Promise<void> {
   const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
-  const docs = parseAllDocuments(
-    (await import('node:fs')).readFileSync(path.join(ROOT, 'deploy', 'rbac.yaml'), 'utf8'),
-  ).map((d) => d.toJS() as { kind: string });
-  const role = docs.find((d) => d.kind === 'ClusterRole') as V1ClusterRole;
-  const roleName = 'pko-nc-test-controller';
-  await rbac.createClusterRole({ body: { ...role, metadata: { name: roleName } } });
-  await rbac.createClusterRoleBinding({
-    body: {
-      metadata: { name: roleName },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
-      subjects: [{ kind, name, apiGroup: 'rbac.authorization.k8s.io' }],
-    },
-  });
+  const rulesOf = (file: string): V1PolicyRule[] =>
+    (parse(readFileSync(path.join(ROOT, 'config', 'rbac', file), 'utf8')) as { rules: V1PolicyRule[] }).rules;
+  for (const [roleName, rules] of [
+    ['pko-nc-test-controller', rulesOf('role.yaml')],
+    ['pko-nc-test-controller-leases', rulesOf('leader_election_role.yaml')],
+  ] as const) {
+    await rbac.createClusterRole({ body: { metadata: { name: roleName }, rules } });
+    await rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: roleName },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
+        subjects: [{ kind, name, apiGroup: 'rbac.authorization.k8s.io' }],
+      },
+    });
+  }
 }
 
 /** Creates namespace `name` (and, as no controller-manager runs here, its `default` ServiceAccount). */
