@@ -77,6 +77,8 @@ export function forgeNotifier<R, P extends { id: string }>(
     const cs = rendered.commitStatus;
     if (cs !== undefined) {
       assertFits(cs.context, limits.statusContext, `${opts.label}: the commit status context`, secretValues);
+      if (cs.name !== undefined)
+        assertFits(cs.name, limits.statusName, `${opts.label}: the commit status name`, secretValues);
       assertFits(
         cs.description,
         limits.statusDescription,
@@ -136,6 +138,7 @@ export function forgeNotifier<R, P extends { id: string }>(
         const native: NativeStatus = {
           state: adapter.nativeState(cs.state),
           context: cs.context,
+          name: cs.name ?? cs.context,
           description: cs.description,
           targetURL: cs.targetURL,
         };
