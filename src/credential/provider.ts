@@ -8,7 +8,8 @@
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
-import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
+import { parsePrivateKey } from './pem.ts';
 import { parse as parseYaml } from 'yaml';
 import type { Provider, ProviderType } from '../api/v1alpha1.ts';
 import { isGitProviderType } from '../api/v1alpha1.ts';
@@ -204,14 +205,17 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
     ) {
       return fail('MissingSecretKey', `${secretName} is missing GitHub App key(s): ${missing.join(', ')}`);
     }
-    try {
-      createPrivateKey(privateKey);
-    } catch {
-      return fail('InvalidSecret', `key 'githubAppPrivateKey' of ${secretName} is not a PEM private key`);
-    }
-    secretValues.push(privateKey);
+    // The forms people paste (literal \n, CRLF, quotes, base64 of the PEM) are normalised (N06).
+    const key = parsePrivateKey(data.githubAppPrivateKey ?? privateKey);
+    if (!key.ok) return fail('InvalidSecret', `key 'githubAppPrivateKey' of ${secretName} ${key.problem}`);
+    secretValues.push(privateKey, key.pem);
     const baseURL = trimmed(data, 'githubAppBaseURL');
-    githubApp = { appID, installationID, privateKey, ...(baseURL !== undefined ? { baseURL } : {}) };
+    githubApp = {
+      appID,
+      installationID,
+      privateKey: key.pem,
+      ...(baseURL !== undefined ? { baseURL } : {}),
+    };
   }
 
   // Credentials each type needs. A partial username/password pair is refused (F10b): never an unauthenticated call.

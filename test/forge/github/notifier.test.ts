@@ -18,6 +18,7 @@ import { ProviderHttp } from '../../../src/notifier/http.ts';
 import { createNotifier, hasNotifier } from '../../../src/registry.ts';
 import type { Notifier, RenderedNotification } from '../../../src/notifier/types.ts';
 import { makeTestPKI, type TestPKI } from '../../support/pki.ts';
+import { resolvedFromSecret } from '../helpers.ts';
 import { startProxy, type TestProxy } from '../../support/proxy.ts';
 import { resolved, sampleEvent } from '../../notifier/fixtures.ts';
 import {
@@ -655,6 +656,26 @@ describe('GitHub App', () => {
     const { notifier: again } = build(appProvider(s, a));
     await again.send(event(sha(14)), withComment(status('success', 'Preview succeeded'), 'done again'));
     expect(s.comments(REPO, 5).map((c) => [c.body, c.edits])).toEqual([[`${MARKER}\ndone again`, 2]]);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('N06: a key pasted with literal \\n is accepted (normalised) and the App token exchange works', async () => {
+    const a = app();
+    const s = await server({ app: a });
+    const pasted = privatePem.trim().replace(/\n/g, '\\n');
+    expect(pasted).not.toContain('\n');
+    const p = await resolvedFromSecret(
+      { type: 'github', address: `https://github.com/${REPO}`, apiURL: s.apiBase },
+      {
+        githubAppID: String(a.id),
+        githubAppInstallationID: String(a.installationId),
+        githubAppPrivateKey: pasted,
+      },
+    );
+    expect(p.githubApp?.privateKey).toBe(privatePem);
+    const { notifier } = build(p);
+    await notifier.send(event(sha(21)), status('success', 'Update succeeded'));
+    expect(s.statuses(REPO, sha(21)).map((x) => x.creator)).toEqual([`${a.slug}[bot]`]);
     expect(s.violations).toEqual([]);
   });
 
