@@ -111,6 +111,9 @@ export function formatCount(n: number): string {
   return n.toLocaleString('en-US');
 }
 
+/** Leading lines {@link headAndTail} keeps of a multi-line text (the summary and the first of the output). */
+const HEAD_LINES = 3;
+
 /** The line {@link headAndTail} puts where it cut a multi-line text: says how much went. */
 export function cutLine(cut: number): string {
   return `\n[… ${formatCount(cut)} characters cut …]\n`;
@@ -124,7 +127,7 @@ function cutInline(cut: number): string {
 /**
  * `s` fitted to `limit` keeping BOTH ends — the summary at the start and the error the Pulumi CLI
  * prints last — and saying what went: unchanged when it fits; else
- * - multi-line: its first line (at most a quarter of the limit), a line
+ * - multi-line: its first lines (up to 3, within a quarter of the limit), a line
  *   `[… N characters cut …]` (N in code points), and as much of the END of the rest as fits
  *   (from a line start when one is close: {@link tailTo});
  * - one line: a quarter of the limit from its start, ` [… N characters cut …] `, the rest from
@@ -153,8 +156,15 @@ export function keepEnds(s: string, limit: FieldLimit | undefined): { text: stri
   let head: string;
   let rest: string;
   if (multi) {
-    head = prefixTo(s.slice(0, nl), Math.floor(room / 4), unit);
-    rest = s.slice(nl + 1);
+    // The first line, and up to HEAD_LINES in all while they fit a quarter of the room.
+    let end = nl;
+    for (let n = 1; n < HEAD_LINES; n++) {
+      const next = s.indexOf('\n', end + 1);
+      if (next < 0 || measure(s.slice(0, next), unit) > Math.floor(room / 4)) break;
+      end = next;
+    }
+    head = prefixTo(s.slice(0, end), Math.floor(room / 4), unit);
+    rest = s.slice(end + 1);
   } else {
     head = prefixTo(s, Math.floor(room / 4), unit);
     rest = s.slice(head.length);
@@ -218,7 +228,7 @@ export const MESSAGE_MAX = 8192;
  * Prepares a status message for humans: strips escape sequences, turns CRLF and lone CR into LF,
  * removes other control characters (TAB and LF stay), trims trailing whitespace, and bounds the
  * result to `max` code points (default {@link MESSAGE_MAX}) with {@link headAndTail}: the first
- * line and the END are kept (the Pulumi CLI prints the error last), with a line saying how many
+ * lines and the END are kept (the Pulumi CLI prints the error last), with a line saying how many
  * characters were cut.
  */
 export function cleanMessage(s: string, max = MESSAGE_MAX): string {

@@ -100,7 +100,9 @@ describe('cleanMessage', () => {
     const msg = lines.join('\n');
     const out = cleanMessage(msg);
     expect(codePoints(out)).toBeLessThanOrEqual(8192);
-    expect(out.startsWith('Update of stack acme/app/dev failed:\n[… ')).toBe(true);
+    expect(
+      out.startsWith('Update of stack acme/app/dev failed:\nup failed: exit status 255\n  + resource-0 '),
+    ).toBe(true);
     expect(out.endsWith('\nerror: THE-LAST-LINE could not be created')).toBe(true);
     const m = /\n\[… ([\d,]+) characters cut …\]\n/.exec(out);
     const cut = Number((m?.[1] ?? '').replaceAll(',', ''));
