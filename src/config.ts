@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { hostname, homedir } from 'node:os';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { delimiter, join, resolve } from 'node:path';
 import { LOG_LEVELS } from './log.ts';
 import { parseDuration } from './api/duration.ts';
 
@@ -43,11 +43,25 @@ export interface ControllerOptions {
   shutdownTimeoutMs: number;
   /** Start a local etcd + kube-apiserver when no cluster is configured (`npm start`). */
   devCluster: 'auto' | 'never' | 'always';
+  /**
+   * Folder the dev control plane keeps across runs: etcd data, certificates, tokens and the admin
+   * kubeconfig (`<dir>/kubeconfig`). Default `$XDG_CACHE_HOME` or `~/.cache`, then
+   * `pko-notification-controller/dev`.
+   */
+  devClusterDir: string;
+  /** Wipe {@link devClusterDir} before starting the dev control plane (`--fresh`). */
+  fresh: boolean;
+  /**
+   * `json` (pino, one object per line), `pretty` (pino-pretty, a devDependency: dev only), or
+   * `auto`: pretty when a dev control plane may start (`--dev-cluster` auto/always) and stdout
+   * is a terminal, else json.
+   */
+  logFormat: 'json' | 'pretty' | 'auto';
 }
 
 const USAGE = `pko-notification-controller [flags]
-  --metrics-bind-address=:8080        /metrics address ("0" disables)
-  --health-probe-bind-address=:8081   /healthz and /readyz address ("0" disables)
+  --metrics-bind-address=:8080        /metrics address ("0" disables; free loopback port with --dev-cluster auto|always)
+  --health-probe-bind-address=:8081   /healthz and /readyz address (same)
   --leader-elect                      enable Lease-based leader election
   --leader-election-namespace=NS      Lease namespace (default: $POD_NAMESPACE or "default")
   --leader-election-id=NAME           Lease name (default: pko-notification-controller-leader)
@@ -58,11 +72,15 @@ const USAGE = `pko-notification-controller [flags]
   --watch-label-selector=SEL          only serve Providers/Alerts matching SEL, e.g. sharding.fluxcd.io/key=shard1
   --cluster-name=NAME                 cluster name used in commit status contexts (default: "default")
   --log-level=info                    trace|debug|info|warn|error|fatal|silent
+  --log-format=auto                   json|pretty|auto (pretty: dev runs on a terminal)
   --kubeconfig=PATH                   kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)
   --no-cross-namespace-refs           Alerts may only select sources in their own namespace
   --relist-interval=10m               periodic full relist of watched objects
   --shutdown-timeout=30s              deadline for in-flight work on SIGTERM
   --dev-cluster=auto|never|always     start a local control plane when no cluster is configured
+  --dev-cluster-dir=DIR               where it keeps its data and kubeconfig across runs
+                                      (default ~/.cache/pko-notification-controller/dev)
+  --fresh                             wipe that folder first (a new, empty dev cluster)
 `;
 
 export class UsageError extends Error {
@@ -82,8 +100,9 @@ export function loadConfig(
       strict: true,
       allowPositionals: false,
       options: {
-        'metrics-bind-address': { type: 'string', default: ':8080' },
-        'health-probe-bind-address': { type: 'string', default: ':8081' },
+        // No parseArgs defaults: an unset flag gets a dev-mode default below.
+        'metrics-bind-address': { type: 'string' },
+        'health-probe-bind-address': { type: 'string' },
         'leader-elect': { type: 'boolean', default: false },
         'leader-election-namespace': { type: 'string' },
         'leader-election-id': { type: 'string', default: 'pko-notification-controller-leader' },
@@ -94,11 +113,14 @@ export function loadConfig(
         'watch-label-selector': { type: 'string', default: '' },
         'cluster-name': { type: 'string', default: 'default' },
         'log-level': { type: 'string', default: 'info' },
+        'log-format': { type: 'string', default: 'auto' },
         kubeconfig: { type: 'string' },
         'no-cross-namespace-refs': { type: 'boolean', default: false },
         'relist-interval': { type: 'string', default: '10m' },
         'shutdown-timeout': { type: 'string', default: '30s' },
         'dev-cluster': { type: 'string', default: 'never' },
+        'dev-cluster-dir': { type: 'string' },
+        fresh: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -116,6 +138,10 @@ export function loadConfig(
   const devCluster = v['dev-cluster'];
   if (devCluster !== 'auto' && devCluster !== 'never' && devCluster !== 'always') {
     throw new UsageError(`--dev-cluster must be auto, never or always; got ${JSON.stringify(devCluster)}`);
+  }
+  const logFormat = v['log-format'];
+  if (logFormat !== 'json' && logFormat !== 'pretty' && logFormat !== 'auto') {
+    throw new UsageError(`--log-format must be json, pretty or auto; got ${JSON.stringify(logFormat)}`);
   }
   const clusterName = v['cluster-name'];
   if (!/^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$/.test(clusterName)) {
@@ -138,9 +164,13 @@ export function loadConfig(
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
     throw new UsageError('leader election needs retry-period < renew-deadline < lease-duration');
   }
+  // Dev runs (`npm start`) bind free loopback ports unless told otherwise, so a second instance
+  // or a stale `KUBECONFIG` (kubectl's fallback is localhost:8080) never meets a fixed port.
+  const dev = devCluster !== 'never';
+  const cacheHome = env.XDG_CACHE_HOME ?? join(homedir(), '.cache');
   return {
-    metricsBindAddress: v['metrics-bind-address'],
-    healthProbeBindAddress: v['health-probe-bind-address'],
+    metricsBindAddress: v['metrics-bind-address'] ?? (dev ? '127.0.0.1:0' : ':8080'),
+    healthProbeBindAddress: v['health-probe-bind-address'] ?? (dev ? '127.0.0.1:0' : ':8081'),
     leaderElect: v['leader-elect'],
     leaderElectionNamespace: v['leader-election-namespace'] ?? env.POD_NAMESPACE ?? 'default',
     leaderElectionID: v['leader-election-id'],
@@ -157,18 +187,29 @@ export function loadConfig(
     relistIntervalMs,
     shutdownTimeoutMs,
     devCluster,
+    devClusterDir: v['dev-cluster-dir'] ?? join(cacheHome, 'pko-notification-controller', 'dev'),
+    fresh: v.fresh,
+    logFormat,
   };
 }
 
-/** Where a cluster connection would come from, in `loadKubeConfig` order; `none` starts the dev control plane under `--dev-cluster=auto`. */
+/**
+ * Where a cluster connection would come from, in `loadKubeConfig` order. `none` starts the dev
+ * control plane under `--dev-cluster=auto`, and so does `dev-cluster`: the configured kubeconfig
+ * (flag or the first `KUBECONFIG` entry) is the dev control plane's own `<devClusterDir>/kubeconfig`
+ * — exported by the user after an earlier `npm start` — which only answers while it runs.
+ */
 export function clusterSource(
-  opts: Pick<ControllerOptions, 'kubeconfig'>,
+  opts: Pick<ControllerOptions, 'kubeconfig'> & Partial<Pick<ControllerOptions, 'devClusterDir'>>,
   env: NodeJS.ProcessEnv = process.env,
-): 'flag' | 'in-cluster' | 'KUBECONFIG' | 'default-file' | 'none' {
-  if (opts.kubeconfig) return 'flag';
+): 'flag' | 'in-cluster' | 'KUBECONFIG' | 'default-file' | 'dev-cluster' | 'none' {
+  const devKubeconfig =
+    opts.devClusterDir !== undefined ? resolve(opts.devClusterDir, 'kubeconfig') : undefined;
+  const isDev = (file: string): boolean => devKubeconfig !== undefined && resolve(file) === devKubeconfig;
+  if (opts.kubeconfig) return isDev(opts.kubeconfig) ? 'dev-cluster' : 'flag';
   if (env.KUBERNETES_SERVICE_HOST && existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token'))
     return 'in-cluster';
-  if (env.KUBECONFIG) return 'KUBECONFIG';
+  if (env.KUBECONFIG) return isDev(env.KUBECONFIG.split(delimiter)[0] ?? '') ? 'dev-cluster' : 'KUBECONFIG';
   if (existsSync(join(homedir(), '.kube', 'config'))) return 'default-file';
   return 'none';
 }

@@ -1,6 +1,6 @@
 /**
  * Provider and Alert reconcilers against the real API server, with the controller running as a
- * non-admin user bound to deploy/rbac.yaml's ClusterRole (so the RBAC list is tested too).
+ * non-admin user bound to the shipped RBAC rules in config/rbac/ (so the list is tested too).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {

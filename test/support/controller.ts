@@ -1,6 +1,6 @@
 /**
  * Runs the controller in-process against the test control plane, as the non-admin user
- * `controller` bound to deploy/rbac.yaml's ClusterRole (so the RBAC list is exercised), and
+ * `controller` bound to the shipped RBAC rules (config/rbac/; so the list is exercised), and
  * creates our objects with the admin client.
  */
 import { readFileSync } from 'node:fs';
@@ -10,9 +10,9 @@ import {
   CustomObjectsApi,
   RbacAuthorizationV1Api,
   type KubeConfig,
-  type V1ClusterRole,
+  type V1PolicyRule,
 } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { parse } from 'yaml';
 import { createLogger } from '../../src/log.ts';
 import { Redactor } from '../../src/credential/redact.ts';
 import { loadConfig } from '../../src/config.ts';
@@ -25,25 +25,37 @@ export const VERSION = 'v1alpha1';
 
 let bound: Promise<void> | undefined;
 
-/** Binds deploy/rbac.yaml's ClusterRole to the test user `controller` (once per worker). */
+/**
+ * Binds the shipped rules to the test user `controller` (once per worker): config/rbac/role.yaml's
+ * ClusterRole, and config/rbac/leader_election_role.yaml's Lease rules. The shipped Role holds
+ * those only in the controller's own namespace; test files put their Lease in their own
+ * namespace, so the test user gets the same Lease rules in every namespace.
+ */
 export function bindControllerRole(): Promise<void> {
   bound ??= (async () => {
     const rbac = kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api);
-    const docs = parseAllDocuments(
-      readFileSync(new URL('../../deploy/rbac.yaml', import.meta.url), 'utf8'),
-    ).map((d) => d.toJS() as { kind: string });
-    const role = docs.find((d) => d.kind === 'ClusterRole') as V1ClusterRole;
-    const name = 'pko-nc-test-controller';
-    await rbac.createClusterRole({ body: { ...role, metadata: { name } } }).catch(() => undefined);
-    await rbac
-      .createClusterRoleBinding({
-        body: {
-          metadata: { name },
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
-          subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-        },
-      })
-      .catch(() => undefined);
+    const rulesOf = (file: string): V1PolicyRule[] =>
+      (
+        parse(readFileSync(new URL(`../../config/rbac/${file}`, import.meta.url), 'utf8')) as {
+          rules: V1PolicyRule[];
+        }
+      ).rules;
+    const roles: [string, V1PolicyRule[]][] = [
+      ['pko-nc-test-controller', rulesOf('role.yaml')],
+      ['pko-nc-test-controller-leases', rulesOf('leader_election_role.yaml')],
+    ];
+    for (const [name, rules] of roles) {
+      await rbac.createClusterRole({ body: { metadata: { name }, rules } }).catch(() => undefined);
+      await rbac
+        .createClusterRoleBinding({
+          body: {
+            metadata: { name },
+            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+            subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
+          },
+        })
+        .catch(() => undefined);
+    }
   })();
   return bound;
 }
