@@ -108,7 +108,8 @@ export async function startKitServer(routes: Route[], opts: KitOptions = {}): Pr
           headers['Content-Type'] = 'application/json';
           out = JSON.stringify(reply.json);
         } else if (reply.text !== undefined) {
-          headers['Content-Type'] ??= 'text/plain; charset=utf-8';
+          if (!Object.keys(headers).some((k) => k.toLowerCase() === 'content-type'))
+            headers['Content-Type'] = 'text/plain; charset=utf-8';
           out = reply.text;
         }
         res.writeHead(reply.status, headers).end(out);
