@@ -19,7 +19,8 @@ const BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END ([A-Z0-9 ]+)-----/
 function stripQuotes(s: string): { s: string; stripped: boolean } {
   const t = s.trim();
   for (const q of ['"', "'", '`']) {
-    if (t.length >= 2 && t.startsWith(q) && t.endsWith(q)) return { s: t.slice(1, -1).trim(), stripped: true };
+    if (t.length >= 2 && t.startsWith(q) && t.endsWith(q))
+      return { s: t.slice(1, -1).trim(), stripped: true };
   }
   return { s: t, stripped: false };
 }

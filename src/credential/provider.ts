@@ -14,6 +14,7 @@ import { parse as parseYaml } from 'yaml';
 import type { Provider, ProviderType } from '../api/v1alpha1.ts';
 import { isGitProviderType } from '../api/v1alpha1.ts';
 import { parseDuration } from '../api/duration.ts';
+import { isHttpURL, isSshURL } from '../api/url.ts';
 
 /** Decoded Secret `data` (UTF-8), or undefined when the Secret does not exist. */
 export type SecretReader = (namespace: string, name: string) => Promise<Record<string, string> | undefined>;
@@ -77,26 +78,6 @@ const fail = (reason: ProviderNotReadyReason, message: string): ResolveResult =>
 function trimmed(data: Record<string, string>, key: string): string | undefined {
   const v = data[key]?.trim();
   return v === undefined || v === '' ? undefined : v;
-}
-
-function isHttpURL(s: string): boolean {
-  try {
-    const u = new URL(s);
-    return (u.protocol === 'https:' || u.protocol === 'http:') && u.hostname !== '';
-  } catch {
-    return false;
-  }
-}
-
-/** ssh forms accepted for git forges: `ssh://[user@]host[:port]/path` and scp-like `user@host:path`. */
-function isSshURL(s: string): boolean {
-  if (/^[\w.-]+@[\w.-]+:[^\s]+$/.test(s)) return true;
-  try {
-    const u = new URL(s);
-    return u.protocol === 'ssh:' && u.hostname !== '';
-  } catch {
-    return false;
-  }
 }
 
 /** Hosts of retired Office 365 connector webhooks (Microsoft retired them in 2026; Workflows replace them). */
