@@ -8,11 +8,13 @@
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
-import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
+import { parsePrivateKey } from './pem.ts';
 import { parse as parseYaml } from 'yaml';
 import type { Provider, ProviderType } from '../api/v1alpha1.ts';
 import { isGitProviderType } from '../api/v1alpha1.ts';
 import { parseDuration } from '../api/duration.ts';
+import { isHttpURL, isSshURL } from '../api/url.ts';
 
 /** Decoded Secret `data` (UTF-8), or undefined when the Secret does not exist. */
 export type SecretReader = (namespace: string, name: string) => Promise<Record<string, string> | undefined>;
@@ -76,26 +78,6 @@ const fail = (reason: ProviderNotReadyReason, message: string): ResolveResult =>
 function trimmed(data: Record<string, string>, key: string): string | undefined {
   const v = data[key]?.trim();
   return v === undefined || v === '' ? undefined : v;
-}
-
-function isHttpURL(s: string): boolean {
-  try {
-    const u = new URL(s);
-    return (u.protocol === 'https:' || u.protocol === 'http:') && u.hostname !== '';
-  } catch {
-    return false;
-  }
-}
-
-/** ssh forms accepted for git forges: `ssh://[user@]host[:port]/path` and scp-like `user@host:path`. */
-function isSshURL(s: string): boolean {
-  if (/^[\w.-]+@[\w.-]+:[^\s]+$/.test(s)) return true;
-  try {
-    const u = new URL(s);
-    return u.protocol === 'ssh:' && u.hostname !== '';
-  } catch {
-    return false;
-  }
 }
 
 /** Hosts of retired Office 365 connector webhooks (Microsoft retired them in 2026; Workflows replace them). */
@@ -204,14 +186,17 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
     ) {
       return fail('MissingSecretKey', `${secretName} is missing GitHub App key(s): ${missing.join(', ')}`);
     }
-    try {
-      createPrivateKey(privateKey);
-    } catch {
-      return fail('InvalidSecret', `key 'githubAppPrivateKey' of ${secretName} is not a PEM private key`);
-    }
-    secretValues.push(privateKey);
+    // The forms people paste (literal \n, CRLF, quotes, base64 of the PEM) are normalised (N06).
+    const key = parsePrivateKey(data.githubAppPrivateKey ?? privateKey);
+    if (!key.ok) return fail('InvalidSecret', `key 'githubAppPrivateKey' of ${secretName} ${key.problem}`);
+    secretValues.push(privateKey, key.pem);
     const baseURL = trimmed(data, 'githubAppBaseURL');
-    githubApp = { appID, installationID, privateKey, ...(baseURL !== undefined ? { baseURL } : {}) };
+    githubApp = {
+      appID,
+      installationID,
+      privateKey: key.pem,
+      ...(baseURL !== undefined ? { baseURL } : {}),
+    };
   }
 
   // Credentials each type needs. A partial username/password pair is refused (F10b): never an unauthenticated call.

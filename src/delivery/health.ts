@@ -16,15 +16,13 @@ export interface ProviderProblem {
 }
 
 /**
- * The Provider problem a failed send reveals, if any: TLS → CertificateError, proxy → ProxyError,
- * 401 (or a 403 that is not a rate limit) → AuthenticationFailed.
+ * The Provider problem a failed send reveals, if any: the condition of its verdict
+ * (src/notifier/classify.ts) — TLS → CertificateError, proxy → ProxyError, rejected or expired
+ * credentials (401, a 203 sign-in page, a 403 that is neither a rate limit nor a locked target)
+ * → AuthenticationFailed.
  */
 export function problemReason(err: ProviderError): ProviderProblemReason | undefined {
-  if (err.code === 'TLS') return 'CertificateError';
-  if (err.code === 'PROXY') return 'ProxyError';
-  if (err.status === 401 || (err.status === 403 && err.retryAfterMs === undefined))
-    return 'AuthenticationFailed';
-  return undefined;
+  return err.verdict.condition;
 }
 
 /** Provider problems by `namespace/name`, with a listener for changes. */

@@ -24,6 +24,8 @@ import {
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { ProviderError } from './errors.ts';
 import { httpError, transportError, type FailureContext } from './http-errors.ts';
+import { RedirectFollower, type RedirectInit } from './redirect.ts';
+import { trackingDispatcher, type SendState } from './sent.ts';
 
 /** `pko-notification-controller/<version from package.json>` (`unknown` if unreadable). */
 export const USER_AGENT = `pko-notification-controller/${packageVersion()}`;
@@ -86,6 +88,7 @@ export class ProviderHttp {
   readonly #now: () => number;
   readonly #maxResponseBytes: number;
   readonly #secretValues: readonly string[];
+  readonly #redirects = new RedirectFollower();
   #closing: Promise<void> | undefined;
 
   constructor(p: ResolvedProvider, opts: ProviderHttpOptions = {}) {
@@ -124,8 +127,9 @@ export class ProviderHttp {
    * Sends one request and reads the whole answer.
    * Headers, in increasing precedence: `User-Agent`, the Provider's Secret `headers`, `init.headers`.
    * The Provider timeout (`timeoutMs`) covers connecting, sending and reading the body.
-   * Redirects are not followed (a 3xx fails with code `REDIRECT`): credentials never travel
-   * to a host the Provider does not name.
+   * Same-origin redirects are followed with the method and body kept, at most 5 hops, and
+   * permanent moves remembered (./redirect.ts, case N07); a redirect to another origin fails
+   * with code `REDIRECT`: credentials never travel to a host the Provider does not name.
    * @returns status, headers and UTF-8 body of a 2xx answer (or of a status in `init.acceptStatus`).
    * @throws ProviderError — `HTTP_<status>` (retryable per `isRetryableStatus`, or a 403 that
    *   carries rate-limit headers), `REDIRECT`, `TLS`, `PROXY`, `TIMEOUT`, `NETWORK`, `ABORTED`,
@@ -168,15 +172,11 @@ export class ProviderHttp {
     const timeout = AbortSignal.timeout(this.#p.timeoutMs);
     const signal = init.signal ? AbortSignal.any([timeout, init.signal]) : timeout;
 
+    const state: SendState = { sent: false };
     try {
-      const res = await this.#fetch(url, {
-        method,
-        headers,
-        ...(init.body !== undefined ? { body: init.body } : {}),
-        signal,
-        redirect: 'manual',
-        dispatcher: this.#dispatcher,
-      });
+      const { res, refused } = await this.#redirects.send(url, { method, headers, body: init.body }, (u, i) =>
+        this.#send(u, i, signal, state),
+      );
       const ok =
         (res.status >= 200 && res.status <= 299) || (init.acceptStatus?.includes(res.status) ?? false);
       if (ok) {
@@ -190,11 +190,24 @@ export class ProviderHttp {
         return { status: res.status, headers: res.headers, text: body.text };
       }
       const { text } = await readBounded(res.body, ERROR_BODY_BYTES);
-      throw httpError(this.#failure(), method, target, res.status, res.headers, text);
+      throw httpError(this.#failure(), method, target, res.status, res.headers, text, { redirect: refused });
     } catch (err) {
       if (err instanceof ProviderError) throw err;
-      throw transportError(this.#failure(), err, method, target, timeout, init.signal);
+      throw transportError(this.#failure(), err, method, target, timeout, init.signal, state.sent);
     }
+  }
+
+  /** One hop: undici's fetch through the Provider's dispatcher, recording whether it was sent. */
+  #send(url: string, init: RedirectInit, signal: AbortSignal, state: SendState): Promise<Response> {
+    state.sent = false;
+    return this.#fetch(url, {
+      method: init.method,
+      headers: init.headers,
+      ...(init.body !== undefined ? { body: init.body } : {}),
+      signal,
+      redirect: 'manual',
+      dispatcher: trackingDispatcher(this.#dispatcher, state),
+    });
   }
 
   /**
@@ -208,7 +221,8 @@ export class ProviderHttp {
   /**
    * A `fetch` for client libraries that take one (Octokit's `request.fetch`): every call goes
    * through this Provider's dispatcher (CA + proxy, F08/F09), carries the Provider's Secret
-   * `headers` under the caller's own, follows no redirects, and is bounded by `timeoutMs`
+   * `headers` under the caller's own, follows same-origin redirects only (./redirect.ts; another
+   * origin's 3xx is returned as it is), and is bounded by `timeoutMs`
    * (combined with the caller's `signal`). Any HTTP answer is returned as it is, for the library
    * to read; transport failures throw the same `ProviderError`s as `request` (`TLS`, `PROXY`,
    * `TIMEOUT`, `NETWORK`, `ABORTED`, `CLOSED`).
@@ -243,17 +257,14 @@ export class ProviderHttp {
     const timeout = AbortSignal.timeout(this.#p.timeoutMs);
     const callerSignal = init.signal ?? undefined;
     const signal = callerSignal ? AbortSignal.any([timeout, callerSignal]) : timeout;
+    const state: SendState = { sent: false };
     try {
-      return await this.#fetch(url, {
-        method,
-        headers,
-        ...(init.body !== undefined && init.body !== null ? { body: init.body } : {}),
-        signal,
-        redirect: 'manual',
-        dispatcher: this.#dispatcher,
-      });
+      const body = init.body ?? undefined;
+      return (
+        await this.#redirects.send(url, { method, headers, body }, (u, i) => this.#send(u, i, signal, state))
+      ).res;
     } catch (err) {
-      throw transportError(this.#failure(), err, method, target, timeout, callerSignal);
+      throw transportError(this.#failure(), err, method, target, timeout, callerSignal, state.sent);
     }
   };
 

@@ -24,8 +24,9 @@ import type { ProviderType } from '../api/v1alpha1.ts';
 import { singleLine } from '../text.ts';
 import { buildContext, withValues, type TemplateContext } from './context.ts';
 import { cleanError, errorLine, errorMessage } from './errors.ts';
+import { ESCAPE_HELPER, escapeHelper, escapeMustaches, MARKUP_DATA_KEY } from './escape.ts';
 import { HELPER_NAMES, vettedHelpers } from './helpers.ts';
-import { truncationNote } from './render.ts';
+import { markupForTemplate, truncationNote } from './render.ts';
 import { TEMPLATE_NAMES, type CompileResult, type Compiled, type TemplateName } from './types.ts';
 import { validateTemplateAst } from './validate.ts';
 
@@ -46,12 +47,14 @@ export type { CommitState, ContextLimit, ProviderLimits, RenderedNotification } 
 const hb = Handlebars.create();
 hb.unregisterHelper('log');
 for (const [name, fn] of Object.entries(vettedHelpers())) hb.registerHelper(name, fn);
+hb.registerHelper(ESCAPE_HELPER, escapeHelper);
 
 const COMPILE_OPTIONS: NonNullable<Parameters<typeof hb.compile>[1]> = {
   strict: true,
   knownHelpersOnly: true,
   knownHelpers: {
     ...Object.fromEntries(HELPER_NAMES.map((n) => [n, true])),
+    [ESCAPE_HELPER]: true,
     log: false,
   },
   noEscape: true,
@@ -80,8 +83,11 @@ function compileOne(source: string): CompileOne {
     return { ok: false, line: problem.line, message: `${problem.message}${where}` };
   }
   try {
-    const tpl = hb.compile<TemplateContext>(source, COMPILE_OPTIONS);
-    return { ok: true, fn: (ctx) => tpl(ctx, RUNTIME_OPTIONS) };
+    const tpl = hb.compile<TemplateContext>(escapeMustaches(ast), COMPILE_OPTIONS);
+    return {
+      ok: true,
+      fn: (ctx, markup) => tpl(ctx, { ...RUNTIME_OPTIONS, data: { [MARKUP_DATA_KEY]: markup } }),
+    };
   } catch (err) {
     return { ok: false, line: errorLine(err), message: cleanError(errorMessage(err)) };
   }
@@ -260,7 +266,7 @@ export function compileTemplates(
       for (const name of TEMPLATE_NAMES) {
         let out: string;
         try {
-          out = templates[name](ctx);
+          out = templates[name](ctx, markupForTemplate(name, providerType));
         } catch (err) {
           const label = sources.get(name)?.label ?? '';
           return {

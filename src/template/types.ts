@@ -1,6 +1,7 @@
 /** The shapes shared by template compilation (./index.ts) and rendering (./render.ts). */
 import type { ProviderType } from '../api/v1alpha1.ts';
 import type { TemplateContext } from './context.ts';
+import type { Markup } from './markup.ts';
 import type { ProviderLimits } from './rendered.ts';
 
 export const TEMPLATE_NAMES = [
@@ -11,8 +12,8 @@ export const TEMPLATE_NAMES = [
 ] as const;
 export type TemplateName = (typeof TEMPLATE_NAMES)[number];
 
-/** A compiled template. */
-export type Compiled = (ctx: TemplateContext) => string;
+/** A compiled template; every `{{value}}` is written with `markup` (./markup.ts). */
+export type Compiled = (ctx: TemplateContext, markup: Markup) => string;
 
 /** Compiled templates of one Alert (and Provider context override), ready for rendering. */
 export interface TemplateSet {

@@ -108,7 +108,7 @@ describe('ProviderHttp: requests', () => {
     expect([res.status, res.text]).toEqual([400, 'Cannot transition status via :run from :running']);
   });
 
-  it('does not follow redirects (credentials stay with the configured host)', async () => {
+  it('does not follow a redirect to another origin (credentials stay with the configured host)', async () => {
     const r = await receiver();
     const other = await receiver();
     r.respondWith([{ status: 302, headers: { location: `${other.url}/elsewhere?sig=abc` } }]);
@@ -122,8 +122,9 @@ describe('ProviderHttp: requests', () => {
     const e = await failure(() => h.request(r.url, { method: 'POST', body: '{}' }));
     expect(e.code).toBe('REDIRECT');
     expect(e.retryable).toBe(false);
-    expect(e.message).toContain(`redirects to ${other.url}/elsewhere?…`);
-    expect(e.message).toContain('set the Provider address to the final URL');
+    expect(e.verdict).toEqual({ kind: 'redirect', retry: false });
+    expect(e.message).toContain(`redirects to another origin (${other.url})`);
+    expect(e.message).toContain('set the Provider address');
     expect(other.requests).toHaveLength(0);
   });
 
