@@ -31,7 +31,9 @@ import { ProviderIndex } from './credential/providers.ts';
 import type { ResolvedProvider } from './credential/provider.ts';
 import { Redactor } from './credential/redact.ts';
 import { ProviderReconciler, watchProviders } from './reconcile/provider.ts';
-import { AlertReconciler, watchAlerts } from './reconcile/alert.ts';
+import { AlertReconciler, requeueAlertsUsing, watchAlerts } from './reconcile/alert.ts';
+import { TemplateConfigMaps } from './reconcile/configmaps.ts';
+import { TemplateSandbox } from './template/index.ts';
 import { keyOf } from './reconcile/common.ts';
 import { AlertIndex } from './alert/routed.ts';
 import { Router } from './alert/router.ts';
@@ -150,6 +152,22 @@ export async function startController(
     index: providerIndex,
     ...notReady,
   });
+  // Tenant templates are compiled and rendered in worker threads, never on this event loop.
+  const sandboxLog = child({ component: 'template-sandbox' });
+  const sandbox = new TemplateSandbox({
+    onWorkerReplaced: (lane, why) => {
+      sandboxLog.warn({ lane }, `template worker replaced: ${why}`);
+    },
+  });
+  const configMaps = new TemplateConfigMaps({
+    kubeConfig: kc,
+    logger: child({ component: 'template-configmaps' }),
+    relistIntervalMs: opts.relistIntervalMs,
+    // Called on watch events only, after the queue below exists.
+    onChange: (ns, name) => {
+      requeueAlertsUsing(inf.alerts, alertQueue, ns, name);
+    },
+  });
   const alertReconciler = new AlertReconciler({
     kubeConfig: kc,
     alerts: inf.alerts,
@@ -158,7 +176,8 @@ export async function startController(
     recorder,
     logger: child({ reconciler: 'alert' }),
     allowCrossNamespace: !opts.noCrossNamespaceRefs,
-    ...notReady,
+    templates: sandbox,
+    configMaps,
   });
   const providerQueue = new WorkQueue({
     name: 'provider',
@@ -318,6 +337,8 @@ export async function startController(
       ]);
       if (!p.drained || !a.drained) logger.warn('shutdown deadline reached with work in flight');
       await dispatcher.stop(deadline);
+      await configMaps.stop();
+      await sandbox.close();
       await ledger.close();
       await statusWriter.close();
       await Promise.all(all.map((i) => i.stop()));

@@ -8,8 +8,10 @@ import type { NotificationEvent } from '../api/event.ts';
 import { isGitProviderType } from '../api/v1alpha1.ts';
 import { boundText, headAndTail, measure, singleLine, tailTo, type FieldLimit } from '../text.ts';
 import { buildContext, markerFor, stateOf, withValues, type TemplateContext } from './context.ts';
+import { RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
 import { cleanError, errorMessage } from './errors.ts';
 import { fitContext } from './fit.ts';
+import { TEMPLATE_LIMITS } from './limits.ts';
 import type { RenderedNotification } from './rendered.ts';
 import type { RenderOptions, TemplateName, TemplateSet } from './types.ts';
 
@@ -24,12 +26,28 @@ export function templateContext(
   return buildContext(ev, { clusterName: opts.clusterName, providerType: opts.providerType });
 }
 
-function render(set: TemplateSet, name: TemplateName, ctx: TemplateContext, opts: RenderOptions): string {
+/** One notification's render: its options and the deadline shared by all its templates (performance.now() ms). */
+interface Run {
+  opts: RenderOptions;
+  deadline: number;
+}
+
+/**
+ * One template under a fresh budget (./budget.ts). A template that fails is replaced by the
+ * built-in one (`onTemplateError`); one that runs out of budget is not — the whole render fails
+ * with a `TemplateBudgetError` naming the template.
+ */
+function render(set: TemplateSet, name: TemplateName, ctx: TemplateContext, run: Run): string {
+  const budget = (): RenderBudget =>
+    new RenderBudget({ deadline: Math.min(performance.now() + TEMPLATE_LIMITS.maxRenderMs, run.deadline) });
   try {
-    return set.templates[name](ctx);
+    return withBudget(budget(), () => set.templates[name](ctx));
   } catch (err) {
-    opts.onTemplateError?.(name, cleanError(errorMessage(err)));
-    return set.builtins[name](ctx);
+    if (err instanceof TemplateBudgetError) {
+      throw new TemplateBudgetError(err.kind, `template '${name}': ${err.message}`, err.line);
+    }
+    run.opts.onTemplateError?.(name, cleanError(errorMessage(err)));
+    return withBudget(budget(), () => set.builtins[name](ctx));
   }
 }
 
@@ -57,10 +75,10 @@ function renderComment(
   set: TemplateSet,
   ctx: TemplateContext,
   limit: FieldLimit | undefined,
-  opts: RenderOptions,
+  run: Run,
 ): string {
   const marker = markerFor(ctx.markerId);
-  const first = finishComment(render(set, 'pullRequestComment', ctx, opts), marker, null);
+  const first = finishComment(render(set, 'pullRequestComment', ctx, run), marker, null);
   if (limit === undefined || measure(first, limit.unit) <= limit.max) return first;
   const { max, unit } = limit;
   const total = measure(ctx.message, 'codePoints');
@@ -76,7 +94,7 @@ function renderComment(
         set,
         'pullRequestComment',
         withValues(ctx, { message, output, truncated: true, truncationNote: note }),
-        opts,
+        run,
       ),
       marker,
       note,
@@ -94,18 +112,20 @@ function statusDescription(
   set: TemplateSet,
   ctx: TemplateContext,
   limit: FieldLimit | undefined,
-  opts: RenderOptions,
+  run: Run,
 ): string {
-  let text = singleLine(render(set, 'commitStatusDescription', ctx, opts));
+  let text = singleLine(render(set, 'commitStatusDescription', ctx, run));
   if (text === '') text = ctx.title;
   return limit === undefined ? text : boundText(text, limit.max, limit.unit);
 }
 
-function statusContext(set: TemplateSet, ctx: TemplateContext, opts: RenderOptions): string {
-  let text = singleLine(render(set, 'commitStatusContext', ctx, opts));
-  if (text === '') text = singleLine(set.builtins.commitStatusContext(ctx));
+function statusContext(set: TemplateSet, ctx: TemplateContext, run: Run): string {
+  let text = singleLine(render(set, 'commitStatusContext', ctx, run));
+  if (text === '') {
+    text = singleLine(withBudget(new RenderBudget(), () => set.builtins.commitStatusContext(ctx)));
+  }
   if (text === '') text = `pko/${ctx.clusterName}/${ctx.namespace}/${ctx.stackName}`;
-  return fitContext(text, opts.limits.statusContext);
+  return fitContext(text, run.opts.limits.statusContext);
 }
 
 function targetURL(ctx: TemplateContext, limit: FieldLimit | undefined): string | undefined {
@@ -127,25 +147,30 @@ function targetURL(ctx: TemplateContext, limit: FieldLimit | undefined): string 
  * - git provider types with `commentsEnabled`: `comment` {marker, body} — see the comment limits
  *   (F14: GitHub ≤ 65,536, GitLab ≤ 1,000,000).
  * A custom template that fails at render time is replaced by the built-in one (`onTemplateError`).
+ * Every template runs under the render budget (./limits.ts: steps, output, time per template and
+ * per notification).
+ * @throws TemplateBudgetError when a template runs out of budget (never replaced by a built-in:
+ *   the delivery fails with that reason).
  */
 export function renderNotification(
   set: TemplateSet,
   ev: NotificationEvent,
   opts: RenderOptions,
 ): RenderedNotification {
+  const run: Run = { opts, deadline: performance.now() + TEMPLATE_LIMITS.maxNotificationMs };
   const ctx = templateContext(ev, opts);
   const { limits } = opts;
-  const message = headAndTail(render(set, 'message', ctx, opts).trim(), limits.message);
+  const message = headAndTail(render(set, 'message', ctx, run).trim(), limits.message);
   const out: RenderedNotification = { message };
   if (!isGitProviderType(opts.providerType)) return out;
   out.commitStatus = {
     state: stateOf(ev.reason),
-    context: statusContext(set, ctx, opts),
-    description: statusDescription(set, ctx, limits.statusDescription, opts),
+    context: statusContext(set, ctx, run),
+    description: statusDescription(set, ctx, limits.statusDescription, run),
     targetURL: targetURL(ctx, limits.statusTargetURL),
   };
   if (opts.commentsEnabled) {
-    out.comment = { marker: markerFor(ctx.markerId), body: renderComment(set, ctx, limits.comment, opts) };
+    out.comment = { marker: markerFor(ctx.markerId), body: renderComment(set, ctx, limits.comment, run) };
   }
   return out;
 }
