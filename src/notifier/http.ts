@@ -13,25 +13,18 @@
  */
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
-import {
-  Agent,
-  ProxyAgent,
-  fetch as undiciFetch,
-  type Dispatcher,
-  type Headers,
-  type Response,
-} from 'undici';
+import { Agent, ProxyAgent, Response, fetch as undiciFetch, type Dispatcher, type Headers } from 'undici';
+import type { ReadableStream } from 'node:stream/web';
 import type { ResolvedProvider } from '../credential/provider.ts';
+import { capStream, discardBody, readBounded, RESPONSE_CAPS } from './body.ts';
 import { ProviderError } from './errors.ts';
 import { httpError, transportError, type FailureContext } from './http-errors.ts';
 
 /** `pko-notification-controller/<version from package.json>` (`unknown` if unreadable). */
 export const USER_AGENT = `pko-notification-controller/${packageVersion()}`;
 
-/** Default bound of a successful response body, in bytes (a page of 100 forge comments fits easily). */
-export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
-/** How much of an error response body is read (only an excerpt is ever shown). */
-const ERROR_BODY_BYTES = 64 * 1024;
+/** Default bound of a successful response body that is read, in bytes (./body.ts `RESPONSE_CAPS.apiPage`). */
+export const DEFAULT_MAX_RESPONSE_BYTES = RESPONSE_CAPS.apiPage;
 
 function packageVersion(): string {
   try {
@@ -57,12 +50,18 @@ export interface HttpRequestInit {
    * requests or `[400]` when the caller must read the body (GitLab state transitions, F15).
    */
   acceptStatus?: readonly number[];
+  /**
+   * What the caller reads of the answer's body (./body.ts): `'discard'` — not read (`text` is
+   * ''; a webhook's reply) — or at most this many bytes (default: the client's
+   * `maxResponseBytes`); a longer body fails with `RESPONSE_TOO_LARGE` unread.
+   */
+  responseBody?: 'discard' | number;
 }
 
 export interface HttpResponse {
   status: number;
   headers: Headers;
-  /** Body decoded as UTF-8. */
+  /** Body decoded as UTF-8 ('' when the caller discarded it). */
   text: string;
 }
 
@@ -180,16 +179,21 @@ export class ProviderHttp {
       const ok =
         (res.status >= 200 && res.status <= 299) || (init.acceptStatus?.includes(res.status) ?? false);
       if (ok) {
-        const body = await readBounded(res.body, this.#maxResponseBytes);
+        if (init.responseBody === 'discard') {
+          await discardBody(res.body);
+          return { status: res.status, headers: res.headers, text: '' };
+        }
+        const max = init.responseBody ?? this.#maxResponseBytes;
+        const body = await readBounded(res.body, max);
         if (body.truncated) {
           throw new ProviderError(
-            `${method} ${target} answered ${res.status} with a body over ${this.#maxResponseBytes} bytes: refusing to read it`,
+            `${method} ${target} answered ${res.status} with a body over ${max} bytes: refusing to read it`,
             { code: 'RESPONSE_TOO_LARGE', status: res.status, retryable: false, secretValues },
           );
         }
         return { status: res.status, headers: res.headers, text: body.text };
       }
-      const { text } = await readBounded(res.body, ERROR_BODY_BYTES);
+      const { text } = await readBounded(res.body, RESPONSE_CAPS.error);
       throw httpError(this.#failure(), method, target, res.status, res.headers, text);
     } catch (err) {
       if (err instanceof ProviderError) throw err;
@@ -209,9 +213,10 @@ export class ProviderHttp {
    * A `fetch` for client libraries that take one (Octokit's `request.fetch`): every call goes
    * through this Provider's dispatcher (CA + proxy, F08/F09), carries the Provider's Secret
    * `headers` under the caller's own, follows no redirects, and is bounded by `timeoutMs`
-   * (combined with the caller's `signal`). Any HTTP answer is returned as it is, for the library
-   * to read; transport failures throw the same `ProviderError`s as `request` (`TLS`, `PROXY`,
-   * `TIMEOUT`, `NETWORK`, `ABORTED`, `CLOSED`).
+   * (combined with the caller's `signal`). Any HTTP answer is returned for the library to read,
+   * its body capped at `maxResponseBytes` (reading further fails with `RESPONSE_TOO_LARGE`);
+   * transport failures throw the same `ProviderError`s as `request` (`TLS`, `PROXY`, `TIMEOUT`,
+   * `NETWORK`, `ABORTED`, `CLOSED`).
    */
   readonly fetch = async (
     input: string | URL,
@@ -243,8 +248,9 @@ export class ProviderHttp {
     const timeout = AbortSignal.timeout(this.#p.timeoutMs);
     const callerSignal = init.signal ?? undefined;
     const signal = callerSignal ? AbortSignal.any([timeout, callerSignal]) : timeout;
+    let res: Response;
     try {
-      return await this.#fetch(url, {
+      res = await this.#fetch(url, {
         method,
         headers,
         ...(init.body !== undefined && init.body !== null ? { body: init.body } : {}),
@@ -255,6 +261,25 @@ export class ProviderHttp {
     } catch (err) {
       throw transportError(this.#failure(), err, method, target, timeout, callerSignal);
     }
+    if (res.body === null) return res;
+    const body = res.body as ReadableStream<Uint8Array>; // undici types its body stream loosely
+    const max = this.#maxResponseBytes;
+    const status = res.status;
+    const capped = new Response(
+      capStream(
+        body,
+        max,
+        () =>
+          new ProviderError(
+            `${method} ${target} answered ${status} with a body over ${max} bytes: refusing to read it`,
+            { code: 'RESPONSE_TOO_LARGE', status, retryable: false, secretValues: this.#secretValues },
+          ),
+      ),
+      { status, statusText: res.statusText, headers: res.headers },
+    );
+    // A constructed Response has no URL; libraries report the one that was fetched.
+    Object.defineProperty(capped, 'url', { value: res.url });
+    return capped;
   };
 
   /**
@@ -304,28 +329,4 @@ function secretValuesOf(p: ResolvedProvider): readonly string[] {
     }
   }
   return values;
-}
-
-/** Reads at most `max` bytes of a body as UTF-8; the rest is cancelled (which frees the connection). */
-async function readBounded(
-  body: ReadableStream<Uint8Array> | null,
-  max: number,
-): Promise<{ text: string; truncated: boolean }> {
-  if (body === null) return { text: '', truncated: false };
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let text = '';
-  let seen = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (seen + value.byteLength > max) {
-      text += decoder.decode(value.subarray(0, max - seen), { stream: true });
-      await reader.cancel();
-      return { text: text + decoder.decode(), truncated: true };
-    }
-    seen += value.byteLength;
-    text += decoder.decode(value, { stream: true });
-  }
-  return { text: text + decoder.decode(), truncated: false };
 }

@@ -15,6 +15,7 @@
 import type { ProviderLimits } from '../template/rendered.ts';
 import type { NotifierFactory } from './types.ts';
 import { assertFits, ProviderError } from './errors.ts';
+import { RESPONSE_CAPS } from './body.ts';
 
 /** Slack's field limits (the renderer fits the message to them). */
 export const slackLimits: ProviderLimits = {
@@ -55,6 +56,8 @@ export const slack: NotifierFactory = (p, { http }) => {
           ...(bot ? { Authorization: `Bearer ${p.token ?? ''}` } : {}),
         },
         body: JSON.stringify(payload),
+        // Webhook mode answers "ok", unread; chat.postMessage's small JSON answer is read.
+        responseBody: bot ? RESPONSE_CAPS.chatAnswer : 'discard',
         ...(signal !== undefined ? { signal } : {}),
       });
       if (!bot) return;
