@@ -44,7 +44,7 @@ import { ProviderHealth } from './delivery/health.ts';
 import { Sender, type NotifierRegistry } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { providerRegistry } from './registry.ts';
+import { createProviderRegistry, egressPolicy } from './registry.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -128,6 +128,9 @@ export async function startController(
   const notReady = deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {};
   const child = (bindings: Record<string, string>): Logger => logger.child(bindings);
 
+  // Where Provider connections may go (--egress-* flags).
+  const egress = egressPolicy(opts.egress);
+
   // Caches and indexes.
   const inf = informers(opts, kc, logger, registry);
   const all = [inf.providers, inf.alerts, inf.stacks, inf.updates] as const;
@@ -150,6 +153,7 @@ export async function startController(
     logger: child({ reconciler: 'provider' }),
     health,
     index: providerIndex,
+    egress,
     ...notReady,
   });
   // Tenant templates are compiled and rendered in worker threads, never on this event loop.
@@ -203,7 +207,7 @@ export async function startController(
   });
   const statusWriter = new DeliveryStatusWriter(kc, child({ component: 'delivery-status' }));
   const sender = new Sender({
-    ports: { notifiers: deps.notifiers ?? providerRegistry, health },
+    ports: { notifiers: deps.notifiers ?? createProviderRegistry({ egress }), health },
     clusterName: opts.clusterName,
     logger: child({ component: 'sender' }),
     redactor,

@@ -7,7 +7,8 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { Headers } from 'undici';
-import { bodyExcerpt, isRetryableStatus, ProviderError, retryAfterFrom } from './errors.ts';
+import { isRetryableStatus, ProviderError, retryAfterFrom } from './errors.ts';
+import { recognisedMessage } from './reflect.ts';
 
 /** What the failure is judged against: the Provider's secrets, clock, timeout and proxy. */
 export interface FailureContext {
@@ -17,6 +18,11 @@ export interface FailureContext {
   timeoutMs: number;
   /** Whether the Provider sends through a proxy (`proxySecretRef`). */
   proxy: boolean;
+  /**
+   * Whether a recognised error message of the answer may be shown (./reflect.ts): forge and chat
+   * APIs, not generic webhooks, whose answers are never shown.
+   */
+  reflect: boolean;
 }
 
 /** Certificate-verification failures: the endpoint's chain does not lead to a trusted CA (F08). */
@@ -86,8 +92,9 @@ export function httpError(
 ): ProviderError {
   const secretValues = c.secretValues;
   const statusText = STATUS_CODES[status] ?? '';
-  const excerpt = bodyExcerpt(body, secretValues);
-  const tail = excerpt === '' ? '' : `. Response: ${excerpt}`;
+  // Never the raw body: only a recognised error message, bounded (./reflect.ts, case B09).
+  const shown = c.reflect ? recognisedMessage(body) : undefined;
+  const tail = shown === undefined ? '' : `. The endpoint said: ${shown}`;
   const what = `${method} ${target} answered ${status}${statusText === '' ? '' : ` ${statusText}`}`;
 
   if (status >= 300 && status <= 399) {

@@ -17,6 +17,7 @@ import { Agent, ProxyAgent, Response, fetch as undiciFetch, type Dispatcher, typ
 import type { ReadableStream } from 'node:stream/web';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { capStream, discardBody, readBounded, RESPONSE_CAPS } from './body.ts';
+import { egressDenial, egressMessage, type EgressDeniedError, type EgressPolicy } from './egress.ts';
 import { ProviderError } from './errors.ts';
 import { httpError, transportError, type FailureContext } from './http-errors.ts';
 
@@ -72,6 +73,11 @@ export interface ProviderHttpOptions {
   now?: () => number;
   /** Bound of a successful response body in bytes; larger answers fail with code `RESPONSE_TOO_LARGE`. */
   maxResponseBytes?: number;
+  /**
+   * Where connections may go (./egress.ts); refused ones fail with code `EGRESS_DENIED`. The
+   * controller always sets it; without it nothing is refused (unit tests of notifiers, tools).
+   */
+  egress?: EgressPolicy;
 }
 
 /**
@@ -85,6 +91,7 @@ export class ProviderHttp {
   readonly #now: () => number;
   readonly #maxResponseBytes: number;
   readonly #secretValues: readonly string[];
+  readonly #egress: EgressPolicy | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(p: ResolvedProvider, opts: ProviderHttpOptions = {}) {
@@ -93,6 +100,8 @@ export class ProviderHttp {
     this.#now = opts.now ?? Date.now;
     this.#maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     this.#secretValues = secretValuesOf(p);
+    const egress = opts.egress;
+    this.#egress = egress;
     const tls = p.tls
       ? {
           ca: p.tls.ca,
@@ -110,12 +119,21 @@ export class ProviderHttp {
           : {}),
         // The Provider's CA applies to the origin, inside the CONNECT tunnel...
         requestTls: tls,
-        // ...and, on top of the public roots, to an https:// proxy itself.
-        ...(p.tls ? { proxyTls: { ca: [...rootCertificates, p.tls.ca] } } : {}),
+        // ...and, on top of the public roots, to an https:// proxy itself. The connection to
+        // the proxy obeys the egress policy too.
+        ...(p.tls || egress
+          ? {
+              proxyTls: {
+                ...(p.tls ? { ca: [...rootCertificates, p.tls.ca] } : {}),
+                ...(egress ? { lookup: egress.lookup } : {}),
+              },
+            }
+          : {}),
         connectTimeout: p.timeoutMs,
       });
     } else {
-      this.#dispatcher = new Agent({ connect: { ...tls, timeout: p.timeoutMs } });
+      const connect = { ...tls, timeout: p.timeoutMs };
+      this.#dispatcher = new Agent({ connect: egress ? egress.connector(connect) : connect });
     }
   }
 
@@ -166,6 +184,7 @@ export class ProviderHttp {
 
     const timeout = AbortSignal.timeout(this.#p.timeoutMs);
     const signal = init.signal ? AbortSignal.any([timeout, init.signal]) : timeout;
+    await this.#checkProxied(url, method, target);
 
     try {
       const res = await this.#fetch(url, {
@@ -197,6 +216,8 @@ export class ProviderHttp {
       throw httpError(this.#failure(), method, target, res.status, res.headers, text);
     } catch (err) {
       if (err instanceof ProviderError) throw err;
+      const denied = egressDenial(err);
+      if (denied) throw this.#egressError(method, target, denied);
       throw transportError(this.#failure(), err, method, target, timeout, init.signal);
     }
   }
@@ -248,6 +269,7 @@ export class ProviderHttp {
     const timeout = AbortSignal.timeout(this.#p.timeoutMs);
     const callerSignal = init.signal ?? undefined;
     const signal = callerSignal ? AbortSignal.any([timeout, callerSignal]) : timeout;
+    await this.#checkProxied(url, method, target);
     let res: Response;
     try {
       res = await this.#fetch(url, {
@@ -259,6 +281,8 @@ export class ProviderHttp {
         dispatcher: this.#dispatcher,
       });
     } catch (err) {
+      const denied = egressDenial(err);
+      if (denied) throw this.#egressError(method, target, denied);
       throw transportError(this.#failure(), err, method, target, timeout, callerSignal);
     }
     if (res.body === null) return res;
@@ -298,12 +322,30 @@ export class ProviderHttp {
     return this.#closing;
   }
 
+  /** Through a proxy, the proxy resolves the target: check it here first (./egress.ts). */
+  async #checkProxied(url: string, method: string, target: string): Promise<void> {
+    const egress = this.#egress;
+    const proxy = this.#p.proxy;
+    if (egress === undefined || proxy === undefined) return;
+    const denied = egress.refuseURL(proxy.address) ?? (await egress.checkThroughProxy(url));
+    if (denied) throw this.#egressError(method, target, denied);
+  }
+
+  #egressError(method: string, target: string, denied: EgressDeniedError): ProviderError {
+    return new ProviderError(egressMessage(method, target, denied), {
+      code: 'EGRESS_DENIED',
+      retryable: false,
+      secretValues: this.#secretValues,
+    });
+  }
+
   #failure(): FailureContext {
     return {
       secretValues: this.#secretValues,
       now: this.#now,
       timeoutMs: this.#p.timeoutMs,
       proxy: this.#p.proxy !== undefined,
+      reflect: this.#p.type !== 'generic' && this.#p.type !== 'generic-hmac',
     };
   }
 

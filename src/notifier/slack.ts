@@ -76,7 +76,11 @@ export const slack: NotifierFactory = (p, { http }) => {
         );
       }
       if (answer.ok === true) return;
-      const error = typeof answer.error === 'string' ? answer.error : 'unknown_error';
+      // Slack's error codes are short snake_case words; anything else is not shown (B09).
+      const error =
+        typeof answer.error === 'string' && /^[a-z0-9_.]{1,64}$/.test(answer.error)
+          ? answer.error
+          : 'unknown_error';
       throw new ProviderError(
         `chat.postMessage failed: ${error}${error === 'invalid_auth' || error === 'not_authed' ? ' (check the token in the Provider Secret)' : error === 'channel_not_found' || error === 'not_in_channel' ? ' (check spec.channel and invite the bot)' : ''}`,
         {
