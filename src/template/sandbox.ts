@@ -245,7 +245,10 @@ export class TemplateSandbox implements TemplateCompiler {
   readonly #renderer: WorkerLane;
   readonly #compileTimeoutMs: number;
   readonly #renderTimeoutMs: number;
-  /** Compile results by content key (failures too: an invalid template is not checked again until it changes). */
+  /**
+   * Compile results by content key (verdicts on the template too: an invalid one is not checked
+   * again until it changes; a request the watchdog ended is not a verdict and is not kept).
+   */
   readonly #results = new LRUCache<string, SandboxCompileResult>({ max: 2048 });
   #nextId = 1;
 
@@ -287,10 +290,10 @@ export class TemplateSandbox implements TemplateCompiler {
         result = { ok: false, template: 'templates', line: null, message: replyMessage(reply) };
       }
     } catch (err) {
+      // The worker was replaced (watchdog, memory) or closed: the request failed, not
+      // necessarily the template — answered, but not cached, so the next reconcile tries again.
       const message = err instanceof Error ? err.message : String(err);
-      result = { ok: false, template: 'templates', line: null, message };
-      // A sandbox that was closed is not a verdict on the template.
-      if (message === 'the template sandbox is closed') return result;
+      return { ok: false, template: 'templates', line: null, message };
     }
     this.#results.set(key, result);
     return result;
