@@ -342,6 +342,7 @@ export function compileTemplates(
               ok: false,
               template: name,
               line: err.line,
+              ...(err.kind === 'time' ? { timedOut: true } : {}),
               message: `${label}on the largest event the API allows (64 eventMetadata entries of 1,024 characters, 64 labels, an 8,192-character message): ${err.message}`,
             };
           }

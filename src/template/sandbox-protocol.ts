@@ -25,7 +25,7 @@ export type SandboxRequest =
 
 export type SandboxReply =
   | { id: number; kind: 'compiled'; overridden: TemplateName[] }
-  | { id: number; kind: 'invalid'; template: string; line: number | null; message: string }
+  | { id: number; kind: 'invalid'; template: string; line: number | null; message: string; timedOut: boolean }
   | {
       id: number;
       kind: 'rendered';

@@ -48,7 +48,14 @@ function handle(req: SandboxRequest): SandboxReply {
     const r = compiled(req.source, true);
     return r.ok
       ? { id: req.id, kind: 'compiled', overridden: [...r.set.overridden] }
-      : { id: req.id, kind: 'invalid', template: r.template, line: r.line, message: r.message };
+      : {
+          id: req.id,
+          kind: 'invalid',
+          template: r.template,
+          line: r.line,
+          message: r.message,
+          timedOut: r.timedOut === true,
+        };
   }
   let set = sets.get(req.source.key);
   if (set === undefined) {

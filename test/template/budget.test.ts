@@ -95,7 +95,10 @@ describe('B01: render budgets', () => {
     if (r.ok) return;
     expect(r.line).toBe(1);
     expect(r.message).toMatch(/on the largest event the API allows \(64 eventMetadata entries/);
-    expect(r.message).toMatch(/produces more than 2,000,000 characters|more than 20,000 helper calls/);
+    // Which budget runs out first depends on the machine's load.
+    expect(r.message).toMatch(
+      /produces more than 2,000,000 characters|more than 20,000 helper calls|longer than 250 ms/,
+    );
   });
 
   it('a template that fits the worst case but not a real event fails the render with TemplateBudgetError', () => {
@@ -110,9 +113,10 @@ describe('B01: render budgets', () => {
       err = e;
     }
     expect(err).toBeInstanceOf(TemplateBudgetError);
-    expect((err as TemplateBudgetError).kind).toBe('steps');
+    // Steps run out first unless the machine is so loaded that 250 ms pass before 20,000 steps.
+    expect(['steps', 'time']).toContain((err as TemplateBudgetError).kind);
     expect((err as TemplateBudgetError).message).toMatch(
-      /^template 'message': template needs more than 20,000 helper calls/,
+      /^template 'message': template (needs more than 20,000 helper calls|render took longer than 250 ms)/,
     );
   });
 
@@ -120,7 +124,7 @@ describe('B01: render budgets', () => {
     const r = compileTemplates({
       message: '{{#each labels}}{{#each @root.labels}}{{@root.message}}{{/each}}{{/each}}',
     });
-    expect(!r.ok && r.message).toMatch(/produces more than 2,000,000 characters/);
+    expect(!r.ok && r.message).toMatch(/produces more than 2,000,000 characters|longer than 250 ms/);
   });
 
   it('time is bounded: a render past its deadline stops at the next step', () => {
@@ -195,6 +199,22 @@ describe('the sandbox (worker threads)', () => {
       'team.example.com/l2',
     );
     expect(sandbox.workersReplaced).toBe(0);
+  });
+
+  it('an idle worker is ended and started again on the next request', async () => {
+    const idle = new TemplateSandbox({ idleMs: { compile: 50, render: 50 } });
+    try {
+      const r = await idle.compile({ message: 'one {{reason}}' });
+      if (!r.ok) throw new Error(r.message);
+      await r.templates.render(stackEvent(), opts);
+      expect(idle.workersStarted).toBe(2);
+      await new Promise((res) => setTimeout(res, 300));
+      expect((await r.templates.render(stackEvent(), opts)).message).toBe('one UpdateFailed');
+      expect(idle.workersStarted).toBe(3);
+      expect(idle.workersReplaced).toBe(0);
+    } finally {
+      await idle.close();
+    }
   });
 
   it('a compile that outlives its watchdog ends the worker; the next request gets a new one', async () => {
