@@ -68,6 +68,24 @@ function position(s: string, index: number): { line: number; column: number } {
 }
 
 /**
+ * Where a literal opened at `open` (a string, or a `[segment]`) ends, erring towards ending it
+ * early (so more is scanned, never less). The lexer's rule is `open ( \close | [^close] )* close`
+ * as a backtracking regular expression: the literal ends at the first closing character not
+ * preceded by a backslash; when every one is preceded by a backslash it ends at the last of them —
+ * here, at the first (found by fuzzing: `"a\\"` with no quote after it is a whole string).
+ * Returns the index of the closing character, or `open` itself when there is none (no literal).
+ */
+function literalEnd(source: string, open: number, close: number): number {
+  let firstAny = -1;
+  for (let q = open + 1; q < source.length; q++) {
+    if (source.charCodeAt(q) !== close) continue;
+    if (source.charCodeAt(q - 1) !== 0x5c /* \ */) return q;
+    if (firstAny < 0) firstAny = q;
+  }
+  return firstAny < 0 ? open : firstAny;
+}
+
+/**
  * Checks a template source against {@link TEMPLATE_LIMITS} `maxSourceBytes` and `maxDepth`
  * without parsing it: linear time, no recursion. Returns the first problem, or null.
  *
@@ -157,15 +175,9 @@ export function checkSource(source: string): SourceProblem | null {
       const ch = source.charCodeAt(k);
       if (ch === 0x7d /* } */ && source.charCodeAt(k + 1) === 0x7d) break;
       if (ch === 0x5b /* [ */) {
-        // A `[segment]` literal: anything but `]` (escaped `\]` included), as the lexer reads it.
-        let q = k + 1;
-        while (q < n && !(source.charCodeAt(q) === 0x5d && source.charCodeAt(q - 1) !== 0x5c)) q++;
-        k = q;
+        k = literalEnd(source, k, 0x5d /* ] */);
       } else if (ch === 0x22 /* " */ || ch === 0x27 /* ' */) {
-        // The lexer's string literal: a quote, then anything but that quote unless escaped.
-        let q = k + 1;
-        while (q < n && !(source.charCodeAt(q) === ch && source.charCodeAt(q - 1) !== 0x5c)) q++;
-        k = q;
+        k = literalEnd(source, k, ch);
       } else if (ch === 0x28 /* ( */) {
         parens++;
         if (blockDepth + parens > max) return tooDeep(k, 'blocks and subexpressions');

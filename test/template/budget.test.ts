@@ -76,7 +76,12 @@ describe('B02: source size and nesting, checked before parsing', () => {
     ).toBeNull();
     expect(checkSource(`{{!-- ${'('.repeat(100)} {{ --}}{{!${'('.repeat(100)}}}ok`)).toBeNull();
     expect(checkSource(`{{[${'('.repeat(50)}]}}`)).toBeNull();
-    // …but a quote inside a segment does not hide what follows.
+    // A string whose every closing quote is escaped ends at one of them for the lexer (found by
+    // fuzzing): it must not hide the blocks after it.
+    expect(
+      checkSource(`{{eq "a\\\\" 1}}${'{{#if message}}'.repeat(25)}x${'{{/if}}'.repeat(25)}`),
+    ).not.toBeNull();
+    // …and a quote inside a segment does not hide what follows.
     expect(
       checkSource(`{{[it's]}}${'{{#if message}}'.repeat(25)}${'{{/if}}'.repeat(25)}{{lookup metadata 'x'}}`),
     ).not.toBeNull();
