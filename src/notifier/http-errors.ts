@@ -7,8 +7,9 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { Headers } from 'undici';
-import { classifyAnswer, isHtml, verdictForCode, type AnswerKind, type Verdict } from './classify.ts';
-import { bodyExcerpt, ProviderError } from './errors.ts';
+import { classifyAnswer, verdictForCode, type AnswerKind, type Verdict } from './classify.ts';
+import { ProviderError } from './errors.ts';
+import { recognisedMessage } from './reflect.ts';
 import { MAX_REDIRECTS, type RedirectRefusal } from './redirect.ts';
 
 /** What the failure is judged against: the Provider's secrets, clock, timeout and proxy. */
@@ -19,6 +20,11 @@ export interface FailureContext {
   timeoutMs: number;
   /** Whether the Provider sends through a proxy (`proxySecretRef`). */
   proxy: boolean;
+  /**
+   * Whether a recognised error message of the answer may be shown (./reflect.ts): forge and chat
+   * APIs, not generic webhooks, whose answers are never shown.
+   */
+  reflect: boolean;
 }
 
 /** Certificate-verification failures: the endpoint's chain does not lead to a trusted CA (F08). */
@@ -124,11 +130,10 @@ export function httpError(
 ): ProviderError {
   const secretValues = c.secretValues;
   const statusText = STATUS_CODES[status] ?? '';
-  const excerpt = bodyExcerpt(
-    isHtml(body, headers.get('content-type')) ? htmlTitle(body) : body,
-    secretValues,
-  );
-  const tail = excerpt === '' ? '' : `. Response: ${excerpt}`;
+  // Never the raw body: only a recognised error message, bounded (./reflect.ts, case B09) —
+  // HTML pages (a sign-in page answering 203, N11) and plain text are not shown at all.
+  const shown = c.reflect ? recognisedMessage(body) : undefined;
+  const tail = shown === undefined ? '' : `. The endpoint said: ${shown}`;
   const what = `${method} ${target} answered ${status}${statusText === '' ? '' : ` ${statusText}`}`;
   const classified = classifyAnswer(
     { status, headers, body, ...(opts.expectJson !== undefined ? { expectJson: opts.expectJson } : {}) },
@@ -162,12 +167,6 @@ export function httpError(
     secretValues,
     verdict,
   });
-}
-
-/** The `<title>` of an HTML page (what is worth quoting of it), or ''. */
-function htmlTitle(body: string): string {
-  const m = /<title[^>]*>([^<]*)<\/title>/i.exec(body.slice(0, 64 * 1024));
-  return m?.[1]?.trim() ?? '';
 }
 
 /**

@@ -16,6 +16,7 @@ import type { ProviderLimits } from '../template/rendered.ts';
 import type { NotifierFactory } from './types.ts';
 import { classifySlackError } from './classify.ts';
 import { assertFits, ProviderError, retryAfterFrom } from './errors.ts';
+import { RESPONSE_CAPS } from './body.ts';
 
 /** Slack's field limits (the renderer fits the message to them). */
 export const slackLimits: ProviderLimits = {
@@ -47,6 +48,8 @@ export const slack: NotifierFactory = (p, { http }) => {
           ...(bot ? { Authorization: `Bearer ${p.token ?? ''}` } : {}),
         },
         body: JSON.stringify(payload),
+        // Webhook mode answers "ok", unread; chat.postMessage's small JSON answer is read.
+        responseBody: bot ? RESPONSE_CAPS.chatAnswer : 'discard',
         ...(signal !== undefined ? { signal } : {}),
       });
       if (!bot) return;
@@ -65,7 +68,11 @@ export const slack: NotifierFactory = (p, { http }) => {
         );
       }
       if (answer.ok === true) return;
-      const error = typeof answer.error === 'string' ? answer.error : 'unknown_error';
+      // Slack's error codes are short snake_case words; anything else is not shown (B09).
+      const error =
+        typeof answer.error === 'string' && /^[a-z0-9_.]{1,64}$/.test(answer.error)
+          ? answer.error
+          : 'unknown_error';
       const verdict = classifySlackError(error, retryAfterFrom(res.headers, Date.now()));
       throw new ProviderError(
         `chat.postMessage failed: ${error}${verdict.kind === 'auth' ? ' (check the token in the Provider Secret)' : error === 'channel_not_found' || error === 'not_in_channel' ? ' (check spec.channel and invite the bot)' : ''}`,

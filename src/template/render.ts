@@ -19,8 +19,10 @@ import {
   type FieldLimit,
 } from '../text.ts';
 import { buildContext, markerFor, stateOf, withValues, type TemplateContext } from './context.ts';
+import { RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
 import { cleanError, errorMessage } from './errors.ts';
 import { fitContext } from './fit.ts';
+import { TEMPLATE_LIMITS } from './limits.ts';
 import { markupFor, plain, type Markup } from './markup.ts';
 import type { RenderedNotification } from './rendered.ts';
 import type { RenderOptions, TemplateName, TemplateSet } from './types.ts';
@@ -46,13 +48,26 @@ export function markupForTemplate(name: TemplateName, providerType: ProviderType
   return plain;
 }
 
-function render(set: TemplateSet, name: TemplateName, ctx: TemplateContext, opts: RenderOptions): string {
+/** One notification's render options and the deadline its templates share (performance.now() ms). */
+type Run = RenderOptions & { deadline: number };
+
+/**
+ * One template under a fresh budget (./budget.ts). A template that fails is replaced by the
+ * built-in one (`onTemplateError`); one that runs out of budget is not — the whole render fails
+ * with a `TemplateBudgetError` naming the template.
+ */
+function render(set: TemplateSet, name: TemplateName, ctx: TemplateContext, opts: Run): string {
   const markup = markupForTemplate(name, opts.providerType);
+  const budget = (): RenderBudget =>
+    new RenderBudget({ deadline: Math.min(performance.now() + TEMPLATE_LIMITS.maxRenderMs, opts.deadline) });
   try {
-    return set.templates[name](ctx, markup);
+    return withBudget(budget(), () => set.templates[name](ctx, markup));
   } catch (err) {
+    if (err instanceof TemplateBudgetError) {
+      throw new TemplateBudgetError(err.kind, `template '${name}': ${err.message}`, err.line);
+    }
     opts.onTemplateError?.(name, cleanError(errorMessage(err)));
-    return set.builtins[name](ctx, markup);
+    return withBudget(budget(), () => set.builtins[name](ctx, markup));
   }
 }
 
@@ -77,7 +92,7 @@ function fitByValues(
   name: TemplateName,
   ctx: TemplateContext,
   limit: FieldLimit | undefined,
-  opts: RenderOptions,
+  opts: Run,
   finish: (text: string, note: string | null) => string,
   fallback: (first: string, note: string) => string,
 ): string {
@@ -86,7 +101,12 @@ function fitByValues(
   const { max, unit } = limit;
   const total = measure(ctx.message, 'codePoints');
   const sampleNote = truncationNote(total, total);
-  let budget = measure(ctx.message, unit) - (measure(first, unit) - max) - measure(sampleNote, unit) - 64;
+  const over0 = measure(first, unit) - max;
+  let budget = measure(ctx.message, unit) - over0 - measure(sampleNote, unit) - 64;
+  // When the overflow is larger than the cuttable values themselves, the template's own text (or
+  // other values) is what is too long: one render with both values empty says whether cutting
+  // can help at all, instead of up to 20 renders of a template that may be expensive.
+  if (over0 >= measure(ctx.message, unit) + (ctx.output === null ? 0 : measure(ctx.output, unit))) budget = 0;
   for (let i = 0; i < 20; i++) {
     const b = Math.max(0, budget);
     const message = keepEnds(ctx.message, { max: b, unit, source: 'budget' });
@@ -130,7 +150,7 @@ function renderComment(
   set: TemplateSet,
   ctx: TemplateContext,
   limit: FieldLimit | undefined,
-  opts: RenderOptions,
+  opts: Run,
 ): string {
   const marker = markerFor(ctx.markerId);
   const md = markupForTemplate('pullRequestComment', opts.providerType);
@@ -157,7 +177,7 @@ function renderMessage(
   set: TemplateSet,
   ctx: TemplateContext,
   limit: FieldLimit | undefined,
-  opts: RenderOptions,
+  opts: Run,
 ): string {
   return fitByValues(
     set,
@@ -180,7 +200,7 @@ function statusDescription(
   set: TemplateSet,
   ctx: TemplateContext,
   limit: FieldLimit | undefined,
-  opts: RenderOptions,
+  opts: Run,
 ): string {
   const once = (c: TemplateContext): string => {
     const text = singleLine(render(set, 'commitStatusDescription', c, opts));
@@ -199,9 +219,11 @@ function statusDescription(
   return boundText(full, max, unit);
 }
 
-function statusContext(set: TemplateSet, ctx: TemplateContext, opts: RenderOptions): string {
+function statusContext(set: TemplateSet, ctx: TemplateContext, opts: Run): string {
   let text = singleLine(render(set, 'commitStatusContext', ctx, opts));
-  if (text === '') text = singleLine(set.builtins.commitStatusContext(ctx, plain));
+  if (text === '') {
+    text = singleLine(withBudget(new RenderBudget(), () => set.builtins.commitStatusContext(ctx, plain)));
+  }
   if (text === '') text = `pko/${ctx.clusterName}/${ctx.namespace}/${ctx.stackName}`;
   return text;
 }
@@ -226,12 +248,17 @@ function targetURL(ctx: TemplateContext, limit: FieldLimit | undefined): string 
  * - git provider types with `commentsEnabled`: `comment` {marker, body} — see the comment limits
  *   (F14: GitHub ≤ 65,536, GitLab ≤ 1,000,000).
  * A custom template that fails at render time is replaced by the built-in one (`onTemplateError`).
+ * Every template runs under the render budget (./limits.ts: steps, output, time per template and
+ * per notification).
+ * @throws TemplateBudgetError when a template runs out of budget (never replaced by a built-in:
+ *   the delivery fails with that reason).
  */
 export function renderNotification(
   set: TemplateSet,
   ev: NotificationEvent,
-  opts: RenderOptions,
+  options: RenderOptions,
 ): RenderedNotification {
+  const opts: Run = { ...options, deadline: performance.now() + TEMPLATE_LIMITS.maxNotificationMs };
   const ctx = templateContext(ev, opts);
   const { limits } = opts;
   const out: RenderedNotification = { message: renderMessage(set, ctx, limits.message, opts) };

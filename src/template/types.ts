@@ -25,7 +25,15 @@ export interface TemplateSet {
 }
 
 export type CompileResult =
-  { ok: true; set: TemplateSet } | { ok: false; template: string; line: number | null; message: string };
+  | { ok: true; set: TemplateSet }
+  | {
+      ok: false;
+      template: string;
+      line: number | null;
+      message: string;
+      /** Set when the test render ran out of time: a verdict of the moment (load), not of the template. */
+      timedOut?: boolean;
+    };
 
 export interface RenderOptions {
   /** The controller's cluster name (`--cluster-name`), part of the default commit status context. */

@@ -142,7 +142,7 @@ describe('answer classification per forge, from real answers', () => {
         // The same verdict reaches the delivery layer through the shared HTTP client's error.
         if (answer.status >= 400) {
           const e = httpError(
-            { secretValues: [], now: () => NOW, timeoutMs: 1000, proxy: false },
+            { secretValues: [], now: () => NOW, timeoutMs: 1000, proxy: false, reflect: true },
             'POST',
             'https://forge.example/api',
             answer.status,

@@ -172,9 +172,12 @@ describe('F14: comment size limits', () => {
   });
 
   it('a template whose fixed text alone exceeds the limit falls back to marker, title and note', () => {
-    const s = set({ pullRequestComment: `${'padding '.repeat(9_000)}{{message}}` });
-    const body = renderNotification(s, ev, opts('github')).comment?.body ?? '';
-    expect(body.length).toBeLessThanOrEqual(65_536);
+    // 32,731 bytes: within the template size limit (32 KiB), over Bitbucket Data Center's 32,768
+    // characters once the marker line is added.
+    const s = set({ pullRequestComment: `${'padding '.repeat(4_090)}{{message}}` });
+    const body = renderNotification(s, ev, opts('bitbucketserver')).comment?.body ?? '';
+    expect(body.length).toBeLessThanOrEqual(32_768);
+    expect(body).not.toContain('padding');
     expect(body).toContain('<!-- pko-notification-controller:');
     expect(body).toContain('Preview of stack acme/app/dev failed');
   });
