@@ -62,6 +62,10 @@ export function isGitProviderType(t: string): t is GitProviderType {
   return (GIT_PROVIDER_TYPES as readonly string[]).includes(t);
 }
 
+/** `Provider.spec.threading` values, in CRD enum order. */
+export const THREADING_MODES = ['thread', 'update', 'none'] as const;
+export type Threading = (typeof THREADING_MODES)[number];
+
 export interface LocalObjectReference {
   name: string;
 }
@@ -74,6 +78,11 @@ export interface ProviderSpec {
   apiURL?: string;
   channel?: string;
   username?: string;
+  /**
+   * Chat types that keep a run together (slack with a bot token, googlechat): `thread` (default)
+   * replies to the run's first message, `update` (slack) edits it, `none` posts one message per event.
+   */
+  threading?: Threading;
   secretRef?: LocalObjectReference;
   certSecretRef?: LocalObjectReference;
   proxySecretRef?: LocalObjectReference;

@@ -11,7 +11,7 @@
 import { X509Certificate } from 'node:crypto';
 import { parsePrivateKey } from './pem.ts';
 import { parse as parseYaml } from 'yaml';
-import type { Provider, ProviderType } from '../api/v1alpha1.ts';
+import type { Provider, ProviderType, Threading } from '../api/v1alpha1.ts';
 import { isGitProviderType } from '../api/v1alpha1.ts';
 import { parseDuration } from '../api/duration.ts';
 import { isHttpURL, isSshURL } from '../api/url.ts';
@@ -38,6 +38,8 @@ export interface ResolvedProvider {
   apiURL?: string;
   channel?: string;
   username?: string;
+  /** spec.threading (slack, googlechat); undefined: the type's default (`thread`). */
+  threading?: Threading;
   token?: string;
   password?: string;
   githubApp?: GitHubAppCredentials;
@@ -342,6 +344,7 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
       addressFromSecret,
       ...(spec.apiURL !== undefined ? { apiURL: spec.apiURL } : {}),
       ...(spec.channel !== undefined ? { channel: spec.channel } : {}),
+      ...(spec.threading !== undefined ? { threading: spec.threading } : {}),
       ...(username !== undefined ? { username } : {}),
       ...(token !== undefined ? { token } : {}),
       ...(password !== undefined ? { password } : {}),

@@ -1,22 +1,32 @@
 /**
  * `slack` provider: an incoming webhook (`address` = the hooks.slack.com URL, usually kept in
- * the Secret's `address` key), or, with a bot `token`, the Web API `chat.postMessage`
- * (`address` = `https://slack.com/api/chat.postMessage`, `channel` required).
+ * the Secret's `address` key), or, with a bot `token`, the Web API (`address` =
+ * `https://slack.com/api/chat.postMessage`; `chat.update` is called beside it; `channel` required).
  *
  * Plain HTTP through `ProviderHttp` rather than `@slack/webhook`/`@slack/web-api`: those send
  * through axios, which would bypass the Provider's CA bundle and proxy (every provider must honour
  * them), and have no timeout by default. The JSON payload is built here; only the text is templated.
  *
- * Behaviour (docs/providers/slack.md): a webhook answers `ok` (HTTP 200) and errors with 4xx text
- * (`invalid_payload`, `no_service`, `channel_is_archived`); `chat.postMessage` answers HTTP 200 with
- * `{"ok": false, "error": "…"}` on failure, and 429 with `Retry-After` when rate limited. `text`
- * is bounded by the renderer (≤ 4,000 characters advisable: `slackLimits`).
+ * Runs (docs/providers/slack.md, "Threads"): with a bot token, the first event of a run posts a
+ * message and its `channel` + `ts` are kept as the run's note; later events of the run reply in
+ * its thread (`thread_ts`, `spec.threading: thread`, the default) or edit it (`chat.update`,
+ * `spec.threading: update`). The note is handed back to delivery (`SendOutcome.note`) and read
+ * from it (`SendContext.runNote`); without one from delivery, from the in-process fallback
+ * (./run-notes.ts). Incoming webhooks return no message id: one message per event, no threads.
+ *
+ * Behaviour: a webhook answers `ok` (HTTP 200) and errors with 4xx text (`invalid_payload`,
+ * `no_service`, `channel_is_archived`); the Web API answers HTTP 200 with `{"ok": false, "error":
+ * "…"}` on failure (classified by `classifySlackError`, ./classify.ts), and 429 with `Retry-After`
+ * when rate limited. `text` is bounded by the renderer (≤ 4,000 characters advisable: `slackLimits`).
  */
+import { runKey } from '../api/event.ts';
 import type { ProviderLimits } from '../template/rendered.ts';
-import type { NotifierFactory } from './types.ts';
+import type { NotifierFactory, SendOutcome } from './types.ts';
 import { classifySlackError } from './classify.ts';
 import { assertFits, ProviderError, retryAfterFrom } from './errors.ts';
 import { RESPONSE_CAPS } from './body.ts';
+import type { ProviderHttp } from './http.ts';
+import { processRunNotes, type RunNotes } from './run-notes.ts';
 
 /** Slack's field limits (the renderer fits the message to them). */
 export const slackLimits: ProviderLimits = {
@@ -28,63 +38,175 @@ export const slackLimits: ProviderLimits = {
   },
 };
 
-export const slack: NotifierFactory = (p, { http }) => {
-  const bot = p.token !== undefined;
-  if (bot && p.channel === undefined) {
-    throw new Error(`Provider ${p.namespace}/${p.name}: a slack bot token needs spec.channel`);
-  }
-  return {
-    async send(_ev, rendered, signal) {
-      assertFits(rendered.message, slackLimits.message, 'the slack message', http.secretValues);
-      const payload = {
-        text: rendered.message,
-        ...(p.channel !== undefined ? { channel: p.channel } : {}),
-        ...(p.username !== undefined ? { username: p.username } : {}),
-      };
-      const res = await http.request(p.address, {
-        method: 'POST',
-        headers: {
-          'Content-Type': 'application/json; charset=utf-8',
-          ...(bot ? { Authorization: `Bearer ${p.token ?? ''}` } : {}),
-        },
-        body: JSON.stringify(payload),
-        // Webhook mode answers "ok", unread; chat.postMessage's small JSON answer is read.
-        responseBody: bot ? RESPONSE_CAPS.chatAnswer : 'discard',
-        ...(signal !== undefined ? { signal } : {}),
-      });
-      if (!bot) return;
-      let answer: { ok?: unknown; error?: unknown };
-      try {
-        answer = JSON.parse(res.text) as { ok?: unknown; error?: unknown };
-      } catch {
-        throw new ProviderError(
-          'chat.postMessage answered with a body that is not JSON: check spec.address',
-          {
-            status: res.status,
-            retryable: true,
-            code: 'BAD_RESPONSE',
-            secretValues: http.secretValues,
-          },
-        );
-      }
-      if (answer.ok === true) return;
-      // Slack's error codes are short snake_case words; anything else is not shown (B09).
-      const error =
-        typeof answer.error === 'string' && /^[a-z0-9_.]{1,64}$/.test(answer.error)
-          ? answer.error
-          : 'unknown_error';
-      const verdict = classifySlackError(error, retryAfterFrom(res.headers, Date.now()));
-      throw new ProviderError(
-        `chat.postMessage failed: ${error}${verdict.kind === 'auth' ? ' (check the token in the Provider Secret)' : error === 'channel_not_found' || error === 'not_in_channel' ? ' (check spec.channel and invite the bot)' : ''}`,
-        {
-          status: res.status,
-          retryable: verdict.retry,
-          code: `SLACK_${error.toUpperCase()}`,
-          secretValues: http.secretValues,
-          verdict,
-        },
-      );
+/** `event_type` of the message metadata each bot message carries (its payload: `{event_id}`). */
+export const SLACK_METADATA_EVENT_TYPE = 'pko_notification';
+
+/**
+ * chat.update errors after which the run's message cannot be edited (deleted, too old, not
+ * ours): the event is posted as a new message, which becomes the run's message.
+ */
+const UNEDITABLE = new Set(['message_not_found', 'cant_update_message', 'edit_window_closed']);
+
+/** A run's message: the channel id chat.postMessage answered and the message's `ts`. */
+interface RunMessage {
+  channel: string;
+  ts: string;
+}
+
+/** Note format: `<channel id> <ts>` (≤ 128 bytes: ids are short; ts is `<seconds>.<micros>`). */
+const NOTE = /^([A-Za-z0-9_-]{1,64}) (\d{1,12}\.\d{1,8})$/;
+
+export function parseSlackNote(note: string | undefined): RunMessage | undefined {
+  const m = note === undefined ? null : NOTE.exec(note);
+  return m?.[1] !== undefined && m[2] !== undefined ? { channel: m[1], ts: m[2] } : undefined;
+}
+
+interface SlackAnswer {
+  ok?: unknown;
+  error?: unknown;
+  ts?: unknown;
+  channel?: unknown;
+}
+
+/** Calls one Web API method with a JSON body; returns the answer when `ok`, throws a classified ProviderError otherwise (except the errors in `tolerate`, returned). */
+async function callSlack(
+  http: ProviderHttp,
+  url: string,
+  method: string,
+  token: string,
+  body: object,
+  signal: AbortSignal | undefined,
+  tolerate: ReadonlySet<string> = new Set(),
+): Promise<{ ts?: unknown; channel?: unknown; error: string | undefined }> {
+  const res = await http.request(url, {
+    method: 'POST',
+    headers: {
+      'Content-Type': 'application/json; charset=utf-8',
+      Authorization: `Bearer ${token}`,
     },
-    close: () => http.close(),
+    body: JSON.stringify(body),
+    responseBody: RESPONSE_CAPS.chatAnswer,
+    ...(signal !== undefined ? { signal } : {}),
+  });
+  let answer: SlackAnswer;
+  try {
+    answer = JSON.parse(res.text) as SlackAnswer;
+  } catch {
+    throw new ProviderError(`${method} answered with a body that is not JSON: check spec.address`, {
+      status: res.status,
+      retryable: true,
+      code: 'BAD_RESPONSE',
+      secretValues: http.secretValues,
+    });
+  }
+  if (answer.ok === true) return { ts: answer.ts, channel: answer.channel, error: undefined };
+  // Slack's error codes are short snake_case words; anything else is not shown (B09).
+  const error =
+    typeof answer.error === 'string' && /^[a-z0-9_.]{1,64}$/.test(answer.error)
+      ? answer.error
+      : 'unknown_error';
+  if (tolerate.has(error)) return { error };
+  const verdict = classifySlackError(error, retryAfterFrom(res.headers, Date.now()));
+  const hint =
+    verdict.kind === 'auth'
+      ? ' (check the token in the Provider Secret)'
+      : error === 'channel_not_found' || error === 'not_in_channel'
+        ? ' (check spec.channel and invite the bot)'
+        : error === 'missing_scope'
+          ? ' (the bot needs the chat:write scope)'
+          : '';
+  throw new ProviderError(`${method} failed: ${error}${hint}`, {
+    status: res.status,
+    retryable: verdict.retry,
+    code: `SLACK_${error.toUpperCase()}`,
+    secretValues: http.secretValues,
+    verdict,
+  });
+}
+
+/** The `slack` factory keeping runs' notes, when delivery passes none, in `notes`. */
+export function slackWith(notes: RunNotes): NotifierFactory {
+  return (p, { http }) => {
+    const token = p.token;
+    if (token !== undefined && p.channel === undefined) {
+      throw new Error(`Provider ${p.namespace}/${p.name}: a slack bot token needs spec.channel`);
+    }
+    const mode = p.threading ?? 'thread';
+    // chat.update sits beside chat.postMessage (https://slack.com/api/<method>).
+    const updateURL = token !== undefined ? new URL('chat.update', p.address).href : '';
+    return {
+      async send(ev, rendered, signal, ctx): Promise<SendOutcome | undefined> {
+        assertFits(rendered.message, slackLimits.message, 'the slack message', http.secretValues);
+        if (token === undefined) {
+          // Incoming webhook: no message id comes back, so no threads (docs/providers/slack.md).
+          await http.request(p.address, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json; charset=utf-8' },
+            body: JSON.stringify({
+              text: rendered.message,
+              ...(p.channel !== undefined ? { channel: p.channel } : {}),
+              ...(p.username !== undefined ? { username: p.username } : {}),
+            }),
+            // Webhook mode answers "ok", unread.
+            responseBody: 'discard',
+            ...(signal !== undefined ? { signal } : {}),
+          });
+          return undefined;
+        }
+
+        const key = `${p.namespace}/${p.name}\u0000${runKey(ev.identity)}`;
+        const keepsRun = mode !== 'none' && ev.identity.run.kind !== 'none';
+        const prev = keepsRun ? parseSlackNote(ctx?.runNote ?? notes.get(key)) : undefined;
+
+        if (prev !== undefined && mode === 'update') {
+          const a = await callSlack(
+            http,
+            updateURL,
+            'chat.update',
+            token,
+            { channel: prev.channel, ts: prev.ts, text: rendered.message },
+            signal,
+            UNEDITABLE,
+          );
+          if (a.error === undefined) return { note: `${prev.channel} ${prev.ts}` };
+          // Deleted or no longer editable: the event becomes the run's new message.
+        }
+
+        const threadTs = prev !== undefined && mode === 'thread' ? prev.ts : undefined;
+        const a = await callSlack(
+          http,
+          p.address,
+          'chat.postMessage',
+          token,
+          {
+            channel: threadTs !== undefined && prev ? prev.channel : p.channel,
+            text: rendered.message,
+            ...(p.username !== undefined ? { username: p.username } : {}),
+            ...(threadTs !== undefined ? { thread_ts: threadTs } : {}),
+            // A permalink in the text is the update's page, not worth a preview card.
+            unfurl_links: false,
+            unfurl_media: false,
+            // The event id on the message (Slack "message metadata"), so a message can be told
+            // apart as the one of this event by whoever reads the channel's history.
+            metadata: { event_type: SLACK_METADATA_EVENT_TYPE, event_payload: { event_id: ev.id } },
+          },
+          signal,
+        );
+        if (!keepsRun) return undefined;
+        if (threadTs !== undefined && prev) return { note: `${prev.channel} ${prev.ts}` };
+        const posted =
+          typeof a.channel === 'string' && typeof a.ts === 'string'
+            ? parseSlackNote(`${a.channel} ${a.ts}`)
+            : undefined;
+        if (posted === undefined) return undefined;
+        const note = `${posted.channel} ${posted.ts}`;
+        notes.set(key, note);
+        return { note };
+      },
+      close: () => http.close(),
+    };
   };
-};
+}
+
+/** Factory of the `slack` provider type (runs' notes fall back to the process-wide memory). */
+export const slack: NotifierFactory = slackWith(processRunNotes);

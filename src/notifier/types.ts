@@ -8,15 +8,43 @@ import type { ProviderHttp } from './http.ts';
 
 export type { CommitState, RenderedNotification } from '../template/rendered.ts';
 
+/** What delivery tells a send besides the event (docs/delivery.md, "Run notes"). */
+export interface SendContext {
+  /**
+   * The note a previous send of this event's run left (see {@link SendOutcome.note}), e.g. the id
+   * of the chat message a run's Started posted, for its result to thread under — after a
+   * restart or a leader change too. Undefined when none was left or the run's record is gone.
+   */
+  runNote?: string;
+}
+
+/** What a send may hand back to delivery. */
+export interface SendOutcome {
+  /**
+   * A note kept with the event's run in the delivery ledger and given back as
+   * {@link SendContext.runNote} to later sends of the same run: at most 128 UTF-8 bytes, no line
+   * breaks. Stored in the same write that records the event as delivered; forgotten with the run.
+   */
+  note?: string;
+}
+
 export interface Notifier {
   /**
    * Delivers one event. Resolves once the endpoint accepted it. `rendered` already fits the
    * provider type's limits (the renderer fitted it; notifiers do not cut again).
    * @param signal cancels the send (shutdown past its deadline): every request of this send is
    *   aborted and the send rejects with a `ProviderError` of code `ABORTED`.
+   * @param ctx what delivery knows of the event's run (its note), when it keeps one.
    * @throws ProviderError (./errors.ts) — `retryable` and `retryAfterMs` drive the retry policy.
    */
-  send(ev: NotificationEvent, rendered: RenderedNotification, signal?: AbortSignal): Promise<void>;
+  send(
+    ev: NotificationEvent,
+    rendered: RenderedNotification,
+    signal?: AbortSignal,
+    ctx?: SendContext,
+    // Most notifiers leave nothing: their `async send` resolves without a value.
+    // eslint-disable-next-line @typescript-eslint/no-invalid-void-type
+  ): Promise<SendOutcome | undefined | void>;
   /** Releases the notifier's resources, including the `ProviderHttp` it was given. Idempotent. */
   close(): Promise<void>;
 }

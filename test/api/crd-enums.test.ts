@@ -14,6 +14,7 @@ import {
   PROVIDER_TYPES,
   SEVERITIES,
   SOURCE_KINDS,
+  THREADING_MODES,
   VERSION,
 } from '../../src/api/v1alpha1.ts';
 import { HTTP_URL_PATTERN, SSH_URL_PATTERN } from '../../src/api/url.ts';
@@ -177,6 +178,10 @@ describe('Provider CRD matches src/api/v1alpha1.ts', () => {
     for (const bad of ['15', 's', '10 s', '1d', '-5s', '']) expect(re.test(bad), bad).toBe(false);
   });
 
+  it('spec.threading enum equals THREADING_MODES', () => {
+    expect(at(spec, 'threading').enum).toEqual([...THREADING_MODES]);
+  });
+
   it('spec properties equal the ProviderSpec fields', () => {
     expect(Object.keys(spec.properties ?? {}).sort()).toEqual(
       [
@@ -185,6 +190,7 @@ describe('Provider CRD matches src/api/v1alpha1.ts', () => {
         'apiURL',
         'channel',
         'username',
+        'threading',
         'secretRef',
         'certSecretRef',
         'proxySecretRef',
