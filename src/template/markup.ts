@@ -313,6 +313,190 @@ export function markdownCodeBlock(content: string, lang = ''): string {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Chat services other than Slack
+
+/** Whether `chars[i]` starts `://` (a URL scheme separator) or is the last `w` of `www.`. */
+function breaksLink(chars: readonly string[], i: number): boolean {
+  const c = chars[i] ?? '';
+  if (c === ':' && chars[i + 1] === '/' && chars[i + 2] === '/') return true;
+  return (
+    c.toLowerCase() === 'w' &&
+    chars[i + 1] === '.' &&
+    chars[i - 1]?.toLowerCase() === 'w' &&
+    chars[i - 2]?.toLowerCase() === 'w'
+  );
+}
+
+/**
+ * Backslash-escaped Markdown (CommonMark §2.4: any ASCII punctuation may be escaped), the way
+ * Microsoft Teams Adaptive Cards and Discord read it: every character of `inline` anywhere, and
+ * `-`, `+`, a `.`/`)` after leading digits at the start of a line (lists); a ZERO WIDTH SPACE after
+ * `@` before a word character (no mention, no e-mail autolink) and in `://` / `www.` (no
+ * autolink). Line breaks are kept.
+ */
+function backslashMarkdown(raw: string, inline: ReadonlySet<string>): string {
+  const chars = Array.from(sanitize(raw));
+  let out = '';
+  let lineStart = true;
+  let leadingDigits = false;
+  for (let i = 0; i < chars.length; i++) {
+    const c = chars[i] ?? '';
+    const next = chars[i + 1];
+    if (c === '\n') {
+      out += c;
+      lineStart = true;
+      leadingDigits = false;
+      continue;
+    }
+    const atStart = lineStart;
+    if (lineStart && c !== ' ' && c !== '\t') lineStart = false;
+    if (atStart && /[0-9]/.test(c)) leadingDigits = true;
+    const afterDigits = leadingDigits && (c === '.' || c === ')');
+    if (!/[0-9]/.test(c)) leadingDigits = false;
+    let w = inline.has(c) || (atStart && (c === '-' || c === '+')) || afterDigits ? `\\${c}` : c;
+    if (c === '@' && next !== undefined && /[\p{L}\p{N}_]/u.test(next)) w += ZWSP;
+    else if (breaksLink(chars, i)) w += ZWSP;
+    out += w;
+  }
+  return out;
+}
+
+/**
+ * Characters Adaptive Card TextBlock Markdown reads as syntax (bold `**`, italic `_`, links
+ * `[t](u)`; Teams docs "Format cards in Teams") plus what CommonMark would (code, HTML, headings,
+ * quotes, tables, strikethrough): escaped with a backslash. Mentions in cards need `<at>` with
+ * `msteams.entities`, which the notifier never sends; `<` is escaped anyway.
+ */
+const TEAMS_INLINE: ReadonlySet<string> = new Set([
+  '\\',
+  '*',
+  '_',
+  '[',
+  ']',
+  '(',
+  ')',
+  '<',
+  '>',
+  '`',
+  '~',
+  '#',
+  '|',
+  '!',
+  '&',
+  '=',
+  '@',
+]);
+
+/**
+ * Microsoft Teams Adaptive Card TextBlock Markdown (`msteams`): backslash escapes (see
+ * {@link backslashMarkdown}); a value that is one URL stays linkable. Adaptive Cards have no code
+ * spans or blocks: `code` writes the value as escaped text, `codeBlock` writes a ```` ``` ````
+ * fence whose lines are escaped text — the msteams notifier turns each fenced part into a
+ * monospace TextBlock (an escaped line can never be a fence: its backticks are escaped).
+ */
+export const msteams: Markup = {
+  name: 'msteams',
+  text(raw) {
+    const url = urlValue(sanitize(raw));
+    return url ?? backslashMarkdown(raw, TEAMS_INLINE);
+  },
+  code(raw) {
+    return backslashMarkdown(raw.replace(/\n/g, ' '), TEAMS_INLINE);
+  },
+  codeBlock(raw) {
+    const s = sanitize(raw).replace(/\n+$/, '');
+    if (s === '') return '';
+    return `\`\`\`\n${backslashMarkdown(s, TEAMS_INLINE)}\n\`\`\``;
+  },
+};
+
+/**
+ * Characters Discord Markdown reads as syntax (discord.com "Markdown Text 101": `*`, `_`, `~~`,
+ * `||` spoilers, `` ` ``, `>` quotes, `#` headings, `-#` subtext, lists, `[t](u)` masked links,
+ * `<@id>` / `<#id>` / `<t:…>` / `<:emoji:id>` tags, `<url>`), escaped with a backslash as
+ * Discord's client does.
+ */
+const DISCORD_INLINE: ReadonlySet<string> = new Set([
+  '\\',
+  '*',
+  '_',
+  '~',
+  '`',
+  '|',
+  '>',
+  '<',
+  '[',
+  ']',
+  '(',
+  ')',
+  '#',
+  ':',
+]);
+
+/**
+ * Discord Markdown (`discord`): backslash escapes (see {@link backslashMarkdown}), `@everyone`,
+ * `@here` and `@name` broken by a ZERO WIDTH SPACE (the notifier also sends `allowed_mentions:
+ * {parse: []}`, so nothing pings whatever the text); a value that is one URL stays linkable.
+ * Code spans and blocks as in Slack: one fence, backtick runs inside broken by ZERO WIDTH SPACEs.
+ */
+export const discord: Markup = {
+  name: 'discord',
+  text(raw) {
+    const url = urlValue(sanitize(raw));
+    return url ?? backslashMarkdown(raw, DISCORD_INLINE);
+  },
+  code(raw) {
+    const s = sanitize(raw);
+    if (s === '') return '';
+    if (/[`\n]/.test(s)) return discord.text(s);
+    return `\`${s}\``;
+  },
+  codeBlock(raw) {
+    const s = sanitize(raw).replace(/\n+$/, '');
+    if (s === '') return '';
+    return `\`\`\`\n${s.replace(/``+/g, (run) => Array.from(run).join(ZWSP))}\n\`\`\``;
+  },
+};
+
+function htmlEntities(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+}
+
+/**
+ * Google Chat card text (`googlechat`): the notifier sends the message as a card v2
+ * `textParagraph`, whose text is the HTML subset Google Chat documents ("Format text in Google
+ * Chat apps": `<b>`, `<i>`, `<u>`, `<s>`, `<font color>`, `<a href>`, `<br>`) — no Markdown, and
+ * mentions (`<users/…>`) are not read in cards. Values: `&`, `<`, `>`, `"` as entities; a ZERO
+ * WIDTH SPACE in `://` and `www.` (no autolink) and after `@` before a word character; a value
+ * that is one URL stays linkable. Code spans and blocks are written as escaped text (cards have
+ * no code formatting); the notifier turns line breaks into `<br>`.
+ */
+export const googlechat: Markup = {
+  name: 'googlechat',
+  text(raw) {
+    const s = sanitize(raw);
+    const url = urlValue(s);
+    if (url !== undefined) return htmlEntities(url);
+    const chars = Array.from(s);
+    let out = '';
+    for (let i = 0; i < chars.length; i++) {
+      const c = chars[i] ?? '';
+      let w = htmlEntities(c);
+      if (c === '@' && chars[i + 1] !== undefined && /[\p{L}\p{N}_]/u.test(chars[i + 1] ?? '')) w += ZWSP;
+      else if (breaksLink(chars, i)) w += ZWSP;
+      out += w;
+    }
+    return out;
+  },
+  code(raw) {
+    return googlechat.text(raw.replace(/\n/g, ' '));
+  },
+  codeBlock(raw) {
+    return googlechat.text(sanitize(raw).replace(/\n+$/, ''));
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
 // The table
 
 /** Which markup a provider type's rendered texts are written in. */
@@ -326,17 +510,15 @@ export interface ProviderMarkup {
 /**
  * The markup of every provider type. Commit status descriptions and contexts are `plain` for all
  * forges (none renders markup there). `undefined`: the type has no notifier yet — when it gets
- * one, it gets its entry here (msteams: Adaptive Card TextBlock Markdown; discord: Discord
- * Markdown with `@everyone`/`<@id>` mentions; googlechat: its text formatting with
- * `<users/all>`).
+ * one, it gets its entry here.
  */
 export const PROVIDER_MARKUP: { readonly [T in ProviderType]: ProviderMarkup | undefined } = {
   generic: { message: plain },
   'generic-hmac': { message: plain },
   slack: { message: slack },
-  msteams: undefined,
-  discord: undefined,
-  googlechat: undefined,
+  msteams: { message: msteams },
+  discord: { message: discord },
+  googlechat: { message: googlechat },
   github: { message: plain, comment: markdown },
   gitlab: { message: plain, comment: markdown },
   gitea: { message: plain, comment: markdown },

@@ -11,8 +11,11 @@ import { PROVIDER_TYPES, type ProviderType } from '../../src/api/v1alpha1.ts';
 import { hasNotifier, limitsFor } from '../../src/registry.ts';
 import { compileTemplates, renderNotification, type TemplateSet } from '../../src/template/index.ts';
 import {
+  discord,
+  googlechat,
   markdown,
   markupFor,
+  msteams,
   plain,
   PROVIDER_MARKUP,
   sanitize,
@@ -125,10 +128,69 @@ function checkPlain(input: string, out: string): void {
   expect(out).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\u200e\u200f]/);
 }
 
+/**
+ * Teams Adaptive Card TextBlock Markdown: checked with markdown-it (CommonMark, as the Adaptive
+ * Cards JavaScript renderer's Markdown processing), each line as the msteams notifier sends it
+ * (lines joined by blank lines: "use \\n\\n for a line break", Teams "Format cards in Teams").
+ */
+function checkTeams(input: string, out: string): void {
+  const html = md.render(out.split('\n').join('\n\n'));
+  const tags = [...html.matchAll(/<\/?([a-z0-9]+)/gi)].map((m) => (m[1] ?? '').toLowerCase());
+  expect(
+    tags.filter((t) => t !== 'p' && t !== 'br'),
+    html,
+  ).toEqual([]);
+  const text = textOf(html);
+  expect(squash(text.replaceAll(ZWSP, '')), html).toBe(squash(sanitize(input)));
+  expect(text).not.toMatch(/@[\p{L}\p{N}_]/u);
+  expect(text).not.toMatch(/:\/\/|www\./);
+}
+
+const DISCORD_SYNTAX = new Set(['\\', '*', '_', '~', '`', '|', '>', '<', '[', ']', '(', ')', '#', ':']);
+
+/** Discord Markdown ("Markdown Text 101"): every syntax character escaped with a backslash, nothing mentions or links. */
+function checkDiscord(input: string, out: string): void {
+  const chars = Array.from(out);
+  let decoded = '';
+  let lineStart = true;
+  for (let i = 0; i < chars.length; i++) {
+    const c = chars[i] ?? '';
+    if (c === '\\') {
+      decoded += chars[++i] ?? '';
+      lineStart = false;
+      continue;
+    }
+    expect(DISCORD_SYNTAX.has(c), `unescaped ${c} in ${out}`).toBe(false);
+    if (lineStart) expect(c, `list marker at a line start in ${out}`).not.toMatch(/^[-+]$/);
+    lineStart = c === '\n';
+    decoded += c;
+  }
+  expect(decoded).not.toMatch(/@[\p{L}\p{N}_]/u);
+  expect(decoded).not.toMatch(/:\/\/|www\./);
+  expect(decoded.replaceAll(ZWSP, ''), 'shows the characters literally').toBe(sanitize(input));
+}
+
+/** Google Chat card text (an HTML subset): no tag, every & an entity, nothing links or mentions. */
+function checkGoogleChat(input: string, out: string): void {
+  expect(out).not.toMatch(/[<>"]/);
+  expect(out, 'every & starts an entity').not.toMatch(/&(?!amp;|lt;|gt;|quot;)/);
+  const decoded = out
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&amp;/g, '&');
+  expect(decoded).not.toMatch(/@[\p{L}\p{N}_]/u);
+  expect(decoded).not.toMatch(/:\/\/|www\./);
+  expect(decoded.replaceAll(ZWSP, ''), 'shows the characters literally').toBe(sanitize(input));
+}
+
 const CHECKS: [Markup, (input: string, out: string) => void][] = [
   [markdown, checkMarkdown],
   [slack, checkSlack],
   [plain, checkPlain],
+  [msteams, checkTeams],
+  [discord, checkDiscord],
+  [googlechat, checkGoogleChat],
 ];
 
 describe('hostile-string table per markup', () => {
@@ -191,6 +253,9 @@ describe('the markup table', () => {
   it('slack messages are Slack mrkdwn, forge comments Markdown, webhooks plain', () => {
     expect(markupFor('slack').message).toBe(slack);
     expect(markupFor('generic').message).toBe(plain);
+    expect(markupFor('msteams').message).toBe(msteams);
+    expect(markupFor('discord').message).toBe(discord);
+    expect(markupFor('googlechat').message).toBe(googlechat);
     for (const type of ['github', 'gitlab', 'gitea', 'bitbucket', 'bitbucketserver', 'azuredevops'] as const)
       expect(markupFor(type).comment).toBe(markdown);
   });
