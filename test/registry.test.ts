@@ -72,15 +72,13 @@ describe('measure / fits', () => {
 });
 
 describe('registry', () => {
-  it('implements generic and generic-hmac; a type without a notifier throws a clear error', () => {
-    for (const t of ['generic', 'generic-hmac', 'slack', 'github', 'gitlab', 'gitea'] as const)
-      expect(hasNotifier(t), t).toBe(true);
-    expect(hasNotifier('generic')).toBe(true);
-    expect(hasNotifier('discord')).toBe(false);
+  it('every provider type has a notifier', () => {
+    for (const t of PROVIDER_TYPES) expect(hasNotifier(t), t).toBe(true);
+  });
+
+  it('a factory that refuses the Provider throws a clear error naming it', () => {
     expect(() =>
-      createNotifier(resolved({ type: 'discord', address: 'https://discord.example/api/webhooks/x' })),
-    ).toThrow(
-      /^Provider team-a\/hook: type 'discord' has no notifier in this version of pko-notification-controller \(implemented: .*\bgeneric-hmac\b/,
-    );
+      createNotifier(resolved({ type: 'slack', address: 'https://slack.com/api/chat.postMessage', token: 'xoxb-1' })),
+    ).toThrow(/^Provider team-a\/hook: a slack bot token needs spec\.channel$/);
   });
 });
