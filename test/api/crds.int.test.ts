@@ -150,6 +150,7 @@ function validProvider(type: ProviderType): ProviderSpec {
         }
       : {}),
     ...(chat ? { channel: 'infra', username: 'pulumi-operator' } : {}),
+    ...(type === 'slack' ? { threading: 'update' } : type === 'googlechat' ? { threading: 'none' } : {}),
   };
 }
 
@@ -270,6 +271,28 @@ describe('invalid objects are rejected with 422 and a message that says what to 
       'providers',
       { type: 'generic', channel: 'general' },
       [/spec\.channel: Forbidden/, /remove it from this generic provider/],
+    ],
+    [
+      'threading on discord',
+      'providers',
+      { type: 'discord', threading: 'thread' },
+      [
+        /spec\.threading: Forbidden/,
+        /only used by slack and googlechat providers/,
+        /remove it from this discord provider/,
+      ],
+    ],
+    [
+      'threading update on googlechat',
+      'providers',
+      { type: 'googlechat', threading: 'update' },
+      [/spec\.threading: Invalid value/, /only slack \(bot token\) can do/],
+    ],
+    [
+      'threading not in the enum',
+      'providers',
+      { type: 'slack', threading: 'reply' },
+      [/spec\.threading: Unsupported value: "reply"/],
     ],
     [
       'username on generic',
