@@ -35,7 +35,16 @@ beforeAll(async () => {
 describe('examples/', () => {
   it('holds the documented examples', () => {
     expect(FILES).toEqual(
-      expect.arrayContaining(['generic-hmac.yaml', 'generic-webhook.yaml', 'github.yaml', 'slack.yaml']),
+      expect.arrayContaining([
+        'generic-hmac.yaml',
+        'generic-webhook.yaml',
+        'github.yaml',
+        'slack.yaml',
+        'slack-routing.yaml',
+        'msteams.yaml',
+        'discord.yaml',
+        'googlechat.yaml',
+      ]),
     );
   });
 
