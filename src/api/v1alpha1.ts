@@ -65,6 +65,8 @@ export function isGitProviderType(t: string): t is GitProviderType {
 /** `Provider.spec.threading` values, in CRD enum order. */
 export const THREADING_MODES = ['thread', 'update', 'none'] as const;
 export type Threading = (typeof THREADING_MODES)[number];
+/** Provider types that read `spec.threading` (CEL refuses it on the others). */
+export const THREADING_PROVIDER_TYPES = ['slack', 'googlechat'] as const;
 
 export interface LocalObjectReference {
   name: string;

@@ -15,6 +15,7 @@ import {
   SEVERITIES,
   SOURCE_KINDS,
   THREADING_MODES,
+  THREADING_PROVIDER_TYPES,
   VERSION,
 } from '../../src/api/v1alpha1.ts';
 import { HTTP_URL_PATTERN, SSH_URL_PATTERN } from '../../src/api/url.ts';
@@ -144,14 +145,19 @@ describe('Provider CRD matches src/api/v1alpha1.ts', () => {
     expect(at(spec, 'type').enum).toEqual([...PROVIDER_TYPES]);
   });
 
-  it('every "self.type in [...]" list is exactly the git forges or exactly the chat services', () => {
+  it('every "self.type in [...]" list is exactly the git forges, the chat services or the threading types', () => {
     const lists = typeLists(spec);
     const git = [...GIT_PROVIDER_TYPES];
     const chat = MESSAGE_PROVIDER_TYPES.filter((t) => t !== 'generic' && t !== 'generic-hmac');
+    const threading = [...THREADING_PROVIDER_TYPES];
     expect(lists.length).toBeGreaterThanOrEqual(6);
     for (const list of lists) {
-      expect([git, chat]).toContainEqual(list);
+      expect([git, chat, threading]).toContainEqual(list);
     }
+    const threadingRule = (spec['x-kubernetes-validations'] ?? []).find((r) =>
+      r.rule.startsWith('!has(self.threading) || self.type in'),
+    );
+    expect(typeLists({ 'x-kubernetes-validations': [threadingRule!] })).toEqual([threading]);
     // commitStatus, pullRequestComment and apiURL rules use the git list; channel the chat list.
     const rules = spec['x-kubernetes-validations'] ?? [];
     for (const field of ['commitStatus', 'pullRequestComment', 'apiURL']) {
