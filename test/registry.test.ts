@@ -78,7 +78,9 @@ describe('registry', () => {
 
   it('a factory that refuses the Provider throws a clear error naming it', () => {
     expect(() =>
-      createNotifier(resolved({ type: 'slack', address: 'https://slack.com/api/chat.postMessage', token: 'xoxb-1' })),
+      createNotifier(
+        resolved({ type: 'slack', address: 'https://slack.com/api/chat.postMessage', token: 'xoxb-1' }),
+      ),
     ).toThrow(/^Provider team-a\/hook: a slack bot token needs spec\.channel$/);
   });
 });
