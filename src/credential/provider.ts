@@ -169,7 +169,11 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
   }
   const badPort = portProblem(address);
   if (badPort !== undefined) return fail('InvalidAddress', `${where}: ${badPort}`);
-  if (spec.type === 'msteams' && isHttpURL(address, { userinfo: true }) && isRetiredTeamsHost(new URL(address).hostname)) {
+  if (
+    spec.type === 'msteams' &&
+    isHttpURL(address, { userinfo: true }) &&
+    isRetiredTeamsHost(new URL(address).hostname)
+  ) {
     return fail(
       'RetiredEndpoint',
       `${where} is an Office 365 connector webhook, which Microsoft retired; create a Teams Workflows webhook ("When a Teams webhook request is received") and use its URL`,
