@@ -68,7 +68,11 @@ interface SlackAnswer {
   channel?: unknown;
 }
 
-/** Calls one Web API method with a JSON body; returns the answer when `ok`, throws a classified ProviderError otherwise (except the errors in `tolerate`, returned). */
+/**
+ * Calls one Web API method — POST with a JSON body, or GET with `body` as query parameters (the
+ * read methods) — and returns the answer when `ok`; throws a classified ProviderError otherwise
+ * (except the errors in `tolerate`, returned).
+ */
 async function callSlack(
   http: ProviderHttp,
   url: string,
@@ -77,18 +81,21 @@ async function callSlack(
   body: object,
   signal: AbortSignal | undefined,
   tolerate: ReadonlySet<string> = new Set(),
-): Promise<{ ts?: unknown; channel?: unknown; error: string | undefined }> {
-  const res = await http.request(url, {
-    method: 'POST',
+  read = false,
+): Promise<{ ts?: unknown; channel?: unknown; messages?: unknown; error: string | undefined }> {
+  const target = new URL(url);
+  if (read) for (const [k, v] of Object.entries(body)) target.searchParams.set(k, String(v));
+  const res = await http.request(target.href, {
+    method: read ? 'GET' : 'POST',
     headers: {
-      'Content-Type': 'application/json; charset=utf-8',
+      ...(read ? {} : { 'Content-Type': 'application/json; charset=utf-8' }),
       Authorization: `Bearer ${token}`,
     },
-    body: JSON.stringify(body),
-    responseBody: RESPONSE_CAPS.chatAnswer,
+    ...(read ? {} : { body: JSON.stringify(body) }),
+    responseBody: read ? RESPONSE_CAPS.apiPage : RESPONSE_CAPS.chatAnswer,
     ...(signal !== undefined ? { signal } : {}),
   });
-  let answer: SlackAnswer;
+  let answer: SlackAnswer & { messages?: unknown };
   try {
     answer = JSON.parse(res.text) as SlackAnswer;
   } catch {
@@ -99,7 +106,8 @@ async function callSlack(
       secretValues: http.secretValues,
     });
   }
-  if (answer.ok === true) return { ts: answer.ts, channel: answer.channel, error: undefined };
+  if (answer.ok === true)
+    return { ts: answer.ts, channel: answer.channel, messages: answer.messages, error: undefined };
   // Slack's error codes are short snake_case words; anything else is not shown (B09).
   const error =
     typeof answer.error === 'string' && /^[a-z0-9_.]{1,64}$/.test(answer.error)
@@ -121,6 +129,28 @@ async function callSlack(
     code: `SLACK_${error.toUpperCase()}`,
     secretValues: http.secretValues,
     verdict,
+  });
+}
+
+/** Messages read back per lookup (one page; ours are at most 4,000 characters each). */
+const LOOKUP_LIMIT = 100;
+/** How far before the event's time a lookup reads the channel, seconds (clock skew, queueing). */
+const LOOKUP_SLACK_SECONDS = 300;
+
+/**
+ * Lookup errors after which the channel cannot be read with this token (no `channels:history`
+ * scope, not a member, a channel name rather than an id): the answer is "not found", so the event
+ * is sent (again) rather than never.
+ */
+const CANNOT_READ = new Set(['missing_scope', 'not_in_channel', 'channel_not_found', 'thread_not_found']);
+
+/** Whether one of `messages` (a Web API `messages` array) carries `eventId` in its metadata. */
+function carries(messages: unknown, eventId: string): boolean {
+  if (!Array.isArray(messages)) return false;
+  return messages.some((m) => {
+    const md = (m as { metadata?: { event_type?: unknown; event_payload?: { event_id?: unknown } } })
+      .metadata;
+    return md?.event_type === SLACK_METADATA_EVENT_TYPE && md.event_payload?.event_id === eventId;
   });
 }
 
@@ -186,8 +216,8 @@ export function slackWith(notes: RunNotes): NotifierFactory {
             // A permalink in the text is the update's page, not worth a preview card.
             unfurl_links: false,
             unfurl_media: false,
-            // The event id on the message (Slack "message metadata"), so a message can be told
-            // apart as the one of this event by whoever reads the channel's history.
+            // The event id on the message (Slack "message metadata"), so that `findDelivered`
+            // can tell whether an attempt that got no answer posted it.
             metadata: { event_type: SLACK_METADATA_EVENT_TYPE, event_payload: { event_id: ev.id } },
           },
           signal,
@@ -202,6 +232,54 @@ export function slackWith(notes: RunNotes): NotifierFactory {
         const note = `${posted.channel} ${posted.ts}`;
         notes.set(key, note);
         return { note };
+      },
+
+      /**
+       * Whether the channel already holds `ev` (an earlier attempt posted it but its answer was
+       * lost): reads the run's thread (`conversations.replies`) when the run has a message, else
+       * the channel's history since shortly before the event (`conversations.history`), with
+       * message metadata, and looks for the event id. Needs the `channels:history` (or
+       * `groups:history`) scope and, for a run's first message, `spec.channel` as a channel id;
+       * when the channel cannot be read the answer is false (the event is sent). In `update` mode
+       * an edit of the run's message is idempotent: false (it is made again). Webhooks cannot be
+       * read: false.
+       */
+      async findDelivered(ev, signal, ctx) {
+        if (token === undefined) return false;
+        const key = `${p.namespace}/${p.name}\u0000${runKey(ev.identity)}`;
+        const keepsRun = mode !== 'none' && ev.identity.run.kind !== 'none';
+        const prev = keepsRun ? parseSlackNote(ctx?.runNote ?? notes.get(key)) : undefined;
+        if (prev !== undefined && mode === 'update') return false;
+        let a: { messages?: unknown; error: string | undefined };
+        if (prev !== undefined) {
+          a = await callSlack(
+            http,
+            new URL('conversations.replies', p.address).href,
+            'conversations.replies',
+            token,
+            { channel: prev.channel, ts: prev.ts, limit: LOOKUP_LIMIT, include_all_metadata: true },
+            signal,
+            CANNOT_READ,
+            true,
+          );
+        } else {
+          const channel = p.channel ?? '';
+          // conversations.history takes a channel id (C…, G…, D…), not a name.
+          if (!/^[CGD][A-Z0-9]{2,}$/.test(channel)) return false;
+          const at = Date.parse(ev.timestamp);
+          const oldest = Number.isNaN(at) ? 0 : Math.max(0, Math.floor(at / 1000) - LOOKUP_SLACK_SECONDS);
+          a = await callSlack(
+            http,
+            new URL('conversations.history', p.address).href,
+            'conversations.history',
+            token,
+            { channel, oldest: `${String(oldest)}.000000`, limit: LOOKUP_LIMIT, include_all_metadata: true },
+            signal,
+            CANNOT_READ,
+            true,
+          );
+        }
+        return a.error === undefined && carries(a.messages, ev.id);
       },
       close: () => http.close(),
     };

@@ -45,6 +45,14 @@ export interface Notifier {
     // Most notifiers leave nothing: their `async send` resolves without a value.
     // eslint-disable-next-line @typescript-eslint/no-invalid-void-type
   ): Promise<SendOutcome | undefined | void>;
+  /**
+   * Optional: whether the target already holds `ev` (e.g. a chat message carrying its id in
+   * message metadata). Delivery asks before sending an event that may have been sent already —
+   * one recorded as in flight by a leader that died, or one whose previous attempt ended
+   * ambiguously — and records it as delivered instead of sending it twice.
+   * @throws ProviderError when the target cannot be asked (delivery then retries the question).
+   */
+  findDelivered?(ev: NotificationEvent, signal?: AbortSignal, ctx?: SendContext): Promise<boolean>;
   /** Releases the notifier's resources, including the `ProviderHttp` it was given. Idempotent. */
   close(): Promise<void>;
 }

@@ -16,6 +16,14 @@
  * chat.postMessage answers `{ok, channel: <id>, ts, message}`; `ts` is `<seconds>.<6 digits>`,
  * unique per channel. `thread_ts` of an existing message makes a reply.
  *
+ * Reads (GET with query parameters; api.slack.com/methods/conversations.history, /replies):
+ * `channel` must be the id (`channel_not_found` otherwise), `not_in_channel` when the bot is not a
+ * member, `missing_scope` unless the token was given the history scope (`historyScope`);
+ * `conversations.history` returns the top-level messages newer than `oldest`, newest first;
+ * `conversations.replies` the parent and its replies (`thread_not_found` for an unknown `ts`);
+ * `metadata` only with `include_all_metadata=true`; at most `limit` (≤ 1,000) messages.
+ * `delayNext(ms)`: the next post is stored at once but answered after `ms` (case N08).
+ *
  * Incoming webhooks (api.slack.com/messaging/webhooks "Handling errors"): `POST
  * /services/T…/B…/…` answers 200 `ok`; 400 `invalid_payload` (not JSON), 400 `no_text`, 404
  * `no_service` (unknown or revoked hook), 410 `channel_is_archived`, as text/html bodies.
@@ -55,6 +63,8 @@ export interface SlackServer extends KitServer {
   deleteMessage(channel: string, ts: string): void;
   /** The next `count` Web API calls answer 429 `ratelimited` with `Retry-After: <seconds>`. */
   rateLimit(count: number, retryAfterSeconds: number): void;
+  /** The next chat.postMessage is stored at once and answered `ms` later. */
+  delayNext(ms: number): void;
   /** Top-level messages of a channel with their replies. */
   threads(channel: string): { parent: SlackMessage; replies: SlackMessage[] }[];
 }
@@ -69,13 +79,21 @@ const hookError = (status: number, text: string): Reply => ({
   headers: { 'Content-Type': 'text/html' },
 });
 
-export async function startSlackServer(opts: { token: string }): Promise<SlackServer> {
+export async function startSlackServer(opts: {
+  token: string;
+  historyScope?: boolean;
+}): Promise<SlackServer> {
   const channels = new Map<string, SlackChannel>();
   const hooks = new Map<string, { archived: boolean; texts: string[] }>();
   let clock = 1_700_000_000;
   let seq = 0;
   let limited: { count: number; seconds: number } | undefined;
-  const nextTs = (): string => `${String(clock++)}.${String(++seq).padStart(6, '0')}`;
+  let delay = 0;
+  // Slack's ts is the post time in seconds with a per-channel unique fraction.
+  const nextTs = (): string => {
+    clock = Math.max(clock + 1, Math.floor(Date.now() / 1000));
+    return `${String(clock)}.${String(++seq).padStart(6, '0')}`;
+  };
 
   const byNameOrId = (c: unknown): SlackChannel | undefined => {
     if (typeof c !== 'string') return undefined;
@@ -132,6 +150,35 @@ export async function startSlackServer(opts: { token: string }): Promise<SlackSe
     return json(200, { ok: true, channel: ch.id, ts: msg.ts, text: msg.text });
   };
 
+  const read = (req: ForgeRequest, replies: boolean): Reply => {
+    const auth = req.headers.authorization;
+    if (typeof auth !== 'string' || !auth.startsWith('Bearer ')) return webApiError('not_authed');
+    if (auth.slice(7) !== opts.token) return webApiError('invalid_auth');
+    if (opts.historyScope !== true) return webApiError('missing_scope');
+    const ch = channels.get(req.query.get('channel') ?? '');
+    if (ch === undefined) return webApiError('channel_not_found');
+    if (!ch.member) return webApiError('not_in_channel');
+    const limit = Math.min(Number(req.query.get('limit') ?? '100') || 100, 1000);
+    const withMetadata = req.query.get('include_all_metadata') === 'true';
+    const show = (m: SlackMessage): Record<string, unknown> => {
+      const { metadata, ...rest } = m;
+      return { type: 'message', ...rest, ...(withMetadata && metadata !== undefined ? { metadata } : {}) };
+    };
+    if (replies) {
+      const ts = req.query.get('ts');
+      const parent = ch.messages.find((m) => m.ts === ts && m.thread_ts === undefined);
+      if (parent === undefined) return webApiError('thread_not_found');
+      const msgs = [parent, ...ch.messages.filter((m) => m.thread_ts === parent.ts)].slice(0, limit);
+      return json(200, { ok: true, messages: msgs.map(show), has_more: false });
+    }
+    const oldest = Number(req.query.get('oldest') ?? '0');
+    const msgs = ch.messages
+      .filter((m) => m.thread_ts === undefined && Number(m.ts) > oldest)
+      .reverse()
+      .slice(0, limit);
+    return json(200, { ok: true, messages: msgs.map(show), has_more: false });
+  };
+
   const hook = (req: ForgeRequest): Reply => {
     const h = hooks.get(req.path);
     if (h === undefined) return hookError(404, 'no_service');
@@ -144,7 +191,19 @@ export async function startSlackServer(opts: { token: string }): Promise<SlackSe
   };
 
   const kit = await startKitServer([
-    ['POST', /^\/api\/chat\.postMessage$/, (req) => webApi(req, postMessage)],
+    [
+      'POST',
+      /^\/api\/chat\.postMessage$/,
+      async (req) => {
+        const reply = webApi(req, postMessage);
+        const wait = delay;
+        delay = 0;
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        return reply;
+      },
+    ],
+    ['GET', /^\/api\/conversations\.history$/, (req) => read(req, false)],
+    ['GET', /^\/api\/conversations\.replies$/, (req) => read(req, true)],
     ['POST', /^\/api\/chat\.update$/, (req) => webApi(req, update)],
     ['POST', /^\/services\/[^/]+\/[^/]+\/[^/]+$/, hook],
   ]);
@@ -173,6 +232,9 @@ export async function startSlackServer(opts: { token: string }): Promise<SlackSe
     deleteMessage(channel, ts) {
       const ch = channels.get(channel);
       if (ch) ch.messages = ch.messages.filter((m) => m.ts !== ts);
+    },
+    delayNext(ms) {
+      delay = ms;
     },
     rateLimit(count, seconds) {
       limited = { count, seconds };

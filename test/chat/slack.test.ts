@@ -245,3 +245,48 @@ describe('slack incoming webhook: one message per event, no threads', () => {
     expect(e2.verdict.kind).toBe('notFound');
   });
 });
+
+describe('N08: an attempt whose answer was lost is found by its event id (findDelivered)', () => {
+  async function withHistory(): Promise<void> {
+    await server.close();
+    server = await startSlackServer({ token: TOKEN, historyScope: true });
+    channel = server.addChannel('deploys');
+  }
+
+  it('timeout 1 s, Slack posts but answers after 2.5 s: the send is ambiguous, the lookup finds the message, one message in the channel', async () => {
+    await withHistory();
+    const n = bot({ channel, timeoutMs: 1_000 });
+    server.delayNext(2_500);
+    const e = await failure(n.send(runEvent('failed'), { message: 'failed' }));
+    expect(e.verdict.kind).toBe('ambiguous');
+    expect(await n.findDelivered?.(runEvent('failed'))).toBe(true);
+    expect(server.channels.get(channel)?.messages).toHaveLength(1);
+    // A different event of the same run is not taken for it.
+    expect(await n.findDelivered?.(runEvent('succeeded', 'other-run'))).toBe(false);
+  });
+
+  it('a reply in the run thread is looked up in the thread (conversations.replies) with the run note', async () => {
+    await withHistory();
+    const n = bot({ channel });
+    const started = (await n.send(runEvent('started'), { message: 'started' })) as SendOutcome;
+    expect(await n.findDelivered?.(runEvent('succeeded'), undefined, { runNote: started.note ?? '' })).toBe(
+      false,
+    );
+    await n.send(runEvent('succeeded'), { message: 'succeeded' });
+    const fresh = bot({ channel }, memoryRunNotes());
+    expect(
+      await fresh.findDelivered?.(runEvent('succeeded'), undefined, { runNote: started.note ?? '' }),
+    ).toBe(true);
+    expect(server.requests.at(-1)?.path).toBe('/api/conversations.replies');
+  });
+
+  it('without the history scope, or with a channel name, the channel cannot be read: false (the event is sent)', async () => {
+    // The default server grants no history scope.
+    const n = bot({ channel });
+    await n.send(runEvent('started'), { message: 'started' });
+    expect(await bot({ channel }, memoryRunNotes()).findDelivered?.(runEvent('started'))).toBe(false);
+    expect(await bot({ channel: 'deploys' }, memoryRunNotes()).findDelivered?.(runEvent('started'))).toBe(
+      false,
+    );
+  });
+});
