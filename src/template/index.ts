@@ -152,6 +152,35 @@ function builtins(): Record<TemplateName, Compiled> {
   return builtinCompiled;
 }
 
+/**
+ * Provider types with a built-in `message` template of their own (`templates/message.<type>.hbs`,
+ * written in the type's markup); the others use `templates/message.hbs`. An Alert's `message`
+ * override replaces both.
+ */
+export const TYPED_MESSAGE_TYPES = ['msteams', 'discord', 'googlechat'] as const satisfies readonly ProviderType[];
+
+let typedMessages: Partial<Record<ProviderType, Compiled>> | undefined;
+
+/** Source of `type`'s own built-in message template, or undefined (it uses `message.hbs`). */
+export function builtinMessageSource(type: ProviderType): string | undefined {
+  if (!(TYPED_MESSAGE_TYPES as readonly string[]).includes(type)) return undefined;
+  return readFileSync(new URL(`../../templates/message.${type}.hbs`, import.meta.url), 'utf8');
+}
+
+/** `type`'s own built-in message template, compiled once, or undefined. */
+export function builtinMessageFor(type: ProviderType): Compiled | undefined {
+  if (typedMessages === undefined) {
+    const out: Partial<Record<ProviderType, Compiled>> = {};
+    for (const t of TYPED_MESSAGE_TYPES) {
+      const c = compileOne(builtinMessageSource(t) ?? '');
+      if (!c.ok) throw new Error(`built-in template message.${t} is invalid: ${c.message}`);
+      out[t] = c.fn;
+    }
+    typedMessages = out;
+  }
+  return typedMessages[type];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sample contexts for test-rendering
 
@@ -333,7 +362,14 @@ export function compileTemplates(
     overridden.push(name);
   }
 
-  if (check.verify === false) return { ok: true, set: { templates, builtins: base, overridden } };
+  let typedMessages: Partial<Record<ProviderType, Compiled>>;
+  try {
+    typedMessages = Object.fromEntries(TYPED_MESSAGE_TYPES.map((t) => [t, builtinMessageFor(t)]));
+  } catch (err) {
+    return { ok: false, template: 'built-in', line: null, message: errorMessage(err) };
+  }
+  if (check.verify === false)
+    return { ok: true, set: { templates, builtins: base, overridden, typedMessages } };
   // Test-render every template (built-ins too: they must keep working with the custom ones),
   // under the render budget, within the compile deadline.
   const deadline = started + TEMPLATE_LIMITS.maxCompileMs;
@@ -382,7 +418,7 @@ export function compileTemplates(
       }
     }
   }
-  return { ok: true, set: { templates, builtins: base, overridden } };
+  return { ok: true, set: { templates, builtins: base, overridden, typedMessages } };
 }
 
 export {

@@ -60,14 +60,18 @@ function render(set: TemplateSet, name: TemplateName, ctx: TemplateContext, opts
   const markup = markupForTemplate(name, opts.providerType);
   const budget = (): RenderBudget =>
     new RenderBudget({ deadline: Math.min(performance.now() + TEMPLATE_LIMITS.maxRenderMs, opts.deadline) });
+  // A chat type's own built-in message (templates/message.<type>.hbs) unless the Alert overrides it.
+  const typed = name === 'message' ? set.typedMessages?.[opts.providerType] : undefined;
+  const builtin = typed ?? set.builtins[name];
+  const own = typed !== undefined && !set.overridden.includes('message') ? typed : set.templates[name];
   try {
-    return withBudget(budget(), () => set.templates[name](ctx, markup));
+    return withBudget(budget(), () => own(ctx, markup));
   } catch (err) {
     if (err instanceof TemplateBudgetError) {
       throw new TemplateBudgetError(err.kind, `template '${name}': ${err.message}`, err.line);
     }
     opts.onTemplateError?.(name, cleanError(errorMessage(err)));
-    return withBudget(budget(), () => set.builtins[name](ctx, markup));
+    return withBudget(budget(), () => builtin(ctx, markup));
   }
 }
 

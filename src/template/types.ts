@@ -22,6 +22,11 @@ export interface TemplateSet {
   readonly builtins: Readonly<Record<TemplateName, Compiled>>;
   /** Which templates are not the built-in ones. */
   readonly overridden: readonly TemplateName[];
+  /**
+   * Built-in `message` templates of the chat types that have their own
+   * (`templates/message.<type>.hbs`), used for those types unless `message` is overridden.
+   */
+  readonly typedMessages?: Readonly<Partial<Record<ProviderType, Compiled>>>;
 }
 
 export type CompileResult =

@@ -297,18 +297,39 @@ describe('chat message limits', () => {
   const ev = stackEvent({ message: `Update of stack acme/app/dev failed:\n${output}\nerror: LAST` });
 
   it.each([
-    ['slack', 4_000, 'utf16'],
-    ['discord', 2_000, 'utf16'],
-    ['msteams', 20_000, 'utf8'],
-  ] as const)('%s: ≤ %d (%s), first line and the end kept', (type, max, unit) => {
+    [
+      'slack',
+      4_000,
+      'utf16',
+      '❌ Update of stack acme/app/dev failed',
+      'Details: https://app.pulumi.com/acme/app/dev/updates/7',
+    ],
+    ['discord', 2_000, 'utf16', '❌ **Update of stack acme/app/dev failed**', '**Stack:** acme/app/dev'],
+    ['msteams', 20_000, 'utf8', '❌ Update of stack acme/app/dev failed', '**Stack:** acme/app/dev'],
+    [
+      'googlechat',
+      28_000,
+      'utf8',
+      '<b>❌ Update of stack acme/app/dev failed</b>',
+      '<b>Stack:</b> acme/app/dev',
+    ],
+  ] as const)('%s: ≤ %d (%s), first line and the end kept', (type, max, unit, first, line) => {
     const m = renderNotification(set(), ev, opts(type)).message;
     expect(measure(m, unit)).toBeLessThanOrEqual(max);
-    expect(m.startsWith('❌ Update of stack acme/app/dev failed')).toBe(true);
+    expect(m.startsWith(first)).toBe(true);
     // The template's own lines stay; the output is cut in its middle, its end kept.
-    expect(m).toContain('Details: https://app.pulumi.com/acme/app/dev/updates/7');
+    expect(m).toContain(line);
     expect(m).toMatch(/error: LAST(\n```)?$/);
     // Inside Teams' code TextBlock the marker is escaped Markdown (`\[`), shown as `[`.
     expect(m).toMatch(/\\?\[… [\d,]+ characters cut …\\?\]/);
+  });
+
+  it('chat types with their own built-in message use it unless the Alert overrides message', () => {
+    expect(renderNotification(set(), stackEvent(), opts('msteams')).message).toContain('**Stack:**');
+    expect(renderNotification(set(), stackEvent(), opts('slack')).message).toContain('\nStack: ');
+    const custom = set({ message: 'custom {{summary}}' });
+    for (const type of ['msteams', 'discord', 'googlechat', 'slack'] as const)
+      expect(renderNotification(custom, stackEvent(), opts(type)).message).toMatch(/^custom /);
   });
 
   it('generic webhooks are not cut', () => {
