@@ -157,7 +157,11 @@ function builtins(): Record<TemplateName, Compiled> {
  * written in the type's markup); the others use `templates/message.hbs`. An Alert's `message`
  * override replaces both.
  */
-export const TYPED_MESSAGE_TYPES = ['msteams', 'discord', 'googlechat'] as const satisfies readonly ProviderType[];
+export const TYPED_MESSAGE_TYPES = [
+  'msteams',
+  'discord',
+  'googlechat',
+] as const satisfies readonly ProviderType[];
 
 let typedMessages: Partial<Record<ProviderType, Compiled>> | undefined;
 
