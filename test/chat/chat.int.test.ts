@@ -256,3 +256,41 @@ describe('preview and update runs to every chat type, routed', () => {
     expect(new Set(threads.map((t) => t[0]?.threadKey)).size).toBe(3);
   });
 });
+
+describe('F26: a Program source (no commit, no repository) reaches every chat type with the fields that exist', () => {
+  beforeAll(async () => {
+    await sim.createStack('prog', { program: { name: 'my-program' } }, { stack: 'acme/prog/dev' });
+    const run = await sim.startRun('prog', { type: 'up', commit: '3' });
+    await deploys(7);
+    await sim.finishRun(run, 'failed');
+    await deploys(8);
+    await waitFor(
+      () =>
+        Promise.resolve(
+          teams.runs.filter((r) => r.status === 'Succeeded').length >= 8 &&
+            discord.messages.length >= 8 &&
+            gchat.messages.length >= 8,
+        ),
+      { timeoutMs: 30_000, intervalMs: 100, what: 'the Program-source run on every chat type' },
+    );
+  }, 60_000);
+
+  it('slack: the failure in the run thread, no Commit line', () => {
+    const t = slackTexts('deploys').find(([p]) => p.includes('acme/prog/dev'));
+    expect(t?.[1]).toHaveLength(1);
+    expect(t?.[1][0]).toMatch(/^❌ Update of stack acme\/prog\/dev failed/);
+    expect(t?.[1][0]).not.toContain('Commit:');
+  });
+
+  it('msteams, discord, googlechat: delivered, no Commit line', () => {
+    const card = teams.runs.at(-1)?.card?.body as { text: string }[];
+    expect(card[0]?.text).toMatch(/acme\/prog\/dev failed/);
+    expect(JSON.stringify(card)).not.toContain('Commit:');
+    const embed = discord.messages.at(-1)?.embeds[0];
+    expect(embed?.title).toBe(`UpdateFailed: ${ns}/prog`);
+    expect(String(embed?.description)).not.toContain('Commit:');
+    const last = gchat.threads().find((t) => JSON.stringify(t[0]?.body).includes('acme/prog/dev'));
+    expect(last).toHaveLength(2);
+    expect(JSON.stringify(last?.[1]?.body)).not.toContain('Commit:');
+  });
+});
