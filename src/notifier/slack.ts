@@ -21,7 +21,7 @@
  */
 import { runKey } from '../api/event.ts';
 import type { ProviderLimits } from '../template/rendered.ts';
-import type { NotifierFactory, SendOutcome } from './types.ts';
+import type { Notifier, NotifierFactory, SendOutcome } from './types.ts';
 import { classifySlackError } from './classify.ts';
 import { assertFits, ProviderError, retryAfterFrom } from './errors.ts';
 import { RESPONSE_CAPS } from './body.ts';
@@ -164,7 +164,7 @@ export function slackWith(notes: RunNotes): NotifierFactory {
     const mode = p.threading ?? 'thread';
     // chat.update sits beside chat.postMessage (https://slack.com/api/<method>).
     const updateURL = token !== undefined ? new URL('chat.update', p.address).href : '';
-    return {
+    const notifier: Notifier = {
       async send(ev, rendered, signal, ctx): Promise<SendOutcome | undefined> {
         assertFits(rendered.message, slackLimits.message, 'the slack message', http.secretValues);
         if (token === undefined) {
@@ -241,11 +241,10 @@ export function slackWith(notes: RunNotes): NotifierFactory {
        * message metadata, and looks for the event id. Needs the `channels:history` (or
        * `groups:history`) scope and, for a run's first message, `spec.channel` as a channel id;
        * when the channel cannot be read the answer is false (the event is sent). In `update` mode
-       * an edit of the run's message is idempotent: false (it is made again). Webhooks cannot be
-       * read: false.
+       * an edit of the run's message is idempotent: false (it is made again). Bot tokens only.
        */
       async findDelivered(ev, signal, ctx) {
-        if (token === undefined) return false;
+        if (token === undefined) return false; // not reached: webhooks have no findDelivered
         const key = `${p.namespace}/${p.name}\u0000${runKey(ev.identity)}`;
         const keepsRun = mode !== 'none' && ev.identity.run.kind !== 'none';
         const prev = keepsRun ? parseSlackNote(ctx?.runNote ?? notes.get(key)) : undefined;
@@ -283,6 +282,10 @@ export function slackWith(notes: RunNotes): NotifierFactory {
       },
       close: () => http.close(),
     };
+    // Only a bot token can read the channel: an incoming webhook has no `findDelivered`, so
+    // delivery treats it as a target that cannot be asked (an unanswered post is not repeated).
+    if (token === undefined) delete notifier.findDelivered;
+    return notifier;
   };
 }
 

@@ -290,3 +290,13 @@ describe('N08: an attempt whose answer was lost is found by its event id (findDe
     );
   });
 });
+
+describe('slack webhook mode cannot be asked', () => {
+  it('has no findDelivered (delivery does not repeat an unanswered post to it)', () => {
+    const p = resolved({ type: 'slack', address: `${server.url}/services/T/B/x`, addressFromSecret: true });
+    const n = slackWith(memoryRunNotes())(p, { http: new ProviderHttp(p) });
+    notifiers.push(n);
+    expect('findDelivered' in n).toBe(false);
+    expect('findDelivered' in bot()).toBe(true);
+  });
+});
