@@ -41,6 +41,8 @@ export interface ControllerOptions {
   relistIntervalMs: number;
   /** Graceful shutdown deadline for in-flight work, milliseconds. Default 30 s. */
   shutdownTimeoutMs: number;
+  /** Re-read interval of a ready Provider's Secrets, milliseconds. Default 30 s. */
+  secretRefreshMs: number;
   /** Start a local etcd + kube-apiserver when no cluster is configured (`npm start`). */
   devCluster: 'auto' | 'never' | 'always';
 }
@@ -62,6 +64,7 @@ const USAGE = `pko-notification-controller [flags]
   --no-cross-namespace-refs           Alerts may only select sources in their own namespace
   --relist-interval=10m               periodic full relist of watched objects
   --shutdown-timeout=30s              deadline for in-flight work on SIGTERM
+  --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references
   --dev-cluster=auto|never|always     start a local control plane when no cluster is configured
 `;
 
@@ -98,6 +101,7 @@ export function loadConfig(
         'no-cross-namespace-refs': { type: 'boolean', default: false },
         'relist-interval': { type: 'string', default: '10m' },
         'shutdown-timeout': { type: 'string', default: '30s' },
+        'secret-refresh-interval': { type: 'string', default: '30s' },
         'dev-cluster': { type: 'string', default: 'never' },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -123,18 +127,21 @@ export function loadConfig(
   }
   let relistIntervalMs: number;
   let shutdownTimeoutMs: number;
+  let secretRefreshMs: number;
   let leaseDurationMs: number;
   let renewDeadlineMs: number;
   let retryPeriodMs: number;
   try {
     relistIntervalMs = parseDuration(v['relist-interval']);
     shutdownTimeoutMs = parseDuration(v['shutdown-timeout']);
+    secretRefreshMs = parseDuration(v['secret-refresh-interval']);
     leaseDurationMs = parseDuration(v['leader-election-lease-duration']);
     renewDeadlineMs = parseDuration(v['leader-election-renew-deadline']);
     retryPeriodMs = parseDuration(v['leader-election-retry-period']);
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
+  if (secretRefreshMs < 1000) throw new UsageError('--secret-refresh-interval must be at least 1s');
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
     throw new UsageError('leader election needs retry-period < renew-deadline < lease-duration');
   }
@@ -156,6 +163,7 @@ export function loadConfig(
     noCrossNamespaceRefs: v['no-cross-namespace-refs'],
     relistIntervalMs,
     shutdownTimeoutMs,
+    secretRefreshMs,
     devCluster,
   };
 }

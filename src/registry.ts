@@ -9,7 +9,7 @@ import type { NotifierRegistry } from './delivery/send.ts';
 import { FORGES } from './forge/registry.ts';
 import { ProviderHttp } from './notifier/http.ts';
 import { MESSAGE_PROVIDERS } from './notifier/registry.ts';
-import type { Notifier, NotifierFactory } from './notifier/types.ts';
+import type { Notifier, NotifierFactory, Serialize } from './notifier/types.ts';
 import type { ProviderLimits } from './template/rendered.ts';
 
 function entry(type: ProviderType): { limits: ProviderLimits; notifier?: NotifierFactory | undefined } {
@@ -27,12 +27,15 @@ export function hasNotifier(type: ProviderType): boolean {
 }
 
 /**
- * Builds the notifier for `p.type`. Without `deps`, creates the `ProviderHttp` for `p` itself
+ * Builds the notifier for `p.type`. Without `deps.http`, creates the `ProviderHttp` for `p` itself
  * (only once the type is known to be implemented). The notifier owns the HTTP client and closes
  * it in `close()`.
  * @throws Error when the type has no implementation yet, or the factory refuses `p`.
  */
-export function createNotifier(p: ResolvedProvider, deps?: { http: ProviderHttp }): Notifier {
+export function createNotifier(
+  p: ResolvedProvider,
+  deps: { http?: ProviderHttp; serialize?: Serialize } = {},
+): Notifier {
   const factory = entry(p.type).notifier;
   if (factory === undefined) {
     const implemented = [
@@ -45,11 +48,11 @@ export function createNotifier(p: ResolvedProvider, deps?: { http: ProviderHttp 
       `Provider ${p.namespace}/${p.name}: type '${p.type}' has no notifier in this version of pko-notification-controller (implemented: ${implemented.join(', ')})`,
     );
   }
-  const http = deps?.http ?? new ProviderHttp(p);
+  const http = deps.http ?? new ProviderHttp(p);
   try {
-    return factory(p, { http });
+    return factory(p, { http, ...(deps.serialize ? { serialize: deps.serialize } : {}) });
   } catch (err) {
-    if (deps === undefined) void http.close();
+    if (deps.http === undefined) void http.close();
     throw err;
   }
 }

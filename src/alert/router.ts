@@ -15,6 +15,7 @@ import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { eventsFromStack, eventsFromUpdate, type DeriveContext } from '../source/derive.ts';
+import { parseResourceVersion } from '../delivery/order.ts';
 import { eventForAlert, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
 
@@ -153,18 +154,29 @@ export class Router {
     }
   }
 
-  /** Events the Stack `namespace/name` currently implies (its Updates' and its own status). */
-  eventsFor(stack: Stack): NotificationEvent[] {
+  /**
+   * Events the Stack `namespace/name` currently implies (its Updates' and its own status), each
+   * with the resourceVersion of the object it was derived from — the order delivery follows
+   * (src/delivery/order.ts). An event both objects imply takes the smaller one.
+   */
+  eventsFor(stack: Stack): { event: NotificationEvent; observed?: number }[] {
     const ns = stack.metadata.namespace ?? '';
-    const byId = new Map<string, NotificationEvent>();
+    const byId = new Map<string, { event: NotificationEvent; observed?: number }>();
+    const add = (event: NotificationEvent, rv: string | undefined): void => {
+      const observed = parseResourceVersion(rv);
+      const prev = byId.get(event.id);
+      if (prev && (observed === undefined || (prev.observed !== undefined && prev.observed <= observed)))
+        return;
+      byId.set(event.id, observed !== undefined ? { event, observed } : { event });
+    };
     for (const name of this.#updatesByStack.get(`${ns}/${stack.metadata.name ?? ''}`) ?? []) {
       const u = this.#o.updates.get(ns, name);
       if (!u) continue;
-      for (const ev of eventsFromUpdate(u, stack, this.#ctx)) byId.set(ev.id, ev);
+      for (const ev of eventsFromUpdate(u, stack, this.#ctx)) add(ev, u.metadata.resourceVersion);
     }
     const updateExists = (n: string, name: string): boolean => this.#o.updates.get(n, name) !== undefined;
     for (const ev of eventsFromStack(stack, this.#ctx, { updateExists }))
-      if (!byId.has(ev.id)) byId.set(ev.id, ev);
+      add(ev, stack.metadata.resourceVersion);
     return [...byId.values()];
   }
 
@@ -177,15 +189,17 @@ export class Router {
     if (events.length === 0) return undefined;
     for (const alert of this.#o.alerts.all()) {
       const matched: OfferedEvent[] = [];
-      for (const ev of events) {
+      for (const { event: ev, observed } of events) {
         if (whySkipped(alert.compiled, ev, ROUTING_CHECKS) !== undefined) continue;
         // A suspended Alert's events are routed all the same, to be recorded as skipped, so
         // resuming it does not replay what happened meanwhile (Flux drops them too).
         const suspended = whySkipped(alert.compiled, ev, [SUSPENDED]);
         const event = eventForAlert(alert.compiled, ev);
-        matched.push(
-          suspended ? { event, skip: { reason: suspended.check, message: suspended.message } } : { event },
-        );
+        matched.push({
+          event,
+          ...(suspended ? { skip: { reason: suspended.check, message: suspended.message } } : {}),
+          ...(observed !== undefined ? { observed } : {}),
+        });
       }
       if (matched.length > 0) this.#o.delivery.offer(alert, stack.metadata.uid, matched);
     }

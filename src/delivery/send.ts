@@ -19,19 +19,25 @@ import { systemClock, type Clock } from '../kube/clock.ts';
 import { counter, histogram } from '../kube/metrics.ts';
 import type { Logger } from '../log.ts';
 import { ProviderError } from '../notifier/errors.ts';
-import type { Notifier } from '../notifier/types.ts';
+import type { Notifier, SendContext } from '../notifier/types.ts';
 import { renderNotification, type ProviderLimits, type RenderedNotification } from '../template/index.ts';
 import { CredentialGate } from './gate.ts';
-import { problemReason, type ProviderProblem } from './health.ts';
-import type { DeliveryAlert } from './types.ts';
+import type { ProviderProblem } from './health.ts';
+import { KeyedLock } from './locks.ts';
+import type { DeliveryAlert, DeliveryClass, DeliveryVerdict } from './types.ts';
+import { defaultVerdict, deliveryClass } from './verdict.ts';
 
 /** Provider type → implementation (src/registry.ts). */
 export interface NotifierRegistry {
   /**
-   * Builds the notifier of `p.type`, which owns its HTTP client from then on.
+   * Builds the notifier of `p.type`, which owns its HTTP client from then on. `deps.serialize`
+   * orders read-modify-write on one target across the process (src/notifier/types.ts).
    * @throws Error when the type has no implementation or refuses `p`; the message says why.
    */
-  create(p: ResolvedProvider): Notifier;
+  create(
+    p: ResolvedProvider,
+    deps?: { serialize?: <T>(key: string, fn: () => Promise<T>) => Promise<T> },
+  ): Notifier;
   /** The field limits of `type`: what the renderer fits every rendered field to. */
   limits(type: ProviderType): ProviderLimits;
 }
@@ -44,6 +50,11 @@ export interface ProviderHealthSink {
 export interface SendPorts {
   notifiers: NotifierRegistry;
   health: ProviderHealthSink;
+  /**
+   * Answer classification (per forge: bodies, headers); undefined falls back to
+   * `defaultVerdict` (./verdict.ts), which reads the HTTP status and error code.
+   */
+  classify?: (err: ProviderError, p: ResolvedProvider) => DeliveryVerdict | undefined;
 }
 
 export interface SenderOptions {
@@ -68,11 +79,13 @@ export interface PreparedSend {
   notifier: Notifier;
   /** `credentialKey(provider)`: the gate and pacing key. */
   credential: string;
+  /** What a repeat does to this target (./types.ts). */
+  cls: DeliveryClass;
 }
 
 export type AttemptResult =
-  | { kind: 'sent' }
-  | { kind: 'failed'; error: ProviderError }
+  | { kind: 'sent'; note?: string }
+  | { kind: 'failed'; error: ProviderError; verdict: DeliveryVerdict }
   /** `stopping` aborted before the request left: nothing was sent. */
   | { kind: 'stopped' };
 
@@ -90,6 +103,7 @@ export class Sender {
   readonly #gate: CredentialGate;
   readonly #notifiers = new Map<string, { p: ResolvedProvider; n: Notifier }>();
   readonly #queues = new Map<string, PQueue>();
+  readonly #targets = new KeyedLock();
   readonly #m;
 
   constructor(opts: SenderOptions) {
@@ -151,7 +165,36 @@ export class Sender {
         );
       },
     });
-    return { providerKey, provider: p, event: ev, rendered, notifier, credential: credentialKey(p) };
+    return {
+      providerKey,
+      provider: p,
+      event: ev,
+      rendered,
+      notifier,
+      credential: credentialKey(p),
+      cls: deliveryClass(p, notifier),
+    };
+  }
+
+  /** The verdict on a failed attempt (the `classify` port, else the default table). */
+  verdict(err: ProviderError, p: ResolvedProvider): DeliveryVerdict {
+    return this.#o.ports.classify?.(err, p) ?? defaultVerdict(err);
+  }
+
+  /**
+   * Asks the target whether it already holds the event (`Notifier.findDelivered`), through the
+   * credential gate. `true`/`false`, or the failure that kept it from answering.
+   */
+  async lookup(s: PreparedSend, signal: AbortSignal): Promise<boolean | ProviderError> {
+    if (s.notifier.findDelivered === undefined) return false;
+    await this.#gate.wait(s.credential, signal);
+    try {
+      return await s.notifier.findDelivered(s.event, signal);
+    } catch (err) {
+      const pe = this.#asProviderError(err, s.provider);
+      if (pe.retryAfterMs !== undefined) this.#gate.block(s.credential, this.#clock.now() + pe.retryAfterMs);
+      return pe;
+    }
   }
 
   /**
@@ -161,8 +204,14 @@ export class Sender {
    * @param stopping ends the gate wait, and a send still queued behind others sends nothing
    *   (result `stopped`).
    * @param cancel aborts a send already on the wire (it fails with code `ABORTED`).
+   * @param ctx what delivery tells the notifier (the run's note).
    */
-  async attempt(s: PreparedSend, stopping: AbortSignal, cancel: AbortSignal): Promise<AttemptResult> {
+  async attempt(
+    s: PreparedSend,
+    stopping: AbortSignal,
+    cancel: AbortSignal,
+    ctx: SendContext = {},
+  ): Promise<AttemptResult> {
     await this.#gate.wait(s.credential, stopping);
     if (stopping.aborted) return { kind: 'stopped' };
     const type = s.provider.type;
@@ -172,7 +221,7 @@ export class Sender {
       // on). A queued send that starts after `stopping` sends nothing; a running one finishes or
       // is cancelled through `cancel`.
       const sent = await this.#queue(s.providerKey, s.provider).add(async () => {
-        if (stopping.aborted) return false;
+        if (stopping.aborted) return undefined;
         started = this.#clock.now();
         // A signal of this send's own, so nothing below ties per-request signals to the
         // dispatcher's long-lived one.
@@ -183,25 +232,36 @@ export class Sender {
         cancel.addEventListener('abort', abort, { once: true });
         if (cancel.aborted) own.abort();
         try {
-          await s.notifier.send(s.event, s.rendered, own.signal);
+          const out = await s.notifier.send(s.event, s.rendered, own.signal, ctx);
+          return { note: out?.note };
         } finally {
           cancel.removeEventListener('abort', abort);
         }
-        return true;
       });
       if (!sent) return { kind: 'stopped' };
+      this.#m.duration.observe({ provider_type: type }, (this.#clock.now() - started) / 1000);
+      this.#m.attempts.inc({ provider_type: type, outcome: 'success' });
+      this.#o.ports.health.report(s.providerKey, undefined);
+      return sent.note !== undefined ? { kind: 'sent', note: sent.note } : { kind: 'sent' };
     } catch (err) {
       const pe = this.#asProviderError(err, s.provider);
+      const verdict = this.verdict(pe, s.provider);
       this.#m.attempts.inc({ provider_type: type, outcome: pe.code });
-      if (pe.retryAfterMs !== undefined) this.#gate.block(s.credential, this.#clock.now() + pe.retryAfterMs);
-      const reason = problemReason(pe);
-      if (reason) this.#o.ports.health.report(s.providerKey, { reason, message: this.#redact(pe.message) });
-      return { kind: 'failed', error: pe };
+      if (verdict.retryAfterMs !== undefined)
+        this.#gate.block(s.credential, this.#clock.now() + verdict.retryAfterMs);
+      if (verdict.providerCondition) {
+        this.#o.ports.health.report(s.providerKey, {
+          reason: verdict.providerCondition,
+          message: this.#redact(pe.message),
+        });
+      }
+      return { kind: 'failed', error: pe, verdict };
     }
-    this.#m.duration.observe({ provider_type: type }, (this.#clock.now() - started) / 1000);
-    this.#m.attempts.inc({ provider_type: type, outcome: 'success' });
-    this.#o.ports.health.report(s.providerKey, undefined);
-    return { kind: 'sent' };
+  }
+
+  /** Re-reports a Provider as healthy (after its credentials were re-read and a send works). */
+  healthy(providerKey: string): void {
+    this.#o.ports.health.report(providerKey, undefined);
   }
 
   /** Closes every notifier (and its HTTP client). */
@@ -228,7 +288,9 @@ export class Sender {
     const cached = this.#notifiers.get(key);
     if (cached?.p === p) return cached.n;
     if (cached) void cached.n.close();
-    const n = this.#o.ports.notifiers.create(p);
+    const n = this.#o.ports.notifiers.create(p, {
+      serialize: (k, fn) => this.#targets.run(k, fn),
+    });
     this.#notifiers.set(key, { p, n });
     return n;
   }

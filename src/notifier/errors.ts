@@ -31,6 +31,11 @@ export interface ProviderErrorOptions {
   code: string;
   /** Every secret value of the Provider (`ResolvedProvider.secretValues`): redacted from the message. */
   secretValues: readonly string[];
+  /**
+   * The request may have reached the endpoint although no answer did (a timeout or a broken
+   * connection after it was sent): sending again may deliver twice. Default false.
+   */
+  ambiguous?: boolean;
 }
 
 /**
@@ -43,6 +48,8 @@ export class ProviderError extends Error {
   readonly retryable: boolean;
   readonly retryAfterMs: number | undefined;
   readonly code: string;
+  /** See {@link ProviderErrorOptions.ambiguous}. */
+  readonly ambiguous: boolean;
 
   constructor(message: string, opts: ProviderErrorOptions) {
     super(sanitizeErrorText(message, opts.secretValues, MAX_ERROR_MESSAGE_LENGTH));
@@ -51,6 +58,7 @@ export class ProviderError extends Error {
     this.retryable = opts.retryable;
     this.retryAfterMs = opts.retryAfterMs;
     this.code = opts.code;
+    this.ambiguous = opts.ambiguous ?? false;
   }
 }
 

@@ -44,6 +44,20 @@ const TIMEOUT_CODES = new Set([
   'ETIMEDOUT',
 ]);
 
+/**
+ * Failures of a connection that was open: the request may have been written and processed, and
+ * only the answer lost (reset or closed by the peer, no headers or body in time). Failures to
+ * connect (`CONNECT_CODES`, `UND_ERR_CONNECT_TIMEOUT`, TLS handshakes) are not among them.
+ */
+const AFTER_SEND_CODES = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
+
 interface CodedError {
   code?: unknown;
   message?: unknown;
@@ -159,12 +173,14 @@ export function transportError(
       secretValues,
     });
   }
-  const timedOut = (): ProviderError =>
+  // The connection is opened within a shorter connect timeout (./http.ts), so running out of the
+  // whole budget means the request was sent and no complete answer came: it may have arrived.
+  const timedOut = (ambiguous: boolean): ProviderError =>
     new ProviderError(
       `${method} ${target} got no complete answer within ${formatMs(c.timeoutMs)} (spec.timeout): will retry; raise spec.timeout if the endpoint is slow`,
-      { code: 'TIMEOUT', retryable: true, secretValues },
+      { code: 'TIMEOUT', retryable: true, secretValues, ambiguous },
     );
-  if (timeout.aborted) return timedOut();
+  if (timeout.aborted) return timedOut(true);
 
   const cause = rootCause(err);
   const code = cause.code;
@@ -225,11 +241,11 @@ export function transportError(
   }
   if (TIMEOUT_CODES.has(code) || (err instanceof Error && err.name === 'TimeoutError')) {
     if (proxy && code === 'UND_ERR_CONNECT_TIMEOUT') return proxyError(detail, checkProxySecret, true);
-    return timedOut();
+    return timedOut(AFTER_SEND_CODES.has(code));
   }
   if (proxy && CONNECT_CODES.has(code)) return proxyError(detail, checkProxySecret, true);
   return new ProviderError(
     `${method} ${target} failed (${detail}): check that the address is right and reachable from the controller; will retry`,
-    { code: 'NETWORK', retryable: true, secretValues },
+    { code: 'NETWORK', retryable: true, secretValues, ambiguous: AFTER_SEND_CODES.has(code) },
   );
 }

@@ -33,6 +33,16 @@ export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 /** How much of an error response body is read (only an excerpt is ever shown). */
 const ERROR_BODY_BYTES = 64 * 1024;
 
+/**
+ * Time allowed to open a connection (TCP, TLS, proxy tunnel), ms: four fifths of `spec.timeout`
+ * (at least 1 s, at most all of it). A connection that cannot be opened then fails as a connect
+ * timeout — nothing was sent — before the whole budget runs out, so that running out of the
+ * whole budget means the request went out and its outcome is unknown (`ambiguous`).
+ */
+export function connectTimeoutMs(timeoutMs: number): number {
+  return Math.min(timeoutMs, Math.max(1000, Math.floor(timeoutMs * 0.8)));
+}
+
 function packageVersion(): string {
   try {
     // src/notifier/http.ts and dist/notifier/http.js both sit two levels below package.json.
@@ -113,10 +123,10 @@ export class ProviderHttp {
         requestTls: tls,
         // ...and, on top of the public roots, to an https:// proxy itself.
         ...(p.tls ? { proxyTls: { ca: [...rootCertificates, p.tls.ca] } } : {}),
-        connectTimeout: p.timeoutMs,
+        connectTimeout: connectTimeoutMs(p.timeoutMs),
       });
     } else {
-      this.#dispatcher = new Agent({ connect: { ...tls, timeout: p.timeoutMs } });
+      this.#dispatcher = new Agent({ connect: { ...tls, timeout: connectTimeoutMs(p.timeoutMs) } });
     }
   }
 

@@ -136,6 +136,16 @@ export class AlertReconciler {
       }
       // ConfigMaps are not watched: re-read a referenced one now and then.
       if (alert.spec.templateRef) retryMs = TEMPLATE_RECHECK_MS;
+      // A Provider that is not Ready: the Alert says so in its own condition, and stays routed —
+      // its events are held and go out as soon as the Provider is usable again.
+      const pc = provider.status?.conditions?.find((x) => x.type === 'Ready');
+      if (state.ready && pc?.status === 'False') {
+        state = {
+          ready: false,
+          reason: 'ProviderNotReady',
+          message: `Provider '${namespace}/${alert.spec.providerRef.name}' is not ready (${pc.reason}): ${pc.message}; events are held until it is`,
+        };
+      }
     }
     this.#d.index.set(
       key,

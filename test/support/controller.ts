@@ -11,6 +11,7 @@ import {
   RbacAuthorizationV1Api,
   type KubeConfig,
   type V1ClusterRole,
+  type V1Role,
 } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { createLogger } from '../../src/log.ts';
@@ -25,14 +26,18 @@ export const VERSION = 'v1alpha1';
 
 let bound: Promise<void> | undefined;
 
+/** The documents of deploy/rbac.yaml (the shipped RBAC). */
+export function shippedRbac(): { kind: string; metadata?: { name?: string; namespace?: string } }[] {
+  return parseAllDocuments(readFileSync(new URL('../../deploy/rbac.yaml', import.meta.url), 'utf8')).map(
+    (d) => d.toJS() as { kind: string },
+  );
+}
+
 /** Binds deploy/rbac.yaml's ClusterRole to the test user `controller` (once per worker). */
 export function bindControllerRole(): Promise<void> {
   bound ??= (async () => {
     const rbac = kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api);
-    const docs = parseAllDocuments(
-      readFileSync(new URL('../../deploy/rbac.yaml', import.meta.url), 'utf8'),
-    ).map((d) => d.toJS() as { kind: string });
-    const role = docs.find((d) => d.kind === 'ClusterRole') as V1ClusterRole;
+    const role = shippedRbac().find((d) => d.kind === 'ClusterRole') as V1ClusterRole;
     const name = 'pko-nc-test-controller';
     await rbac.createClusterRole({ body: { ...role, metadata: { name } } }).catch(() => undefined);
     await rbac
@@ -46,6 +51,25 @@ export function bindControllerRole(): Promise<void> {
       .catch(() => undefined);
   })();
   return bound;
+}
+
+/**
+ * Grants the test user `controller` deploy/rbac.yaml's leader-election Role in `namespace` (the
+ * shipped Role lives in the controller's own namespace; tests use their own namespace as it).
+ */
+export async function bindLeaderElectionRole(namespace: string): Promise<void> {
+  const rbac = kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api);
+  const role = shippedRbac().find((d) => d.kind === 'Role') as V1Role;
+  const name = role.metadata?.name ?? 'leader-election';
+  await rbac.createNamespacedRole({ namespace, body: { ...role, metadata: { name, namespace } } });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name, namespace },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
+    },
+  });
 }
 
 /** Log lines captured from an in-process controller (raw JSON lines). */
