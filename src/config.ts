@@ -43,6 +43,8 @@ export interface ControllerOptions {
   shutdownTimeoutMs: number;
   /** Re-read interval of a ready Provider's Secrets, milliseconds. Default 30 s. */
   secretRefreshMs: number;
+  /** Pace GitHub writes (≥ 1 s apart) as GitHub's secondary rate limits ask. Default true. */
+  githubWritePacing: boolean;
   /** Start a local etcd + kube-apiserver when no cluster is configured (`npm start`). */
   devCluster: 'auto' | 'never' | 'always';
 }
@@ -65,6 +67,7 @@ const USAGE = `pko-notification-controller [flags]
   --relist-interval=10m               periodic full relist of watched objects
   --shutdown-timeout=30s              deadline for in-flight work on SIGTERM
   --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references
+  --github-write-pacing=true          space GitHub writes as GitHub asks (false: GHES without rate limits)
   --dev-cluster=auto|never|always     start a local control plane when no cluster is configured
 `;
 
@@ -102,6 +105,7 @@ export function loadConfig(
         'relist-interval': { type: 'string', default: '10m' },
         'shutdown-timeout': { type: 'string', default: '30s' },
         'secret-refresh-interval': { type: 'string', default: '30s' },
+        'github-write-pacing': { type: 'string', default: 'true' },
         'dev-cluster': { type: 'string', default: 'never' },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -142,6 +146,8 @@ export function loadConfig(
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
   if (secretRefreshMs < 1000) throw new UsageError('--secret-refresh-interval must be at least 1s');
+  const pacing = v['github-write-pacing'];
+  if (pacing !== 'true' && pacing !== 'false') throw new UsageError('--github-write-pacing must be true or false');
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
     throw new UsageError('leader election needs retry-period < renew-deadline < lease-duration');
   }
@@ -164,6 +170,7 @@ export function loadConfig(
     relistIntervalMs,
     shutdownTimeoutMs,
     secretRefreshMs,
+    githubWritePacing: pacing === 'true',
     devCluster,
   };
 }

@@ -42,7 +42,7 @@ import { ProviderHealth } from './delivery/health.ts';
 import { Sender, type NotifierRegistry } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { providerRegistry } from './registry.ts';
+import { providerRegistryWith } from './registry.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -186,7 +186,10 @@ export async function startController(
   });
   const statusWriter = new DeliveryStatusWriter(kc, child({ component: 'delivery-status' }));
   const sender = new Sender({
-    ports: { notifiers: deps.notifiers ?? providerRegistry, health },
+    ports: {
+      notifiers: deps.notifiers ?? providerRegistryWith({ githubWritePacing: opts.githubWritePacing }),
+      health,
+    },
     clusterName: opts.clusterName,
     logger: child({ component: 'sender' }),
     redactor,

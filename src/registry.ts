@@ -7,6 +7,7 @@ import { isGitProviderType, type ProviderType } from './api/v1alpha1.ts';
 import type { ResolvedProvider } from './credential/provider.ts';
 import type { NotifierRegistry } from './delivery/send.ts';
 import { FORGES } from './forge/registry.ts';
+import { createGitHubNotifier } from './forge/github/index.ts';
 import { ProviderHttp } from './notifier/http.ts';
 import { MESSAGE_PROVIDERS } from './notifier/registry.ts';
 import type { Notifier, NotifierFactory, Serialize } from './notifier/types.ts';
@@ -35,6 +36,7 @@ export function hasNotifier(type: ProviderType): boolean {
 export function createNotifier(
   p: ResolvedProvider,
   deps: { http?: ProviderHttp; serialize?: Serialize } = {},
+  opts: RegistryOptions = {},
 ): Notifier {
   const factory = entry(p.type).notifier;
   if (factory === undefined) {
@@ -49,12 +51,29 @@ export function createNotifier(
     );
   }
   const http = deps.http ?? new ProviderHttp(p);
+  const d = { http, ...(deps.serialize ? { serialize: deps.serialize } : {}) };
   try {
-    return factory(p, { http, ...(deps.serialize ? { serialize: deps.serialize } : {}) });
+    if (p.type === 'github' && opts.githubWritePacing === false)
+      return createGitHubNotifier(p, d, { pacing: false });
+    return factory(p, d);
   } catch (err) {
     if (deps.http === undefined) void http.close();
     throw err;
   }
 }
 
+export interface RegistryOptions {
+  /**
+   * Pace GitHub writes as GitHub's secondary rate limits ask (≥ 1 s between writes; default
+   * true). `--github-write-pacing=false` turns it off for GitHub Enterprise Server instances whose
+   * rate limits are disabled.
+   */
+  githubWritePacing?: boolean;
+}
+
 export const providerRegistry: NotifierRegistry = { create: createNotifier, limits: limitsFor };
+
+/** {@link providerRegistry} with options. */
+export function providerRegistryWith(opts: RegistryOptions): NotifierRegistry {
+  return { create: (p, deps) => createNotifier(p, deps, opts), limits: limitsFor };
+}
