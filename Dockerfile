@@ -1,6 +1,13 @@
 # syntax=docker/dockerfile:1
-# Build: docker build -t pko-notification-controller .
-FROM node:24-bookworm-slim AS build
+# Build (tag = package.json "version", the tag config/manager/kustomization.yaml deploys):
+#   docker build -t pko-notification-controller:$(node -p "require('./package.json').version") .
+#
+# Base image pinned by digest (node:24-bookworm-slim, multi-arch index). NOT VERIFIED from the
+# machine this was written on (no container registry is reachable there): the digest is one
+# that public Dockerfiles pin for this tag. Before the first release build, check it with
+#   docker buildx imagetools inspect node:24-bookworm-slim
+# and replace both FROM lines with the digest that prints (Renovate/Dependabot keep it current).
+FROM node:24-bookworm-slim@sha256:3638d9a6fe4030bd716be989438248074489337ba3275657f93595428be4fc03 AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
@@ -8,7 +15,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npx tsc -p tsconfig.build.json
 
-FROM node:24-bookworm-slim
+FROM node:24-bookworm-slim@sha256:3638d9a6fe4030bd716be989438248074489337ba3275657f93595428be4fc03
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./

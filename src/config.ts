@@ -7,7 +7,9 @@
 import { parseArgs } from 'node:util';
 import { hostname, homedir } from 'node:os';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { isIP } from 'node:net';
+import { delimiter, join, resolve } from 'node:path';
+import ipaddr from 'ipaddr.js';
 import { LOG_LEVELS } from './log.ts';
 import { parseDuration } from './api/duration.ts';
 
@@ -47,11 +49,38 @@ export interface ControllerOptions {
   githubWritePacing: boolean;
   /** Start a local etcd + kube-apiserver when no cluster is configured (`npm start`). */
   devCluster: 'auto' | 'never' | 'always';
+  /**
+   * Folder the dev control plane keeps across runs: etcd data, certificates, tokens and the admin
+   * kubeconfig (`<dir>/kubeconfig`). Default `$XDG_CACHE_HOME` or `~/.cache`, then
+   * `pko-notification-controller/dev`.
+   */
+  devClusterDir: string;
+  /** Wipe {@link devClusterDir} before starting the dev control plane (`--fresh`). */
+  fresh: boolean;
+  /**
+   * `json` (pino, one object per line), `pretty` (pino-pretty, a devDependency: dev only), or
+   * `auto`: pretty when a dev control plane may start (`--dev-cluster` auto/always) and stdout
+   * is a terminal, else json.
+   */
+  logFormat: 'json' | 'pretty' | 'auto';
+  /** Where Provider connections may go (src/notifier/egress.ts, docs/threat-model.md). */
+  egress: {
+    /** Allow loopback addresses: development (`npm start`) and tests only. Default false. */
+    allowLoopback: boolean;
+    /** When not empty, connect only to addresses in these CIDRs. */
+    allowCIDRs: string[];
+    /** Never connect to addresses in these CIDRs. */
+    denyCIDRs: string[];
+    /** When not empty, contact only host names matching these globs. */
+    allowHosts: string[];
+    /** Never contact host names matching these globs. */
+    denyHosts: string[];
+  };
 }
 
 const USAGE = `pko-notification-controller [flags]
-  --metrics-bind-address=:8080        /metrics address ("0" disables)
-  --health-probe-bind-address=:8081   /healthz and /readyz address ("0" disables)
+  --metrics-bind-address=:8080        /metrics address ("0" disables; free loopback port with --dev-cluster auto|always)
+  --health-probe-bind-address=:8081   /healthz and /readyz address (same)
   --leader-elect                      enable Lease-based leader election
   --leader-election-namespace=NS      Lease namespace (default: $POD_NAMESPACE or "default")
   --leader-election-id=NAME           Lease name (default: pko-notification-controller-leader)
@@ -62,6 +91,7 @@ const USAGE = `pko-notification-controller [flags]
   --watch-label-selector=SEL          only serve Providers/Alerts matching SEL, e.g. sharding.fluxcd.io/key=shard1
   --cluster-name=NAME                 cluster name used in commit status contexts (default: "default")
   --log-level=info                    trace|debug|info|warn|error|fatal|silent
+  --log-format=auto                   json|pretty|auto (pretty: dev runs on a terminal)
   --kubeconfig=PATH                   kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)
   --no-cross-namespace-refs           Alerts may only select sources in their own namespace
   --relist-interval=10m               periodic full relist of watched objects
@@ -69,7 +99,47 @@ const USAGE = `pko-notification-controller [flags]
   --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references
   --github-write-pacing=true          space GitHub writes as GitHub asks (false: GHES without rate limits)
   --dev-cluster=auto|never|always     start a local control plane when no cluster is configured
+  --dev-cluster-dir=DIR               where it keeps its data and kubeconfig across runs
+                                      (default ~/.cache/pko-notification-controller/dev)
+  --fresh                             wipe that folder first (a new, empty dev cluster)
+  --egress-allow-loopback             allow Provider connections to loopback (development only)
+  --egress-allow-cidrs=LIST           connect only to these CIDRs (comma-separated), e.g. 10.0.0.0/8
+  --egress-deny-cidrs=LIST            never connect to these CIDRs
+  --egress-allow-hosts=LIST           contact only host names matching these globs, e.g. *.example.com
+  --egress-deny-hosts=LIST            never contact host names matching these globs
 `;
+
+/** Comma-separated list → trimmed, non-empty entries. */
+function list(v: string): string[] {
+  return v
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '');
+}
+
+function cidrs(flag: string, v: string): string[] {
+  const out = list(v);
+  for (const c of out) {
+    if (!ipaddr.isValidCIDR(c) && isIP(c) === 0) {
+      throw new UsageError(
+        `--${flag}: ${JSON.stringify(c)} is not a CIDR (e.g. 10.0.0.0/8, fd00::/8) or an IP address`,
+      );
+    }
+  }
+  return out;
+}
+
+function hostGlobs(flag: string, v: string): string[] {
+  const out = list(v);
+  for (const h of out) {
+    if (!/^[A-Za-z0-9*?.[\]:-]+$/.test(h)) {
+      throw new UsageError(
+        `--${flag}: ${JSON.stringify(h)} is not a host name glob (letters, digits, '.', '-', '*', '?')`,
+      );
+    }
+  }
+  return out;
+}
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -88,8 +158,9 @@ export function loadConfig(
       strict: true,
       allowPositionals: false,
       options: {
-        'metrics-bind-address': { type: 'string', default: ':8080' },
-        'health-probe-bind-address': { type: 'string', default: ':8081' },
+        // No parseArgs defaults: an unset flag gets a dev-mode default below.
+        'metrics-bind-address': { type: 'string' },
+        'health-probe-bind-address': { type: 'string' },
         'leader-elect': { type: 'boolean', default: false },
         'leader-election-namespace': { type: 'string' },
         'leader-election-id': { type: 'string', default: 'pko-notification-controller-leader' },
@@ -100,6 +171,7 @@ export function loadConfig(
         'watch-label-selector': { type: 'string', default: '' },
         'cluster-name': { type: 'string', default: 'default' },
         'log-level': { type: 'string', default: 'info' },
+        'log-format': { type: 'string', default: 'auto' },
         kubeconfig: { type: 'string' },
         'no-cross-namespace-refs': { type: 'boolean', default: false },
         'relist-interval': { type: 'string', default: '10m' },
@@ -107,6 +179,13 @@ export function loadConfig(
         'secret-refresh-interval': { type: 'string', default: '30s' },
         'github-write-pacing': { type: 'string', default: 'true' },
         'dev-cluster': { type: 'string', default: 'never' },
+        'dev-cluster-dir': { type: 'string' },
+        fresh: { type: 'boolean', default: false },
+        'egress-allow-loopback': { type: 'boolean', default: false },
+        'egress-allow-cidrs': { type: 'string', default: '' },
+        'egress-deny-cidrs': { type: 'string', default: '' },
+        'egress-allow-hosts': { type: 'string', default: '' },
+        'egress-deny-hosts': { type: 'string', default: '' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -124,6 +203,10 @@ export function loadConfig(
   const devCluster = v['dev-cluster'];
   if (devCluster !== 'auto' && devCluster !== 'never' && devCluster !== 'always') {
     throw new UsageError(`--dev-cluster must be auto, never or always; got ${JSON.stringify(devCluster)}`);
+  }
+  const logFormat = v['log-format'];
+  if (logFormat !== 'json' && logFormat !== 'pretty' && logFormat !== 'auto') {
+    throw new UsageError(`--log-format must be json, pretty or auto; got ${JSON.stringify(logFormat)}`);
   }
   const clusterName = v['cluster-name'];
   if (!/^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$/.test(clusterName)) {
@@ -147,13 +230,18 @@ export function loadConfig(
   }
   if (secretRefreshMs < 1000) throw new UsageError('--secret-refresh-interval must be at least 1s');
   const pacing = v['github-write-pacing'];
-  if (pacing !== 'true' && pacing !== 'false') throw new UsageError('--github-write-pacing must be true or false');
+  if (pacing !== 'true' && pacing !== 'false')
+    throw new UsageError('--github-write-pacing must be true or false');
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
     throw new UsageError('leader election needs retry-period < renew-deadline < lease-duration');
   }
+  // Dev runs (`npm start`) bind free loopback ports unless told otherwise, so a second instance
+  // or a stale `KUBECONFIG` (kubectl's fallback is localhost:8080) never meets a fixed port.
+  const dev = devCluster !== 'never';
+  const cacheHome = env.XDG_CACHE_HOME ?? join(homedir(), '.cache');
   return {
-    metricsBindAddress: v['metrics-bind-address'],
-    healthProbeBindAddress: v['health-probe-bind-address'],
+    metricsBindAddress: v['metrics-bind-address'] ?? (dev ? '127.0.0.1:0' : ':8080'),
+    healthProbeBindAddress: v['health-probe-bind-address'] ?? (dev ? '127.0.0.1:0' : ':8081'),
     leaderElect: v['leader-elect'],
     leaderElectionNamespace: v['leader-election-namespace'] ?? env.POD_NAMESPACE ?? 'default',
     leaderElectionID: v['leader-election-id'],
@@ -172,18 +260,36 @@ export function loadConfig(
     secretRefreshMs,
     githubWritePacing: pacing === 'true',
     devCluster,
+    devClusterDir: v['dev-cluster-dir'] ?? join(cacheHome, 'pko-notification-controller', 'dev'),
+    fresh: v.fresh,
+    logFormat,
+    egress: {
+      allowLoopback: v['egress-allow-loopback'],
+      allowCIDRs: cidrs('egress-allow-cidrs', v['egress-allow-cidrs']),
+      denyCIDRs: cidrs('egress-deny-cidrs', v['egress-deny-cidrs']),
+      allowHosts: hostGlobs('egress-allow-hosts', v['egress-allow-hosts']),
+      denyHosts: hostGlobs('egress-deny-hosts', v['egress-deny-hosts']),
+    },
   };
 }
 
-/** Where a cluster connection would come from, in `loadKubeConfig` order; `none` starts the dev control plane under `--dev-cluster=auto`. */
+/**
+ * Where a cluster connection would come from, in `loadKubeConfig` order. `none` starts the dev
+ * control plane under `--dev-cluster=auto`, and so does `dev-cluster`: the configured kubeconfig
+ * (flag or the first `KUBECONFIG` entry) is the dev control plane's own `<devClusterDir>/kubeconfig`
+ * — exported by the user after an earlier `npm start` — which only answers while it runs.
+ */
 export function clusterSource(
-  opts: Pick<ControllerOptions, 'kubeconfig'>,
+  opts: Pick<ControllerOptions, 'kubeconfig'> & Partial<Pick<ControllerOptions, 'devClusterDir'>>,
   env: NodeJS.ProcessEnv = process.env,
-): 'flag' | 'in-cluster' | 'KUBECONFIG' | 'default-file' | 'none' {
-  if (opts.kubeconfig) return 'flag';
+): 'flag' | 'in-cluster' | 'KUBECONFIG' | 'default-file' | 'dev-cluster' | 'none' {
+  const devKubeconfig =
+    opts.devClusterDir !== undefined ? resolve(opts.devClusterDir, 'kubeconfig') : undefined;
+  const isDev = (file: string): boolean => devKubeconfig !== undefined && resolve(file) === devKubeconfig;
+  if (opts.kubeconfig) return isDev(opts.kubeconfig) ? 'dev-cluster' : 'flag';
   if (env.KUBERNETES_SERVICE_HOST && existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token'))
     return 'in-cluster';
-  if (env.KUBECONFIG) return 'KUBECONFIG';
+  if (env.KUBECONFIG) return isDev(env.KUBECONFIG.split(delimiter)[0] ?? '') ? 'dev-cluster' : 'KUBECONFIG';
   if (existsSync(join(homedir(), '.kube', 'config'))) return 'default-file';
   return 'none';
 }

@@ -31,7 +31,9 @@ import { ProviderIndex } from './credential/providers.ts';
 import type { ResolvedProvider } from './credential/provider.ts';
 import { Redactor } from './credential/redact.ts';
 import { ProviderReconciler, watchProviders } from './reconcile/provider.ts';
-import { AlertReconciler, watchAlerts } from './reconcile/alert.ts';
+import { AlertReconciler, requeueAlertsUsing, watchAlerts } from './reconcile/alert.ts';
+import { TemplateConfigMaps } from './reconcile/configmaps.ts';
+import { TemplateSandbox } from './template/index.ts';
 import { keyOf } from './reconcile/common.ts';
 import { AlertIndex } from './alert/routed.ts';
 import { Router } from './alert/router.ts';
@@ -42,7 +44,7 @@ import { ProviderHealth } from './delivery/health.ts';
 import { Sender, type NotifierRegistry } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { providerRegistryWith } from './registry.ts';
+import { createProviderRegistry, egressPolicy } from './registry.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -106,6 +108,8 @@ function informers(opts: ControllerOptions, kc: KubeConfig, logger: Logger, regi
       plural: STACK_PLURAL,
       transform: slimStack,
     }),
+    // PKO v1 clusters have no Update CRD: an absent Update kind means "no Updates", not "not
+    // ready" (docs/events.md, "Optional CRDs").
     updates: new Informer<Update>({
       ...common,
       name: 'updates',
@@ -113,6 +117,7 @@ function informers(opts: ControllerOptions, kc: KubeConfig, logger: Logger, regi
       version: UPDATE_VERSION,
       plural: UPDATE_PLURAL,
       transform: slim,
+      optional: {},
     }),
   };
 }
@@ -127,6 +132,9 @@ export async function startController(
   const namespace = opts.watchNamespace === '' ? undefined : opts.watchNamespace;
   const notReady = deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {};
   const child = (bindings: Record<string, string>): Logger => logger.child(bindings);
+
+  // Where Provider connections may go (--egress-* flags).
+  const egress = egressPolicy(opts.egress);
 
   // Caches and indexes.
   const inf = informers(opts, kc, logger, registry);
@@ -151,7 +159,24 @@ export async function startController(
     health,
     index: providerIndex,
     secretRefreshMs: deps.secretRefreshMs ?? opts.secretRefreshMs,
+    egress,
     ...notReady,
+  });
+  // Tenant templates are compiled and rendered in worker threads, never on this event loop.
+  const sandboxLog = child({ component: 'template-sandbox' });
+  const sandbox = new TemplateSandbox({
+    onWorkerReplaced: (lane, why) => {
+      sandboxLog.warn({ lane }, `template worker replaced: ${why}`);
+    },
+  });
+  const configMaps = new TemplateConfigMaps({
+    kubeConfig: kc,
+    logger: child({ component: 'template-configmaps' }),
+    relistIntervalMs: opts.relistIntervalMs,
+    // Called on watch events only, after the queue below exists.
+    onChange: (ns, name) => {
+      requeueAlertsUsing(inf.alerts, alertQueue, ns, name);
+    },
   });
   const alertReconciler = new AlertReconciler({
     kubeConfig: kc,
@@ -161,7 +186,8 @@ export async function startController(
     recorder,
     logger: child({ reconciler: 'alert' }),
     allowCrossNamespace: !opts.noCrossNamespaceRefs,
-    ...notReady,
+    templates: sandbox,
+    configMaps,
   });
   const providerQueue = new WorkQueue({
     name: 'provider',
@@ -187,7 +213,8 @@ export async function startController(
   const statusWriter = new DeliveryStatusWriter(kc, child({ component: 'delivery-status' }));
   const sender = new Sender({
     ports: {
-      notifiers: deps.notifiers ?? providerRegistryWith({ githubWritePacing: opts.githubWritePacing }),
+      notifiers:
+        deps.notifiers ?? createProviderRegistry({ egress, githubWritePacing: opts.githubWritePacing }),
       health,
     },
     clusterName: opts.clusterName,
@@ -338,6 +365,8 @@ export async function startController(
       ]);
       if (!p.drained || !a.drained) logger.warn('shutdown deadline reached with work in flight');
       await dispatcher.stop(deadline);
+      await configMaps.stop();
+      await sandbox.close();
       await ledger.close();
       await statusWriter.close();
       await Promise.all(all.map((i) => i.stop()));

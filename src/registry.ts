@@ -8,6 +8,7 @@ import type { ResolvedProvider } from './credential/provider.ts';
 import type { NotifierRegistry } from './delivery/send.ts';
 import { FORGES } from './forge/registry.ts';
 import { createGitHubNotifier } from './forge/github/index.ts';
+import { EgressPolicy, type EgressOptions } from './notifier/egress.ts';
 import { ProviderHttp } from './notifier/http.ts';
 import { MESSAGE_PROVIDERS } from './notifier/registry.ts';
 import type { Notifier, NotifierFactory, Serialize } from './notifier/types.ts';
@@ -71,9 +72,27 @@ export interface RegistryOptions {
   githubWritePacing?: boolean;
 }
 
-export const providerRegistry: NotifierRegistry = { create: createNotifier, limits: limitsFor };
+/**
+ * The registry the controller uses: every notifier's HTTP client obeys `egress` (where
+ * connections may go; src/notifier/egress.ts); `deps.serialize` orders read-modify-write on one
+ * target across the process.
+ */
+export function createProviderRegistry(opts: { egress: EgressPolicy } & RegistryOptions): NotifierRegistry {
+  return {
+    create: (p, deps) =>
+      createNotifier(
+        p,
+        {
+          http: new ProviderHttp(p, { egress: opts.egress }),
+          ...(deps?.serialize ? { serialize: deps.serialize } : {}),
+        },
+        opts,
+      ),
+    limits: limitsFor,
+  };
+}
 
-/** {@link providerRegistry} with options. */
-export function providerRegistryWith(opts: RegistryOptions): NotifierRegistry {
-  return { create: (p, deps) => createNotifier(p, deps, opts), limits: limitsFor };
+/** The egress policy of `--egress-*` flags (src/notifier/egress.ts). */
+export function egressPolicy(opts: EgressOptions): EgressPolicy {
+  return new EgressPolicy(opts);
 }

@@ -14,8 +14,9 @@ import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
-import { eventsFromStack, eventsFromUpdate, type DeriveContext } from '../source/derive.ts';
 import { parseResourceVersion } from '../delivery/order.ts';
+import { eventsForStack, type DeriveContext } from '../source/derive.ts';
+import { V1FailureTexts } from '../source/runs.ts';
 import { eventForAlert, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
 
@@ -51,6 +52,8 @@ export class Router {
   readonly #updatesByStack = new Map<string, Set<string>>();
   readonly #flux = new Map<string, { url: string | undefined; at: number }>();
   readonly #ctx: DeriveContext;
+  /** PKO v1 error texts, seen in every stored Stack version (the condition showing them is brief). */
+  readonly #v1Texts = new V1FailureTexts();
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
@@ -64,15 +67,19 @@ export class Router {
     this.#ctx = {
       reportingController: opts.reportingController,
       fluxRepositoryURL: (ns, name) => this.#flux.get(`${ns}/${name}`)?.url,
+      v1FailureText: (uid, commit) => this.#v1Texts.text(uid, commit),
     };
     const stackKey = (s: Stack): string => `${s.metadata.namespace ?? ''}/${s.metadata.name ?? ''}`;
     opts.stacks.on('add', (s) => {
+      this.#v1Texts.observe(s);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('update', (s) => {
+      this.#v1Texts.observe(s);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('delete', (s) => {
+      if (s.metadata.uid !== undefined) this.#v1Texts.forget(s.metadata.uid);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('relist', () => {
@@ -155,29 +162,27 @@ export class Router {
   }
 
   /**
-   * Events the Stack `namespace/name` currently implies (its Updates' and its own status), each
-   * with the resourceVersion of the object it was derived from — the order delivery follows
-   * (src/delivery/order.ts). An event both objects imply takes the smaller one.
+   * Events the Stack `namespace/name` currently implies (its Updates' and its own status; see
+   * eventsForStack), each with the resourceVersion of the object it was derived from — the Update
+   * it names when that Update is known, else the Stack — the order delivery follows
+   * (src/delivery/order.ts; the dispatcher keeps the smallest seen per run).
    */
   eventsFor(stack: Stack): { event: NotificationEvent; observed?: number }[] {
     const ns = stack.metadata.namespace ?? '';
-    const byId = new Map<string, { event: NotificationEvent; observed?: number }>();
-    const add = (event: NotificationEvent, rv: string | undefined): void => {
-      const observed = parseResourceVersion(rv);
-      const prev = byId.get(event.id);
-      if (prev && (observed === undefined || (prev.observed !== undefined && prev.observed <= observed)))
-        return;
-      byId.set(event.id, observed !== undefined ? { event, observed } : { event });
-    };
+    const updates: Update[] = [];
     for (const name of this.#updatesByStack.get(`${ns}/${stack.metadata.name ?? ''}`) ?? []) {
       const u = this.#o.updates.get(ns, name);
-      if (!u) continue;
-      for (const ev of eventsFromUpdate(u, stack, this.#ctx)) add(ev, u.metadata.resourceVersion);
+      if (u) updates.push(u);
     }
-    const updateExists = (n: string, name: string): boolean => this.#o.updates.get(n, name) !== undefined;
-    for (const ev of eventsFromStack(stack, this.#ctx, { updateExists }))
-      add(ev, stack.metadata.resourceVersion);
-    return [...byId.values()];
+    const stackRv = parseResourceVersion(stack.metadata.resourceVersion);
+    const updateRv = new Map(
+      updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(u.metadata.resourceVersion)]),
+    );
+    return eventsForStack(stack, updates, this.#ctx).map((event) => {
+      const name = event.metadata.updateName;
+      const observed = (name !== undefined ? updateRv.get(name) : undefined) ?? stackRv;
+      return observed !== undefined ? { event, observed } : { event };
+    });
   }
 
   async reconcile(key: string): Promise<undefined> {

@@ -36,8 +36,10 @@ export type RunRef =
   /** PKO v2: the Update object's `metadata.name` (also `status.lastUpdate.name` of the Stack). */
   | { kind: 'update'; name: string }
   /**
-   * PKO v1 (no Update objects): the commit tried and when, `status.lastUpdate.lastResyncTime`
-   * (v1 stamps it on every run), or `g<observedGeneration>` when absent.
+   * PKO v1 (no Update objects): the commit an outcome is about, and when, from
+   * `status.lastUpdate.lastResyncTime` (or `g<observedGeneration>` when absent). v1 stamps that
+   * time on every retry and resync, so `at` orders events but is not part of the id: a v1 event is
+   * its commit and outcome (docs/events.md, "PKO v1").
    */
   | { kind: 'v1'; commit: string; at: string }
   /** A stall before any run. */
@@ -57,13 +59,13 @@ export interface EventIdentity {
   phase: EventPhase;
 }
 
-/** The run segment of an id: the Update name, `v1:<commit>@<at>`, or `-`. */
+/** The run segment of an id: the Update name, `v1:<commit>`, or `-`. */
 export function runName(run: RunRef): string {
   switch (run.kind) {
     case 'update':
       return run.name;
     case 'v1':
-      return `v1:${run.commit}@${run.at}`;
+      return `v1:${run.commit}`;
     case 'none':
       return '-';
   }

@@ -13,7 +13,8 @@
  * - Delivered — the Provider answered 2xx (or, for a target that can be asked, already had it);
  * - Skipped — nothing to send, with a stated reason (git Provider and no commit: cases F03/F04;
  *   suspended Alert or Provider; older than the Alert; a Started whose run already finished);
- * - Failed — a final error, or retries exhausted: a Warning Event on the Alert;
+ * - Failed — a final error (a 4xx that will not change, retries exhausted, or the Alert's
+ *   templates over their render budget): a Warning Event on the Alert;
  * - Unconfirmed — sent, no answer, and the target cannot tell a repeat: not sent again (N08);
  * - held — the Provider is not usable, the event was cancelled, or we are stopping: nothing
  *   recorded, tried again later.
@@ -47,6 +48,7 @@ import { jitteredBackoff, sleep, systemClock, type Clock } from '../kube/clock.t
 import { counter } from '../kube/metrics.ts';
 import type { Logger } from '../log.ts';
 import { ProviderError } from '../notifier/errors.ts';
+import type { Verdict } from '../notifier/classify.ts';
 import {
   entryCovers,
   isInFlight,
@@ -65,7 +67,6 @@ import type {
   DeliveryOutcomeReport,
   DeliveryQueue,
   DeliveryResult,
-  DeliveryVerdict,
   OfferedEvent,
   RetryPolicy,
 } from './types.ts';
@@ -146,7 +147,7 @@ type Handled = DeliveryResult | 'held' | 'again';
 
 interface Failure {
   error: ProviderError;
-  verdict: DeliveryVerdict;
+  verdict: Verdict;
 }
 
 /** Order of a run not observed yet: after everything observed. */
@@ -206,6 +207,7 @@ export class Dispatcher implements DeliveryQueue {
       rv: rec?.rv ?? lane.firstSeen.get(p.runKey) ?? UNOBSERVED,
       phase: phase.kind,
       ...(phase.kind === 'stalled' ? { stall: { gen: phase.generation, h: stallHash(ev.id) } } : {}),
+      ...(ev.identity.run.kind === 'v1' ? { latestOnly: true } : {}),
     };
   }
 
@@ -430,9 +432,9 @@ export class Dispatcher implements DeliveryQueue {
         `not sent to ${p.type} Provider ${providerKey}: ${why}`,
       );
     }
-    const prepared = this.#o.sender.prepare(alert, providerKey, p, ev);
+    const prepared = await this.#o.sender.prepare(alert, providerKey, p, ev);
     if (!('notifier' in prepared))
-      return this.#fail(lane, alert, item, p, 'NotImplemented', prepared.message, log);
+      return this.#fail(lane, alert, item, p, prepared.code, prepared.message, log);
     return this.#sendWithRetries(lane, alert, item, prepared, log);
   }
 
@@ -492,16 +494,13 @@ export class Dispatcher implements DeliveryQueue {
 
       const { error: pe, verdict } = outcome;
       // Cancelled (shutdown deadline, Alert or Provider deleted/suspended): not a failure.
-      if (verdict.kind === 'cancelled' || aborted(this.#cancel.signal) || aborted(lane.cancel.signal))
+      if (verdict.kind === 'aborted' || aborted(this.#cancel.signal) || aborted(lane.cancel.signal))
         return 'again';
       if (verdict.kind === 'ambiguous') {
         if (s.cls === 'once') return this.#unconfirmed(lane, alert, item, p, pe, attempts, log);
         if (s.cls === 'lookup') unsure = true;
       }
-      if (
-        (verdict.kind === 'auth-expired' || verdict.kind === 'permission') &&
-        this.#o.credentials !== undefined
-      ) {
+      if ((verdict.kind === 'auth' || verdict.kind === 'permission') && this.#o.credentials !== undefined) {
         // Case N10: a rotated credential shows as 401/403 before our periodic re-read sees it.
         const fresh = await this.#o.credentials.refresh(s.providerKey);
         if (fresh !== undefined && fresh !== p && !sameCredentials(fresh, p)) {
@@ -576,7 +575,7 @@ export class Dispatcher implements DeliveryQueue {
     const ref = this.#ref(lane, item, entry);
     if (s.cls === 'lookup' && (unsure || isInFlight(entry, ref))) {
       const found = await this.#o.sender.lookup(s, stop);
-      if (found instanceof ProviderError) return { error: found, verdict: this.#o.sender.verdict(found, p) };
+      if (found instanceof ProviderError) return { error: found, verdict: found.verdict };
       if (found) {
         await this.#o.ledger.record(this.#ledgerRef(alert), lane.stackUid, ref);
         log.info('the target already has the event (sent before the outcome was known): not sent again');
@@ -759,16 +758,18 @@ function aborted(signal: AbortSignal): boolean {
 }
 
 /** The reason shown while an event is retried (the Alert's status). */
-function retryReason(v: DeliveryVerdict): string {
+function retryReason(v: Verdict): string {
   switch (v.kind) {
-    case 'rate-limit':
+    case 'rateLimited':
       return 'RateLimited';
     case 'ambiguous':
       return 'NoAnswer';
-    case 'network':
-      return v.providerCondition ?? 'NetworkError';
+    case 'unreachable':
+      return v.condition ?? 'NetworkError';
     case 'server':
       return 'ServerError';
+    case 'conflict':
+      return 'Conflict';
     default:
       return 'DeliveryRetrying';
   }

@@ -67,6 +67,14 @@ export interface EventRef {
   phase: 'started' | 'succeeded' | 'failed' | 'stalled';
   /** Stalls: the Stack generation and `eventHash(id)`. */
   stall?: { gen: number; h: string };
+  /**
+   * The run's outcomes replace each other (PKO v1: a run is a commit, and its Stack shows only the
+   * latest outcome): handling a result forgets the other one, so the same outcome seen again is
+   * done while the last outcome handled was it, and new after the other one (docs/events.md,
+   * "PKO v1"). PKO v2 runs keep both: a retried run's earlier failure stays visible beside its
+   * success.
+   */
+  latestOnly?: boolean;
 }
 
 /** 8 hex characters of SHA-1 of a run key: enough to tell apart the few runs one entry holds. */
@@ -166,6 +174,7 @@ export function recordHandled(e: Entry | undefined, q: EventRef, note?: string):
   if (note !== undefined) checkNote(note);
   return withRecord(e, q, (r) => {
     const bit = bitOf(q.phase);
+    if (q.latestOnly === true && (bit & RESULT_BITS) !== 0) r.bits &= ~RESULT_BITS;
     r.bits |= bit;
     if (q.phase === 'stalled' && q.stall) r.stall = stallAbove(r.stall, q.stall);
     if (r.inflight !== undefined) {

@@ -19,13 +19,14 @@ import { systemClock, type Clock } from '../kube/clock.ts';
 import { counter, histogram } from '../kube/metrics.ts';
 import type { Logger } from '../log.ts';
 import { ProviderError } from '../notifier/errors.ts';
+import type { Verdict } from '../notifier/classify.ts';
 import type { Notifier, SendContext } from '../notifier/types.ts';
-import { renderNotification, type ProviderLimits, type RenderedNotification } from '../template/index.ts';
+import { TemplateBudgetError, type ProviderLimits, type RenderedNotification } from '../template/index.ts';
 import { CredentialGate } from './gate.ts';
-import type { ProviderProblem } from './health.ts';
+import { problemReason, type ProviderProblem } from './health.ts';
 import { KeyedLock } from './locks.ts';
-import type { DeliveryAlert, DeliveryClass, DeliveryVerdict } from './types.ts';
-import { defaultVerdict, deliveryClass } from './verdict.ts';
+import type { DeliveryAlert, DeliveryClass } from './types.ts';
+import { deliveryClass } from './verdict.ts';
 
 /** Provider type → implementation (src/registry.ts). */
 export interface NotifierRegistry {
@@ -50,11 +51,6 @@ export interface ProviderHealthSink {
 export interface SendPorts {
   notifiers: NotifierRegistry;
   health: ProviderHealthSink;
-  /**
-   * Answer classification (per forge: bodies, headers); undefined falls back to
-   * `defaultVerdict` (./verdict.ts), which reads the HTTP status and error code.
-   */
-  classify?: (err: ProviderError, p: ResolvedProvider) => DeliveryVerdict | undefined;
 }
 
 export interface SenderOptions {
@@ -85,7 +81,7 @@ export interface PreparedSend {
 
 export type AttemptResult =
   | { kind: 'sent'; note?: string }
-  | { kind: 'failed'; error: ProviderError; verdict: DeliveryVerdict }
+  | { kind: 'failed'; error: ProviderError; verdict: Verdict }
   /** `stopping` aborted before the request left: nothing was sent. */
   | { kind: 'stopped' };
 
@@ -132,17 +128,20 @@ export class Sender {
   }
 
   /**
-   * Renders `ev` for `alert` and Provider `p` and finds its notifier (kept per Provider
-   * generation). Rendering happens once per event, whatever the number of attempts.
-   * @returns the prepared send, or a final `ProviderError` (code `NotImplemented`) when the
-   *   Provider type has no notifier or refuses the Provider.
+   * Renders `ev` for `alert` and Provider `p` (in the template sandbox) and finds its notifier
+   * (kept per Provider generation). Rendering happens once per event, whatever the number of
+   * attempts.
+   * @returns the prepared send, or a final `ProviderError` whose code is the reason:
+   *   `NotImplemented` when the Provider type has no notifier or refuses the Provider,
+   *   `TemplateBudgetExceeded` when a template of the Alert ran out of its render budget
+   *   (docs/threat-model.md), `TemplateFailed` when the templates cannot be rendered at all.
    */
-  prepare(
+  async prepare(
     alert: DeliveryAlert,
     providerKey: string,
     p: ResolvedProvider,
     ev: NotificationEvent,
-  ): PreparedSend | ProviderError {
+  ): Promise<PreparedSend | ProviderError> {
     let notifier: Notifier;
     try {
       notifier = this.#notifier(providerKey, p);
@@ -153,18 +152,34 @@ export class Sender {
         secretValues: p.secretValues,
       });
     }
-    const rendered = renderNotification(alert.templates, ev, {
-      clusterName: this.#o.clusterName,
-      providerType: p.type,
-      commentsEnabled: p.pullRequestComment,
-      limits: this.#o.ports.notifiers.limits(p.type),
-      onTemplateError: (template, message) => {
-        this.#o.logger.warn(
-          { alert: alert.key, template },
-          `template failed at render time, used the built-in one: ${message}`,
-        );
-      },
-    });
+    let rendered: RenderedNotification;
+    try {
+      rendered = await alert.templates.render(ev, {
+        clusterName: this.#o.clusterName,
+        providerType: p.type,
+        commentsEnabled: p.pullRequestComment,
+        limits: this.#o.ports.notifiers.limits(p.type),
+        onTemplateError: (template, message) => {
+          this.#o.logger.warn(
+            { alert: alert.key, template },
+            `template failed at render time, used the built-in one: ${message}`,
+          );
+        },
+      });
+    } catch (err) {
+      const budget = err instanceof TemplateBudgetError;
+      const what = err instanceof Error ? err.message : String(err);
+      return new ProviderError(
+        budget
+          ? `the Alert's templates ran out of their render budget (${err.kind}): ${what}; change the templateRef ConfigMap`
+          : what,
+        {
+          code: budget ? 'TemplateBudgetExceeded' : 'TemplateFailed',
+          retryable: false,
+          secretValues: p.secretValues,
+        },
+      );
+    }
     return {
       providerKey,
       provider: p,
@@ -174,11 +189,6 @@ export class Sender {
       credential: credentialKey(p),
       cls: deliveryClass(p, notifier),
     };
-  }
-
-  /** The verdict on a failed attempt (the `classify` port, else the default table). */
-  verdict(err: ProviderError, p: ResolvedProvider): DeliveryVerdict {
-    return this.#o.ports.classify?.(err, p) ?? defaultVerdict(err);
   }
 
   /**
@@ -245,16 +255,12 @@ export class Sender {
       return sent.note !== undefined ? { kind: 'sent', note: sent.note } : { kind: 'sent' };
     } catch (err) {
       const pe = this.#asProviderError(err, s.provider);
-      const verdict = this.verdict(pe, s.provider);
+      // The classification travels with the error (src/notifier/classify.ts).
+      const verdict = pe.verdict;
       this.#m.attempts.inc({ provider_type: type, outcome: pe.code });
-      if (verdict.retryAfterMs !== undefined)
-        this.#gate.block(s.credential, this.#clock.now() + verdict.retryAfterMs);
-      if (verdict.providerCondition) {
-        this.#o.ports.health.report(s.providerKey, {
-          reason: verdict.providerCondition,
-          message: this.#redact(pe.message),
-        });
-      }
+      if (pe.retryAfterMs !== undefined) this.#gate.block(s.credential, this.#clock.now() + pe.retryAfterMs);
+      const reason = problemReason(pe);
+      if (reason) this.#o.ports.health.report(s.providerKey, { reason, message: this.#redact(pe.message) });
       return { kind: 'failed', error: pe, verdict };
     }
   }

@@ -1,6 +1,7 @@
 /**
- * A real, throw-away Kubernetes control plane (etcd + kube-apiserver) for integration tests and
- * for `npm start` in dev mode — the controller-runtime "envtest" convention, re-implemented.
+ * A real Kubernetes control plane (etcd + kube-apiserver): throw-away for integration tests, kept
+ * in a folder across runs for `npm start` in dev mode (`persistDir`) — the controller-runtime
+ * "envtest" convention, re-implemented.
  *
  * What it follows (binary lookup order, flags, readiness), as controller-runtime's envtest does:
  * - etcd listens on free loopback ports with `--unsafe-no-fsync`; ready when `GET /health` is 200.
@@ -39,6 +40,16 @@ export interface ControlPlaneOptions {
   rootDir?: string;
   /** Budget for each of etcd and kube-apiserver to become ready, in ms (default 60000). */
   startTimeoutMs?: number;
+  /**
+   * Keep the control plane in this folder across runs (the dev cluster of `npm start`): etcd
+   * data, certificates, tokens, service-account keys, the ports last used (taken again when free)
+   * and the admin kubeconfig at `<dir>/kubeconfig`, so a `KUBECONFIG` exported once stays valid.
+   * `stop()` keeps the folder. A second process using the same folder is refused (its pid is in
+   * `<dir>/owner.pid`). Default: a fresh temp dir, removed on stop.
+   */
+  persistDir?: string;
+  /** With `persistDir`: wipe the folder first (after making sure no live process owns it). */
+  fresh?: boolean;
 }
 
 /** Token identities pre-created in the API server's static token file. */
@@ -115,6 +126,17 @@ async function runBuildScript(log?: (line: string) => void): Promise<string> {
     let stdout = '';
     let stderr = '';
     let partial = '';
+    // `go build` prints nothing for minutes: say what is being waited for every 30 s.
+    let building: string | undefined;
+    const t0 = Date.now();
+    const heartbeat = setInterval(() => {
+      if (log && building !== undefined) {
+        log(
+          `envtest-build: still ${building} (${Math.round((Date.now() - t0) / 1000)} s so far; cached once built)`,
+        );
+      }
+    }, 30_000);
+    heartbeat.unref();
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d: string) => {
       stderr += d;
@@ -123,13 +145,20 @@ async function runBuildScript(log?: (line: string) => void): Promise<string> {
         partial += d;
         const lines = partial.split('\n');
         partial = lines.pop() ?? '';
-        for (const l of lines) if (l.startsWith('envtest-build:')) log(l);
+        for (const l of lines) {
+          if (!l.startsWith('envtest-build:')) continue;
+          const m = /^envtest-build: (building [^(]+?)\s*(\(|$)/.exec(l);
+          if (m) building = m[1];
+          log(l);
+        }
       }
     });
     child.on('error', (err) => {
+      clearInterval(heartbeat);
       reject(new Error(`envtest: could not run ${script}: ${err.message}`));
     });
     child.on('close', (code, signal) => {
+      clearInterval(heartbeat);
       const dir = stdout.trim().split('\n').pop()?.trim() ?? '';
       if (code === 0 && dir !== '') {
         resolve(dir);
@@ -210,6 +239,8 @@ export async function findBinaries(
 const liveGroups = new Set<number>();
 /** Temp dirs of running control planes, removed by the exit hook too. */
 const liveTempDirs = new Set<string>();
+/** `owner.pid` files of persistent dirs in use, removed by the exit hook (the data stays). */
+const liveOwnerFiles = new Set<string>();
 let exitHookInstalled = false;
 
 function installExitHook(): void {
@@ -224,6 +255,7 @@ function installExitHook(): void {
       }
     }
     for (const dir of liveTempDirs) rmSync(dir, { recursive: true, force: true });
+    for (const file of liveOwnerFiles) rmSync(file, { force: true });
   });
 }
 
@@ -479,6 +511,77 @@ async function waitReady(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Persistent folder (dev cluster)
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/**
+ * Claims `dir` for this process by creating `owner.pid` exclusively. A file left by a dead
+ * process is replaced; one of a live process makes this throw.
+ */
+async function claimDir(dir: string): Promise<void> {
+  const file = path.join(dir, OWNER_FILE);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      await writeFile(file, `${process.pid}\n`, { flag: 'wx' });
+      liveOwnerFiles.add(file);
+      installExitHook();
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const pid = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+    // Our own pid counts as live only while this process holds the folder (else it is a file
+    // left by an earlier process that had the same pid).
+    const live =
+      pid === process.pid ? liveOwnerFiles.has(file) : Number.isInteger(pid) && pid > 0 && processAlive(pid);
+    if (live) {
+      throw new Error(
+        `envtest: the control plane in ${dir} is in use by process ${pid} (another \`npm start\`?). ` +
+          `Stop it, or use another folder (--dev-cluster-dir). If no such process is yours, remove ${file}.`,
+      );
+    }
+    await rm(file, { force: true });
+  }
+  throw new Error(`envtest: could not claim ${dir}`);
+}
+
+/** Reads a JSON file, or undefined when it does not exist or does not parse. */
+async function readJson<T>(file: string): Promise<T | undefined> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+/** True when every port can be bound on 127.0.0.1 right now. */
+async function portsFree(ports: readonly number[]): Promise<boolean> {
+  for (const port of ports) {
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = net.createServer();
+      srv.once('error', () => {
+        resolve(false);
+      });
+      srv.listen(port, '127.0.0.1', () => {
+        srv.close(() => {
+          resolve(true);
+        });
+      });
+    });
+    if (!free) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Start
 
 interface TokenUser {
@@ -499,12 +602,26 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   const timeoutMs = opts.startTimeoutMs ?? 60_000;
   const bins = await findBinaries({ log });
 
-  const parent = opts.rootDir ?? os.tmpdir();
-  await sweepStaleTempDirs(parent);
-  const tmp = await mkdtemp(path.join(parent, TEMP_PREFIX));
-  liveTempDirs.add(tmp);
-  installExitHook();
-  await writeFile(path.join(tmp, OWNER_FILE), `${process.pid}\n`);
+  const persistent = opts.persistDir !== undefined;
+  let tmp: string;
+  if (opts.persistDir !== undefined) {
+    tmp = path.resolve(opts.persistDir);
+    await mkdir(tmp, { recursive: true, mode: 0o700 });
+    await claimDir(tmp);
+    if (opts.fresh === true) {
+      for (const name of await readdir(tmp)) {
+        if (name !== OWNER_FILE) await rm(path.join(tmp, name), { recursive: true, force: true });
+      }
+      log(`wiped ${tmp} (--fresh)`);
+    }
+  } else {
+    const parent = opts.rootDir ?? os.tmpdir();
+    await sweepStaleTempDirs(parent);
+    tmp = await mkdtemp(path.join(parent, TEMP_PREFIX));
+    liveTempDirs.add(tmp);
+    installExitHook();
+    await writeFile(path.join(tmp, OWNER_FILE), `${process.pid}\n`);
+  }
   const etcdDir = path.join(tmp, 'etcd');
   const certDir = path.join(tmp, 'certs');
   await mkdir(certDir, { recursive: true });
@@ -521,13 +638,38 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     const t1 = Date.now();
     await etcd?.stop();
     log(`stopped kube-apiserver in ${t1 - t0} ms, etcd in ${Date.now() - t1} ms`);
+    if (persistent) {
+      const owner = path.join(tmp, OWNER_FILE);
+      await rm(owner, { force: true });
+      liveOwnerFiles.delete(owner);
+      log(`control plane stopped; its data stays in ${tmp}`);
+      return;
+    }
     await rm(tmp, { recursive: true, force: true });
     liveTempDirs.delete(tmp);
     log('control plane stopped');
   };
 
   try {
-    const [etcdClientPort, etcdPeerPort, apiPort] = (await freePorts(3)) as [number, number, number];
+    // A persistent control plane takes its last ports again when they are free, so the server
+    // URL in its kubeconfig (and tokens issued for it) stay valid across runs.
+    interface Ports {
+      etcdClient: number;
+      etcdPeer: number;
+      api: number;
+    }
+    const portsFile = path.join(tmp, 'ports.json');
+    const last = persistent ? await readJson<Ports>(portsFile) : undefined;
+    let ports: Ports;
+    if (last !== undefined && (await portsFree([last.etcdClient, last.etcdPeer, last.api]))) {
+      ports = last;
+    } else {
+      const [etcdClient, etcdPeer, api] = (await freePorts(3)) as [number, number, number];
+      ports = { etcdClient, etcdPeer, api };
+      if (last !== undefined) log(`ports of the last run are taken: kube-apiserver moves to ${api}`);
+      if (persistent) await writeFile(portsFile, JSON.stringify(ports));
+    }
+    const { etcdClient: etcdClientPort, etcdPeer: etcdPeerPort, api: apiPort } = ports;
 
     // --- etcd -------------------------------------------------------------------------------
     const etcdUrl = `http://127.0.0.1:${etcdClientPort}`;
@@ -549,6 +691,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       tmp,
     );
     const etcdStarted = Date.now();
+    log(`waiting for etcd on ${etcdUrl} (GET /health)`);
     await waitReady('etcd', etcd, timeoutMs, async () => {
       const res = await get(`${etcdUrl}/health`);
       return res.status === 200 || `/health answered ${res.status}`;
@@ -558,11 +701,14 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     log(`etcd ${etcdVersion ?? '?'} ready on ${etcdUrl} in ${Date.now() - etcdStarted} ms`);
 
     // --- credentials ------------------------------------------------------------------------
-    const users: TokenUser[] = [
+    const usersFile = path.join(tmp, 'users.json');
+    const kept = persistent ? await readJson<TokenUser[]>(usersFile) : undefined;
+    const users: TokenUser[] = kept ?? [
       { name: 'admin', token: randomBytes(32).toString('hex'), groups: ['system:masters'] },
       { name: 'controller', token: randomBytes(32).toString('hex'), groups: [] },
       { name: 'viewer', token: randomBytes(32).toString('hex'), groups: [] },
     ];
+    if (persistent && kept === undefined) await writeFile(usersFile, JSON.stringify(users), { mode: 0o600 });
     const tokenFile = path.join(tmp, 'tokens.csv');
     await writeFile(
       tokenFile,
@@ -574,11 +720,13 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         .join('\n') + '\n',
       { mode: 0o600 },
     );
-    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const saKey = path.join(tmp, 'sa.key');
     const saPub = path.join(tmp, 'sa.pub');
-    await writeFile(saKey, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
-    await writeFile(saPub, publicKey.export({ type: 'spki', format: 'pem' }));
+    if (!(persistent && (await isExecutableOrReadable(saKey)) && (await isExecutableOrReadable(saPub)))) {
+      const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+      await writeFile(saKey, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+      await writeFile(saPub, publicKey.export({ type: 'spki', format: 'pem' }));
+    }
 
     // --- kube-apiserver -----------------------------------------------------------------------
     const server = `https://127.0.0.1:${apiPort}`;
@@ -605,6 +753,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       const proc = new Supervised('kube-apiserver', bins.kubeApiserver, apiArgs, tmp);
       apiserver = proc;
       const t0 = Date.now();
+      log(`waiting for kube-apiserver on ${server} (GET /readyz, then namespace default)`);
       await waitReady('kube-apiserver', proc, timeoutMs, async () => {
         if (ca === '') {
           // Written by kube-apiserver itself on first start (self-signed leaf + its CA).
@@ -633,7 +782,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       if (existing !== undefined) return existing;
       const user = users.find((u) => u.name === name);
       if (user === undefined) throw new Error(`envtest: unknown user ${name as string}`);
-      const file = path.join(tmp, `kubeconfig-${name}.yaml`);
+      const file = path.join(tmp, persistent && name === 'admin' ? 'kubeconfig' : `kubeconfig-${name}.yaml`);
       const doc = {
         apiVersion: 'v1',
         kind: 'Config',

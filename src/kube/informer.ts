@@ -17,6 +17,13 @@
  * the last seen resourceVersion; on 410 Gone (HTTP or an ERROR event) relist; on any other error
  * mark unhealthy, back off (jittered exponential) and relist. Every `relistIntervalMs` a full
  * LIST + diff runs even when healthy, and `relist` listeners fire after every completed LIST.
+ *
+ * Optional kinds (`optional`): a kind whose CRD may not be installed — PKO v2's Update is absent on
+ * every PKO v1 cluster. A LIST answering 404 (the API server does not serve the resource) then
+ * means "there are none": the cache empties (delete events for what it held), the informer
+ * counts as synced and healthy, and it re-checks every `optional.recheckMs` until the kind is
+ * served, when it starts like any informer — no restart needed, no CRD read permission needed.
+ * A required informer treats the same 404 as an error (unhealthy, never synced).
  */
 import { Watch, type KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
@@ -37,6 +44,8 @@ export interface InformerOptions<T extends KubeObject> {
   /** undefined = all namespaces. */
   namespace?: string | undefined;
   labelSelector?: string;
+  /** Field selector for LIST and WATCH, e.g. `metadata.name=templates` to cache one object. */
+  fieldSelector?: string;
   /** Periodic full LIST + diff, default 600 000 (10 min). */
   relistIntervalMs?: number;
   /** Applied to every object before it is cached and before handlers see it. Must keep metadata. */
@@ -48,6 +57,11 @@ export interface InformerOptions<T extends KubeObject> {
   pageSize?: number;
   /** Where `pkonc_informer_*` metrics go; unregistered metrics when absent. */
   registry?: Registry;
+  /**
+   * The kind may not be served (its CRD not installed): see the module comment. `recheckMs`:
+   * how often a missing kind is looked for again (default 15 000).
+   */
+  optional?: { recheckMs?: number };
 }
 
 export type InformerEvent = 'add' | 'update' | 'delete';
@@ -75,6 +89,9 @@ interface Waiter {
   resolve: () => void;
   reject: (err: Error) => void;
 }
+
+/** How often an optional kind that is not served is looked for again, ms. */
+const DEFAULT_RECHECK_MS = 15_000;
 
 type Handlers<T> = {
   add: ((obj: T) => void)[];
@@ -108,6 +125,8 @@ export class Informer<T extends KubeObject> {
   private syncWaiters: Waiter[] = [];
   private failures = 0;
   private lastError: string | undefined;
+  /** Optional kind not served by the API server (last LIST answered 404). */
+  private notServed = false;
   private readonly restarts;
   private readonly objects;
 
@@ -209,11 +228,23 @@ export class Informer<T extends KubeObject> {
    * then names the informer and the error (method, path, HTTP code — never credentials).
    */
   health(): { ok: boolean; message: string } {
+    if (this.notServed) {
+      const every = Math.round((this.opts.optional?.recheckMs ?? DEFAULT_RECHECK_MS) / 1000);
+      return {
+        ok: true,
+        message: `informer ${this.opts.name}: ${this.path} is not served (CRD not installed); idle, looking again every ${every} s`,
+      };
+    }
     if (this.lastError !== undefined) {
       return { ok: false, message: `informer ${this.opts.name}: ${this.lastError}` };
     }
     if (!this.synced) return { ok: true, message: `informer ${this.opts.name}: waiting for the first list` };
     return { ok: true, message: 'ok' };
+  }
+
+  /** True while an optional kind is not served by the API server (its CRD is not installed). */
+  absent(): boolean {
+    return this.notServed;
   }
 
   /** Cached object by namespace ('' for cluster-scoped) and name. */
@@ -301,6 +332,10 @@ export class Informer<T extends KubeObject> {
       } catch (err) {
         this.relistWaiters.unshift(...waiters);
         if (this.stopSignal.signal.aborted) break;
+        if (this.opts.optional !== undefined && errorStatusCode(err) === 404) {
+          await this.idleWhileNotServed();
+          continue;
+        }
         const delay = jitteredBackoff(this.failures, backoff.initialMs, backoff.maxMs);
         this.failures++;
         this.lastError = errorMessage(err);
@@ -315,7 +350,42 @@ export class Informer<T extends KubeObject> {
     }
   }
 
+  /**
+   * An optional kind is not served: empty the cache (its objects are gone with the CRD), count as
+   * synced, then wait `recheckMs` (or an interrupt) before the next LIST.
+   */
+  private async idleWhileNotServed(): Promise<void> {
+    const first = !this.notServed;
+    this.notServed = true;
+    this.lastError = undefined;
+    this.failures = 0;
+    this.resourceVersion = '';
+    this.clearRelistTimer();
+    for (const byName of [...this.cache.values()])
+      for (const old of [...byName.values()]) this.remove(old, old);
+    this.objects.set(this.count);
+    if (first) {
+      this.log.info(
+        { path: this.path },
+        'resource not served (CRD not installed): informer idle until it appears',
+      );
+    }
+    if (!this.synced) {
+      this.synced = true;
+      for (const w of this.syncWaiters.splice(0)) w.resolve();
+    }
+    // A relist of a kind that does not exist has completed: there is nothing.
+    for (const w of this.relistWaiters.splice(0)) w.resolve();
+    if (first) this.emit('relist');
+    await sleep(systemClock, this.opts.optional?.recheckMs ?? DEFAULT_RECHECK_MS, this.interrupt.signal);
+    this.listRequested = true;
+  }
+
   private recovered(): void {
+    if (this.notServed) {
+      this.notServed = false;
+      this.log.info({ path: this.path }, 'resource now served: informer started');
+    }
     if (this.lastError !== undefined) {
       this.log.info({ afterFailures: this.failures }, 'list/watch recovered');
     }
@@ -340,7 +410,12 @@ export class Informer<T extends KubeObject> {
           const page: KubeList = await kubeRequest<KubeList>(this.opts.kubeConfig, {
             method: 'GET',
             path: this.path,
-            query: { limit: pageSize, continue: cont, labelSelector: this.opts.labelSelector },
+            query: {
+              limit: pageSize,
+              continue: cont,
+              labelSelector: this.opts.labelSelector,
+              fieldSelector: this.opts.fieldSelector,
+            },
             signal: this.stopSignal.signal,
             timeoutMs: 60_000,
           });
@@ -479,6 +554,7 @@ export class Informer<T extends KubeObject> {
             resourceVersion: this.resourceVersion,
             allowWatchBookmarks: true,
             labelSelector: this.opts.labelSelector,
+            fieldSelector: this.opts.fieldSelector,
             // Like client-go: 5..10 min so that many clients do not reconnect in lockstep.
             timeoutSeconds: Math.floor(300 + Math.random() * 300),
           },

@@ -76,6 +76,14 @@ import {
 } from '../api/pko.ts';
 import type { EventReason, Severity } from '../api/v1alpha1.ts';
 import { parseRevision } from './revision.ts';
+import {
+  currentContinuesLast,
+  isContinuation,
+  unquoteMessage,
+  updateNameMillis,
+  v1FailureText,
+  v1Outcome,
+} from './runs.ts';
 import { cleanMessage } from '../text.ts';
 
 /** The revision PKO writes into an Update's `spec.message` (`New commit detected: "<rev>"`), if any. */
@@ -90,6 +98,12 @@ export interface DeriveContext {
   fluxRepositoryURL?: (namespace: string, name: string) => string | undefined;
   /** Pull request number for a Stack when known (preview Stacks created for a pull request). */
   pullRequest?: (namespace: string, stackName: string) => number | string | undefined;
+  /**
+   * PKO v1: the CLI error text last seen for a failing commit of the Stack with this uid
+   * (`V1FailureTexts` in src/source/runs.ts), used when the Stack's current status no longer
+   * shows it.
+   */
+  v1FailureText?: (stackUid: string, commit: string) => string | undefined;
 }
 
 const STACK_API_VERSION = `${STACK_GROUP}/${STACK_VERSION}`;
@@ -341,7 +355,12 @@ export function eventsFromUpdate(
           run: { kind: 'update', name: updateName },
           phase: { kind: phase },
           reason: reasonOf(type, phase),
-          message: runMessage(type, label, phase, status.message ?? (lastIsThis ? last.message : undefined)),
+          message: runMessage(
+            type,
+            label,
+            phase,
+            unquoteMessage(status.message ?? (lastIsThis ? last.message : undefined)),
+          ),
           timestamp: timeOf(status.endTime, complete.lastTransitionTime, created),
         },
         metadata,
@@ -399,7 +418,7 @@ export function eventsFromStack(
               run: { kind: 'update', name: last.name },
               phase: { kind: phase },
               reason: reasonOf(last.type, phase),
-              message: runMessage(last.type, label, phase, last.message),
+              message: runMessage(last.type, label, phase, unquoteMessage(last.message)),
               timestamp,
             },
             metadata,
@@ -407,31 +426,48 @@ export function eventsFromStack(
         );
       }
     } else if (last.type === undefined) {
-      // PKO v1: no Update objects; a run is (commit, lastResyncTime).
-      const type: RunType = stack.spec?.preview === true ? 'preview' : 'up';
-      const when =
-        last.lastResyncTime ?? `g${String(status.observedGeneration ?? stack.metadata.generation ?? 0)}`;
-      put(metadata, 'updateType', type);
-      put(metadata, 'permalink', last.permalink);
-      events.push(
-        makeEvent(
-          subject,
-          ctx,
-          {
-            run: { kind: 'v1', commit: last.lastAttemptedCommit ?? '', at: when },
-            phase: { kind: phase },
-            reason: reasonOf(type, phase),
-            message: runMessage(type, label, phase, last.message),
-            timestamp,
-          },
-          metadata,
-        ),
-      );
+      // PKO v1: no Update objects. A run is its commit and outcome (see v1Outcome): retries of a
+      // failing commit and resyncs of a deployed one are the same event again, which the ledger
+      // treats as done; a branch reset that ran nothing is no event. lastResyncTime orders the
+      // events (RunRef `at`) but is not part of their id.
+      const outcome = v1Outcome(stack);
+      if (outcome) {
+        const type: RunType = stack.spec?.preview === true ? 'preview' : 'up';
+        const when =
+          last.lastResyncTime ?? `g${String(status.observedGeneration ?? stack.metadata.generation ?? 0)}`;
+        const v1Metadata: Record<string, string> = {};
+        sourceMetadata(v1Metadata, stack, outcome.commit, ctx);
+        put(v1Metadata, 'updateType', type);
+        put(v1Metadata, 'permalink', last.permalink);
+        const detail =
+          outcome.phase === 'failed'
+            ? (v1FailureText(conds) ?? ctx.v1FailureText?.(stack.metadata.uid ?? '', outcome.commit))
+            : undefined;
+        events.push(
+          makeEvent(
+            subject,
+            ctx,
+            {
+              run: { kind: 'v1', commit: outcome.commit, at: when },
+              phase: { kind: outcome.phase },
+              reason: reasonOf(type, outcome.phase),
+              message: runMessage(type, label, outcome.phase, detail),
+              timestamp,
+            },
+            v1Metadata,
+          ),
+        );
+      }
     }
   }
 
   const current = status.currentUpdate;
-  if (current?.name !== undefined && current.name !== '' && !opts.updateExists(namespace, current.name)) {
+  if (
+    current?.name !== undefined &&
+    current.name !== '' &&
+    !opts.updateExists(namespace, current.name) &&
+    !currentContinuesLast(stack)
+  ) {
     // Same choice as PKO's Stack controller when it creates the Update.
     const type: RunType =
       stack.metadata.deletionTimestamp !== undefined
@@ -496,4 +532,90 @@ export function eventsFromStack(
     );
   }
   return events;
+}
+
+/** `succeeded`, `failed` or `aborted` once an Update is done, else undefined (as {@link eventsFromUpdate} reads it). */
+function outcomeOf(u: Update): 'succeeded' | 'failed' | 'aborted' | undefined {
+  const conds = u.status?.conditions;
+  const complete = condition(conds, 'Complete');
+  const generation = u.metadata.generation;
+  if (
+    complete?.status !== 'True' ||
+    (generation !== undefined && generation !== u.status?.observedGeneration)
+  )
+    return undefined;
+  const failed = condition(conds, 'Failed');
+  if ((failed?.status === 'True' && ABORT_REASONS.has(failed.reason)) || complete.reason === 'Aborted')
+    return 'aborted';
+  if (failed?.status === 'True') return 'failed';
+  if (failed?.status === 'False') return 'succeeded';
+  return undefined;
+}
+
+/**
+ * Every event a Stack and its Updates imply, as users count runs (src/source/runs.ts; README,
+ * "Event model: PKO v1 and v2"):
+ * - each Update that starts a run yields its Started and its result ({@link eventsFromUpdate});
+ * - an Update PKO started only to retry or resync the previous one (same commit and spec) yields
+ *   no Started, and its result only when it differs from the previous Update's (a retry that
+ *   succeeds, a resync that fails); a repeated result refreshes the message of the result already
+ *   reported for that streak (so it carries the latest error text) and is not a new event;
+ * - then the Stack's own events ({@link eventsFromStack}): the `lastUpdate` fallback, the
+ *   `currentUpdate` Started (not for a retry or resync), PKO v1 results, `StackStalled`.
+ * Events with the same id are given once (the Update-derived one wins).
+ *
+ * @param updates the Stack's Updates (any order; others are ignored by name only if passed).
+ */
+export function eventsForStack(
+  stack: Stack,
+  updates: readonly Update[],
+  ctx: DeriveContext,
+): NotificationEvent[] {
+  const byId = new Map<string, NotificationEvent>();
+  const sorted = updates
+    .filter((u) => u.metadata.name !== undefined && u.metadata.name !== '')
+    .slice()
+    .sort(
+      (a, b) =>
+        (updateNameMillis(a.metadata.name) ?? 0) - (updateNameMillis(b.metadata.name) ?? 0) ||
+        (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
+    );
+  let prev: Update | undefined;
+  /** Outcome of the current run's latest finished attempt, and the result event reported for it. */
+  let streak: { outcome: 'succeeded' | 'failed'; event: NotificationEvent | undefined } | undefined;
+  for (const u of sorted) {
+    const outcome = outcomeOf(u);
+    const done = outcome === 'succeeded' || outcome === 'failed' ? outcome : undefined;
+    // A retry after an aborted attempt whose run reported no result is that run's real attempt;
+    // an Update of another type than the one before it starts a run of its own.
+    const afterAbort = prev !== undefined && outcomeOf(prev) === 'aborted' && streak === undefined;
+    const otherType = prev !== undefined && prev.spec?.type !== u.spec?.type;
+    if (isContinuation(u) && !afterAbort && !otherType) {
+      // A retry or resync of the previous Update. When that one is gone (TTL: 24 h after it
+      // finished), the run was reported while it existed: nothing new here.
+      const joined = prev !== undefined;
+      for (const ev of joined ? eventsFromUpdate(u, stack, ctx) : []) {
+        if (ev.identity.phase.kind === 'started') continue;
+        if (streak !== undefined && streak.outcome === done) {
+          // The same result again: one event for the streak, carrying the latest message.
+          if (streak.event) streak.event.message = ev.message;
+          continue;
+        }
+        byId.set(ev.id, ev);
+        if (done) streak = { outcome: done, event: ev };
+      }
+      if (!joined && done) streak = { outcome: done, event: undefined };
+    } else {
+      streak = undefined;
+      for (const ev of eventsFromUpdate(u, stack, ctx)) {
+        byId.set(ev.id, ev);
+        if (done && ev.identity.phase.kind !== 'started') streak = { outcome: done, event: ev };
+      }
+    }
+    prev = u;
+  }
+  const known = new Set(sorted.map((u) => `${u.metadata.namespace ?? ''}/${u.metadata.name ?? ''}`));
+  const updateExists = (namespace: string, name: string): boolean => known.has(`${namespace}/${name}`);
+  for (const ev of eventsFromStack(stack, ctx, { updateExists })) if (!byId.has(ev.id)) byId.set(ev.id, ev);
+  return [...byId.values()];
 }

@@ -257,7 +257,7 @@ describe('Dispatcher', () => {
   });
 
   it('an authentication failure is reported to the Provider health, and cleared by the next success', async () => {
-    const t = setup({ steps: [err('bad token', { status: 401 })] });
+    const t = setup({ steps: [err('HTTP_401', { status: 401, retryable: false })] });
     t.offer({ event: runEvent(RUN_A, 'failed') });
     await settle(t.clock);
     expect(t.health.problem('team-a/hook')?.reason).toBe('AuthenticationFailed');
@@ -293,7 +293,7 @@ describe('Dispatcher', () => {
   });
 
   describe('ambiguous outcomes (no answer after the request was sent)', () => {
-    const noAnswer = () => err('TIMEOUT', { ambiguous: true });
+    const noAnswer = () => err('TIMEOUT', { verdict: { kind: 'ambiguous', retry: true } });
 
     it('N08: a chat target that cannot tell a repeat is not sent again: Unconfirmed, recorded, a Warning', async () => {
       const t = setup({

@@ -75,4 +75,15 @@ describe('event positions (B04: from observation, never names or clocks)', () =>
     expect(parseResourceVersion(undefined)).toBeUndefined();
     expect(parseResourceVersion('99999999999999999999')).toBeUndefined();
   });
+
+  it('derives the id from the identity, run URI-encoded', () => {
+    expect(ev(update('app-1'), { kind: 'started' }, '').id).toBe('u1/app-1/started');
+    // A PKO v1 outcome is its commit: the time orders it but is not part of the id.
+    expect(ev({ kind: 'v1', commit: 'abc', at: '2026-08-20T11:00:00Z' }, { kind: 'failed' }, '').id).toBe(
+      `u1/${encodeURIComponent('v1:abc')}/failed`,
+    );
+    expect(ev({ kind: 'none' }, { kind: 'stalled', reason: 'SpecInvalid', generation: 2 }, '').id).toBe(
+      'u1/-/stalled:SpecInvalid@2',
+    );
+  });
 });

@@ -8,11 +8,13 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { kubeConfig, createTestNamespace, waitFor } from '../support/cluster.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { Objects, bindControllerRole, bindLeaderElectionRole } from '../support/controller.ts';
+import { Objects, bindControllerRole } from '../support/controller.ts';
 import { startControllerProcess, stopAll, type ControllerProcess } from '../support/controller-process.ts';
 import { resultRecorded, storedLedger } from '../support/ledger.ts';
 
 const SHA = 'a1b2c3d4e5f60718293a4b5c6d7e8f9012345678';
+/** The `n`-th of a series of commits: each run of the leader test is a new commit, hence a new run. */
+const commitN = (n: number): string => `${n.toString(16).padStart(2, '0')}${SHA.slice(2)}`;
 
 afterAll(async () => {
   await stopAll();
@@ -137,7 +139,6 @@ describe('leader election with two processes', () => {
     const receiver = await startReceiver();
     try {
       const { ns, sim, stackUid } = await setup('le-two', `${receiver.url}/hook`);
-      await bindLeaderElectionRole(ns);
       const timing = [
         '--leader-elect',
         `--leader-election-namespace=${ns}`,
@@ -156,7 +157,7 @@ describe('leader election with two processes', () => {
 
       const names: string[] = [];
       for (let i = 0; i < 3; i++) {
-        const run = await sim.startRun('app', { type: 'up', commit: SHA });
+        const run = await sim.startRun('app', { type: 'up', commit: commitN(i) });
         await sim.finishRun(run, 'succeeded');
         names.push(run.name);
       }
@@ -173,8 +174,8 @@ describe('leader election with two processes', () => {
       const sentAtKill = events(receiver).map((e) => e.id);
 
       // Runs that finish while nobody leads must be delivered by the next leader.
-      for (let i = 0; i < 2; i++) {
-        const run = await sim.startRun('app', { type: 'up', commit: SHA });
+      for (let i = 3; i < 5; i++) {
+        const run = await sim.startRun('app', { type: 'up', commit: commitN(i) });
         await sim.finishRun(run, 'succeeded');
         names.push(run.name);
       }

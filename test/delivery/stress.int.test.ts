@@ -20,7 +20,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
-import { Objects, bindControllerRole, bindLeaderElectionRole } from '../support/controller.ts';
+import { Objects, bindControllerRole } from '../support/controller.ts';
 import { startControllerProcess, stopAll, type ControllerProcess } from '../support/controller-process.ts';
 import { resultRecorded, storedLedger } from '../support/ledger.ts';
 import { PkoSimulator } from '../support/pko.ts';
@@ -86,7 +86,6 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
         stacks.push({ name: `s${i}`, uid: s.metadata.uid ?? '' });
       }
       await bindControllerRole();
-      await bindLeaderElectionRole(ns);
       const args = [
         `--watch-namespace=${ns}`,
         '--leader-elect',
@@ -129,7 +128,7 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
           );
         } catch (err) {
           const tails = procs.map((p) => `${names.get(p) ?? '?'}:\n${p.logs().slice(-15).join('\n')}`);
-          throw new Error(`${String(err)}; Lease holder '${holder}'\n${tails.join('\n')}`);
+          throw new Error(`${String(err)}; Lease holder '${holder}'\n${tails.join('\n')}`, { cause: err });
         }
       };
 
@@ -210,7 +209,9 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
             const { writeFileSync } = await import('node:fs');
             for (const p of procs) writeFileSync(`${logDir}/${names.get(p) ?? 'x'}.log`, p.logs().join('\n'));
           }
-          throw new Error(`${String(err)}; missing ${JSON.stringify(missing)} ${JSON.stringify(gone)}`);
+          throw new Error(`${String(err)}; missing ${JSON.stringify(missing)} ${JSON.stringify(gone)}`, {
+            cause: err,
+          });
         }
         await new Promise((r) => setTimeout(r, 3000)); // stragglers would show now
 
@@ -228,7 +229,8 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
           const [stackUid = '', run = ''] = id.split('/');
           return id.endsWith('/succeeded') && resultRecorded(k.recorded, stackUid, decodeURIComponent(run));
         });
-        for (const id of repeated) expect(k.sent, `${id} repeated but not sent before the kill`).toContain(id);
+        for (const id of repeated)
+          expect(k.sent, `${id} repeated but not sent before the kill`).toContain(id);
 
         // GitHub: per commit no status repeats the previous one, final success; one comment per PR.
         let dupStatus = 0;
@@ -253,7 +255,11 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
           for (const p of procs) writeFileSync(`${logDir}/${names.get(p) ?? 'x'}.log`, p.logs().join('\n'));
           writeFileSync(
             `${logDir}/received-${round}.json`,
-            JSON.stringify({ killAfter, before, requests: receiver.requests.map((q) => [q.time, (JSON.parse(q.body) as Received).id]) }),
+            JSON.stringify({
+              killAfter,
+              before,
+              requests: receiver.requests.map((q) => [q.time, (JSON.parse(q.body) as Received).id]),
+            }),
           );
         }
         totals.rounds++;

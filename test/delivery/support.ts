@@ -24,7 +24,7 @@ import type { LedgerAlertRef } from '../../src/delivery/ledger.ts';
 import type { DeliveryAlert } from '../../src/delivery/types.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
 import type { Notifier, RenderedNotification, SendContext, SendOutcome } from '../../src/notifier/types.ts';
-import { compileTemplates } from '../../src/template/index.ts';
+import { compileTemplates, inlineTemplates } from '../../src/template/index.ts';
 
 /** A logger that writes nowhere. */
 export function quietLogger(): Logger {
@@ -140,7 +140,7 @@ export function deliveryAlert(overrides: Partial<DeliveryAlert> = {}): DeliveryA
     name: 'ops',
     providerName: 'hook',
     createdMs: 0,
-    templates: t.set,
+    templates: inlineTemplates(t.set),
     ...overrides,
   };
 }

@@ -19,5 +19,7 @@ declare module 'vitest' {
     controlUrl: string;
     /** Bearer token for the control endpoint. */
     controlToken: string;
+    /** `real-pko` project: folder of the built real PKO parts (scripts/realpko-build.sh). */
+    realPkoDir: string;
   }
 }

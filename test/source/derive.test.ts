@@ -362,11 +362,24 @@ describe('eventsFromStack (PKO v2)', () => {
 
   it('a Stack with a finished lastUpdate and a new currentUpdate yields both', () => {
     const stack = v2FailedStack();
-    stack.status!.currentUpdate = { generation: 3, name: 'app-dev-198c70e9999', commit: SHA };
+    stack.status!.currentUpdate = { generation: 3, name: 'app-dev-198c70e9999', commit: PREV_SHA };
     const evs = eventsFromStack(stack, ctx, gone);
     expect(evs.map((e) => e.id)).toEqual([
       `${STACK_UID}/${UPDATE_NAME}/failed`,
       `${STACK_UID}/app-dev-198c70e9999/started`,
+    ]);
+  });
+
+  it('a currentUpdate that retries the failed lastUpdate (same generation, request and commit) is not a Started', () => {
+    const stack = v2FailedStack();
+    const last = stack.status!.lastUpdate!;
+    stack.status!.currentUpdate = {
+      generation: last.generation ?? 0,
+      name: 'app-dev-198c70e9999',
+      commit: last.lastAttemptedCommit ?? '',
+    };
+    expect(eventsFromStack(stack, ctx, gone).map((e) => e.id)).toEqual([
+      `${STACK_UID}/${UPDATE_NAME}/failed`,
     ]);
   });
 
@@ -488,11 +501,11 @@ describe('eventsFromStack (PKO v2)', () => {
 });
 
 describe('eventsFromStack (PKO v1)', () => {
-  it('a v1.16 Stack that succeeded yields UpdateSucceeded keyed by (uid, commit, lastResyncTime)', () => {
+  it('a v1.16 Stack that succeeded yields UpdateSucceeded keyed by (uid, commit), ordered by lastResyncTime', () => {
     const evs = eventsFromStack(v1Stack('succeeded'), ctx, gone);
     expect(evs).toHaveLength(1);
     expect(evs[0]).toMatchObject({
-      id: `v1-stack-uid/${encodeURIComponent(`v1:${SHA}@2024-08-30T09:15:00Z`)}/succeeded`,
+      id: `v1-stack-uid/${encodeURIComponent(`v1:${SHA}`)}/succeeded`,
       identity: {
         stack: 'v1-stack-uid',
         run: { kind: 'v1', commit: SHA, at: '2024-08-30T09:15:00Z' },
@@ -515,22 +528,67 @@ describe('eventsFromStack (PKO v1)', () => {
     expect('updateName' in evs[0]!.metadata).toBe(false);
   });
 
-  it('v1 failed → UpdateFailed (error); each retry (new lastResyncTime) is a new run; re-observation is not', () => {
+  it('v1 failed → UpdateFailed (error); every retry of the commit (new lastResyncTime) is the same event', () => {
     const first = eventsFromStack(v1Stack('failed', '2024-08-30T09:15:00Z'), ctx, gone)[0]!;
     const again = eventsFromStack(v1Stack('failed', '2024-08-30T09:15:00Z'), ctx, gone)[0]!;
     const retry = eventsFromStack(v1Stack('failed', '2024-08-30T09:20:00Z'), ctx, gone)[0]!;
     expect(first.reason).toBe('UpdateFailed');
     expect(first.severity).toBe('error');
     expect(again).toEqual(first);
-    expect(retry.id).not.toBe(first.id);
+    expect(retry.id).toBe(first.id);
+    expect(retry.timestamp).toBe('2024-08-30T09:20:00Z');
+    expect(first.metadata.commit).toBe(SHA);
   });
 
-  it('v1 without lastResyncTime falls back to the observed generation; preview Stacks map to Preview*', () => {
+  it('v1 failure text: from RetryingAfterFailure while shown, else what was seen for that commit', () => {
+    const s = v1Stack('failed');
+    s.status!.conditions = [
+      cond('Ready', 'False', 'NotReadyInProgress', '2024-08-30T09:15:00Z'),
+      cond(
+        'Reconciling',
+        'True',
+        'RetryingAfterFailure',
+        '2024-08-30T09:15:00Z',
+        'failed to run update: exit status 1\nerror: doesNotExist',
+      ),
+    ];
+    expect(eventsFromStack(s, ctx, gone)[0]!.message).toBe(
+      'Update of stack acme/legacy/prod failed:\nfailed to run update: exit status 1\nerror: doesNotExist',
+    );
+    // PKO retries within milliseconds: the condition says StackProcessing again.
+    s.status!.conditions[1] = cond(
+      'Reconciling',
+      'True',
+      'StackProcessing',
+      '2024-08-30T09:15:00Z',
+      'stack is being processed',
+    );
+    expect(eventsFromStack(s, ctx, gone)[0]!.message).toBe('Update of stack acme/legacy/prod failed');
+    const withMemory = {
+      ...ctx,
+      v1FailureText: (uid: string, commit: string) =>
+        uid === 'v1-stack-uid' && commit === SHA ? 'error: remembered' : undefined,
+    };
+    expect(eventsFromStack(s, withMemory, gone)[0]!.message).toBe(
+      'Update of stack acme/legacy/prod failed: error: remembered',
+    );
+  });
+
+  it('v1 reset after a failure (succeeded, attempted ≠ deployed: nothing ran) yields nothing; an empty first lastUpdate neither', () => {
+    const reset = v1Stack('succeeded');
+    reset.status!.lastUpdate!.lastSuccessfulCommit = PREV_SHA;
+    expect(eventsFromStack(reset, ctx, gone)).toEqual([]);
+    const first = v1Stack('succeeded');
+    first.status!.lastUpdate = {};
+    expect(eventsFromStack(first, ctx, gone)).toEqual([]);
+  });
+
+  it('v1 without lastResyncTime: same identity, creation time; preview Stacks map to Preview*', () => {
     const s = v1Stack('succeeded');
     delete s.status!.lastUpdate!.lastResyncTime;
     s.spec!.preview = true;
     const ev = eventsFromStack(s, ctx, gone)[0]!;
-    expect(ev.id).toBe(`v1-stack-uid/${encodeURIComponent(`v1:${SHA}@g2`)}/succeeded`);
+    expect(ev.id).toBe(`v1-stack-uid/${encodeURIComponent(`v1:${SHA}`)}/succeeded`);
     expect(ev.reason).toBe('PreviewSucceeded');
     expect(ev.timestamp).toBe('2024-01-01T00:00:00Z');
   });

@@ -1,6 +1,6 @@
 /**
  * Runs the controller in-process against the test control plane, as the non-admin user
- * `controller` bound to deploy/rbac.yaml's ClusterRole (so the RBAC list is exercised), and
+ * `controller` bound to the shipped RBAC rules (config/rbac/; so the list is exercised), and
  * creates our objects with the admin client.
  */
 import { readFileSync } from 'node:fs';
@@ -10,10 +10,9 @@ import {
   CustomObjectsApi,
   RbacAuthorizationV1Api,
   type KubeConfig,
-  type V1ClusterRole,
-  type V1Role,
+  type V1PolicyRule,
 } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { parse } from 'yaml';
 import { createLogger } from '../../src/log.ts';
 import { Redactor } from '../../src/credential/redact.ts';
 import { loadConfig } from '../../src/config.ts';
@@ -26,50 +25,39 @@ export const VERSION = 'v1alpha1';
 
 let bound: Promise<void> | undefined;
 
-/** The documents of deploy/rbac.yaml (the shipped RBAC). */
-export function shippedRbac(): { kind: string; metadata?: { name?: string; namespace?: string } }[] {
-  return parseAllDocuments(readFileSync(new URL('../../deploy/rbac.yaml', import.meta.url), 'utf8')).map(
-    (d) => d.toJS() as { kind: string },
-  );
-}
-
-/** Binds deploy/rbac.yaml's ClusterRole to the test user `controller` (once per worker). */
+/**
+ * Binds the shipped rules to the test user `controller` (once per worker): config/rbac/role.yaml's
+ * ClusterRole, and config/rbac/leader_election_role.yaml's Lease rules. The shipped Role holds
+ * those only in the controller's own namespace; test files put their Lease in their own
+ * namespace, so the test user gets the same Lease rules in every namespace.
+ */
 export function bindControllerRole(): Promise<void> {
   bound ??= (async () => {
     const rbac = kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api);
-    const role = shippedRbac().find((d) => d.kind === 'ClusterRole') as V1ClusterRole;
-    const name = 'pko-nc-test-controller';
-    await rbac.createClusterRole({ body: { ...role, metadata: { name } } }).catch(() => undefined);
-    await rbac
-      .createClusterRoleBinding({
-        body: {
-          metadata: { name },
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
-          subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-        },
-      })
-      .catch(() => undefined);
+    const rulesOf = (file: string): V1PolicyRule[] =>
+      (
+        parse(readFileSync(new URL(`../../config/rbac/${file}`, import.meta.url), 'utf8')) as {
+          rules: V1PolicyRule[];
+        }
+      ).rules;
+    const roles: [string, V1PolicyRule[]][] = [
+      ['pko-nc-test-controller', rulesOf('role.yaml')],
+      ['pko-nc-test-controller-leases', rulesOf('leader_election_role.yaml')],
+    ];
+    for (const [name, rules] of roles) {
+      await rbac.createClusterRole({ body: { metadata: { name }, rules } }).catch(() => undefined);
+      await rbac
+        .createClusterRoleBinding({
+          body: {
+            metadata: { name },
+            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+            subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
+          },
+        })
+        .catch(() => undefined);
+    }
   })();
   return bound;
-}
-
-/**
- * Grants the test user `controller` deploy/rbac.yaml's leader-election Role in `namespace` (the
- * shipped Role lives in the controller's own namespace; tests use their own namespace as it).
- */
-export async function bindLeaderElectionRole(namespace: string): Promise<void> {
-  const rbac = kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api);
-  const role = shippedRbac().find((d) => d.kind === 'Role') as V1Role;
-  const name = role.metadata?.name ?? 'leader-election';
-  await rbac.createNamespacedRole({ namespace, body: { ...role, metadata: { name, namespace } } });
-  await rbac.createNamespacedRoleBinding({
-    namespace,
-    body: {
-      metadata: { name, namespace },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
-      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-    },
-  });
 }
 
 /** Log lines captured from an in-process controller (raw JSON lines). */
@@ -90,10 +78,14 @@ export interface InProcessController {
   stop(): Promise<void>;
 }
 
-/** Starts the controller watching `namespace` (or all with `namespace: ''`) as user `controller`. */
+/**
+ * Starts the controller watching `namespace` (or all with `namespace: ''`) as user `controller`.
+ * Test receivers listen on 127.0.0.1, so the controller runs with `--egress-allow-loopback`
+ * unless `allowLoopback: false` (the production default, which refuses them).
+ */
 export async function startInProcess(
   namespace: string,
-  opts: { flags?: string[]; deps?: Partial<ControllerDeps>; logLevel?: string } = {},
+  opts: { flags?: string[]; deps?: Partial<ControllerDeps>; logLevel?: string; allowLoopback?: boolean } = {},
 ): Promise<InProcessController> {
   await bindControllerRole();
   const cfg = loadConfig(
@@ -101,6 +93,7 @@ export async function startInProcess(
       `--watch-namespace=${namespace}`,
       '--metrics-bind-address=127.0.0.1:0',
       '--health-probe-bind-address=127.0.0.1:0',
+      ...(opts.allowLoopback === false ? [] : ['--egress-allow-loopback']),
       ...(opts.flags ?? []),
     ],
     {},

@@ -116,7 +116,9 @@ describe('PKO v2', () => {
       refresh: false,
     });
     expect(running.status?.observedGeneration).toBe(running.metadata.generation);
-    expect(running.status?.startTime).toBe(iso(T0));
+    // As recorded from PKO 2.9: empty message/outputs/permalink, no startTime while it runs.
+    expect(running.status?.startTime).toBeUndefined();
+    expect(running.status).toMatchObject({ message: '', outputs: '', permalink: '' });
     expect(brief(running)).toEqual({
       Progressing: 'True Progressing',
       Failed: 'False Progressing',
@@ -164,13 +166,15 @@ describe('PKO v2', () => {
       Failed: 'False UpdateSucceeded',
       Complete: 'True Updated',
     });
-    expect(conds(update)['Failed']?.message).toBe('Initial stack update');
+    // PKO 2.9 leaves condition messages empty and JSON-quotes the spec message into the status.
+    expect(conds(update)['Failed']?.message).toBe('');
     expect(update.status).toMatchObject({
       observedGeneration: 1,
       startTime: iso(T0),
       endTime: iso(T0 + 95_000),
       permalink: 'https://app.pulumi.com/acme/app/dev/updates/1',
-      message: 'Initial stack update',
+      message: '"Initial stack update"',
+      outputs: '',
     });
     expect(stack.status?.currentUpdate).toBeUndefined();
     expect(stack.status?.lastUpdate).toEqual({
@@ -201,14 +205,16 @@ describe('PKO v2', () => {
     expect(r1.message).toBe(`New commit detected: "${SHA2}"`);
     clock.advance(10_000);
     const f1 = await pko.finishRun(r1, 'failed');
+    // A failed `pulumi up`: reason Unknown, as PKO 2.9's update controller writes it.
     expect(brief(f1.update)).toEqual({
       Progressing: 'False Complete',
-      Failed: 'True UpdateFailed',
+      Failed: 'True Unknown',
       Complete: 'True Updated',
     });
-    expect(f1.update.status?.permalink).toBeUndefined();
+    expect(f1.update.status?.permalink).toBe('');
+    expect(f1.update.status?.outputs).toBe('');
     expect(f1.update.status?.message).toMatch(/^up failed: failed to run update: exit status 255\n/);
-    expect(conds(f1.update)['Failed']?.message).toBe(f1.update.status?.message);
+    expect(conds(f1.update)['Failed']?.message).toBe('');
     expect(f1.stack.status?.lastUpdate).toEqual({
       generation: 1,
       name: r1.name,
@@ -522,7 +528,9 @@ describe('PKO v1.16', () => {
       { git: { projectRepo: 'https://gitlab.com/acme/legacy.git', branch: 'refs/heads/master' } },
       { stack: 'acme/legacy/prod', continueResyncOnCommitMatch: true },
     );
-    const ok = await pko.v1Run('legacy', { commit: SHA1, state: 'succeeded' });
+    const ok = await pko.v1Run('legacy', { commit: SHA1, state: 'succeeded', outputs: { n: 1 } });
+    expect((ok.metadata as { finalizers?: string[] }).finalizers).toEqual(['finalizer.stack.pulumi.com']);
+    expect(ok.status?.['outputs']).toEqual({ n: 1 });
     expect(ok.status?.lastUpdate).toEqual({
       state: 'succeeded',
       lastAttemptedCommit: SHA1,
@@ -551,6 +559,7 @@ describe('PKO v1.16', () => {
       Reconciling: 'True RetryingAfterFailure',
     });
     expect(conds(bad)['Reconciling']?.message).toBe('failed to run update: exit status 255');
+    expect(bad.status?.['outputs']).toEqual({ n: 1 });
 
     clock.advance(60_000);
     const good = await pko.v1Run('legacy', {
@@ -569,5 +578,46 @@ describe('PKO v1.16', () => {
     expect(resynced.status?.lastUpdate?.lastResyncTime).not.toBe(good.status?.lastUpdate?.lastResyncTime);
     expect(await pko.listUpdates('legacy')).toEqual([]);
     await expect(pko.startRun('legacy', { type: 'up', commit: SHA1 })).rejects.toThrow(/simulates PKO v2/);
+  });
+
+  it('first reconcile writes the finalizer and an empty lastUpdate; retries, a no-op poll and a reset as PKO v1 writes them', async () => {
+    await pko.createStack('walk', { git: { projectRepo: 'file:///repo', branch: 'main' } }, { stack: 'dev' });
+    const seen: { lastUpdate: unknown; reconciling: string | undefined; ready: string | undefined }[] = [];
+    const record = async (): Promise<void> => {
+      const st = await pko.getStack('walk');
+      seen.push({
+        lastUpdate: st.status?.lastUpdate,
+        reconciling: conds(st)['Reconciling']?.reason,
+        ready: conds(st)['Ready']?.status,
+      });
+    };
+    await pko.v1Run('walk', { commit: SHA1, state: 'succeeded' });
+    await record();
+    clock.advance(1_000);
+    await pko.v1Run('walk', { commit: SHA2, state: 'failed', message: 'error: boom' });
+    clock.advance(1_000);
+    const retried = await pko.v1Run('walk', { commit: SHA2, state: 'failed', message: 'error: boom' });
+    expect(retried.status?.lastUpdate).toEqual({
+      state: 'failed',
+      lastAttemptedCommit: SHA2,
+      lastSuccessfulCommit: SHA1,
+      lastResyncTime: iso(clock.now()),
+    });
+    await expect(pko.v1Poll('walk')).rejects.toThrow(/succeeded last update/);
+    clock.advance(1_000);
+    const reset = await pko.v1Reset('walk');
+    expect(reset.status?.lastUpdate).toEqual({
+      state: 'succeeded',
+      lastAttemptedCommit: SHA2,
+      lastSuccessfulCommit: SHA1,
+      lastResyncTime: iso(clock.now()),
+    });
+    expect(brief(reset)).toEqual({ Ready: 'True ProcessingCompleted' });
+    clock.advance(60_000);
+    const polled = await pko.v1Poll('walk');
+    expect(polled.status?.lastUpdate).toEqual(reset.status?.lastUpdate);
+    expect(brief(polled)).toEqual({ Ready: 'True ProcessingCompleted' });
+    await pko.deleteStack('walk');
+    await expect(pko.getStack('walk')).rejects.toSatisfy((e: unknown) => errorStatusCode(e) === 404);
   });
 });

@@ -1,25 +1,55 @@
 /**
  * A stand-in for the Pulumi Kubernetes Operator in integration tests: writes `Stack` and
  * `Update` objects — and their `/status` — through the real API server in the shapes PKO v1.16
- * and v2.x write them (shared/facts/pko.md; field rules checked against PKO's stack and update
- * controllers, read as reference only). Nothing here talks to Pulumi or runs a program.
+ * and v2.x write them. Nothing here talks to Pulumi or runs a program. Real PKO v1.16 and v2.9
+ * run in the `real-pko` test project (test/realpko/); their recordings are in
+ * test/fixtures/realpko/ and test/source/replay.test.ts replays them through derivation.
  *
  * What is modelled, per version:
  * - v2 (`version: 'v2'`, `minor` default 9): a run is an `Update` (`auto.pulumi.com/v1alpha1`)
  *   named `<stack>-<hex millis>`, labelled `pulumi.com/component: stack` and
- *   `pulumi.com/stack-name: <stack>`, owned by the Stack's Workspace (controller) and the Stack.
- *   The Stack's `status.currentUpdate` points at it while it runs; when it completes PKO moves
- *   the result into `status.lastUpdate` and sets the kstatus conditions. Order of writes as PKO:
- *   Stack status (`currentUpdate`) first, then the Update is created, then its status.
- *   From minor 8 on: `Stalled/UpdateFailed` after 3 failures, `Reconciling/PreviewFailed` for
- *   failed previews.
- * - v1 (`version: 'v1'`): no Update objects; one reconcile writes `Reconciling/StackProcessing`,
- *   runs the CLI in-process, then writes `status.lastUpdate` {state, lastAttemptedCommit,
- *   lastSuccessfulCommit, permalink, lastResyncTime} and the conditions.
+ *   `pulumi.com/stack-name: <stack>`, owned by the Stack's Workspace (controller) and the Stack,
+ *   carrying PKO's finalizer while it is the Stack's current run. Order of writes as PKO: Stack
+ *   `Reconciling/StackProcessing`, then Stack `currentUpdate`, then the Update is created, then
+ *   its status (`message`, `outputs`, `permalink` empty; no `startTime`). A completed Update has
+ *   `permalink` and `outputs` (both `""` when none) and a `message`: the CLI text on failure
+ *   (`Failed` reason `Unknown`, as PKO's update controller writes for a failed `pulumi
+ *   up`/`preview`; no start or end time), `spec.message` JSON-quoted after a successful
+ *   `up`/`destroy` (`"Initial stack update"`), `""` after a successful preview. Then PKO moves
+ *   the result into the Stack's `status.lastUpdate` (with `message` and `failures` on failure; the
+ *   outputs are kept) and sets the kstatus conditions. From minor 8 on: `Stalled/UpdateFailed`
+ *   after 3 failures, `Reconciling/PreviewFailed` for failed previews; retries are new Updates
+ *   whose `spec.message` is `Backoff time elapsed: <cooldown>` ({@link syncMessage}).
+ * - v1 (`version: 'v1'`): no Update objects (and no Update CRD on a real v1 cluster). One
+ *   reconcile that runs the CLI ({@link PkoSimulator.v1Run}) writes `Reconciling/StackProcessing`,
+ *   then `status.lastUpdate` {state, lastAttemptedCommit, lastSuccessfulCommit, permalink,
+ *   lastResyncTime} and the conditions; a failure leaves `lastSuccessfulCommit` and puts the CLI
+ *   text only in `Reconciling/RetryingAfterFailure` (v1 never writes `lastUpdate.message`); the
+ *   outputs are set on success and kept on failure. The very first reconcile also adds the
+ *   finalizer `finalizer.stack.pulumi.com` and writes an empty `lastUpdate: {}` before the run.
+ *   PKO v1 retries a failed run at once and forever: call `v1Run` again (each retry is a full
+ *   run with a new `lastResyncTime`). {@link PkoSimulator.v1Poll}: a branch poll that finds
+ *   nothing new (StackProcessing, then Ready again, `lastUpdate` untouched).
+ *   {@link PkoSimulator.v1Reset}: the branch reset to the deployed commit after a failure (PKO
+ *   marks `state: succeeded` without running; `lastAttemptedCommit` stays the broken one).
+ *
+ * Verified against a real operator (test/realpko/, recordings in test/fixtures/realpko/, compared
+ * shape by shape in test/support/pko-fidelity.int.test.ts):
+ * - PKO v1.16.0: every v1 shape and write order above, the retry loop, no-op polls, the reset,
+ *   `continueResyncOnCommitMatch` re-runs, the finalizer and the empty first `lastUpdate`.
+ * - PKO v2.9.0 with a `file://` backend and git sources: run, failure, retry (`Backoff time
+ *   elapsed`), `Stalled` after 3 failures (`failures` counted per generation and reconcile
+ *   request: the first failure after a new generation or sync request is written as 0),
+ *   `PreviewFailed`, resync runs, destroy on deletion (no commit: PKO destroys from the saved
+ *   state), the Update finalizer, the quoted success messages, `Failed` reason `Unknown`.
+ * Not verified against a real operator (modelled from PKO's source and docs): v2 minors before
+ *   9 (e.g. unbounded retries before 2.8), permalinks (Pulumi Cloud backends only), Flux and
+ *   Program sources, `refresh` runs, aborted/canceled Updates, `Failed` reasons other than
+ *   `Unknown`/`UpdateSucceeded`, stalls other than `UpdateFailed`.
  *
  * Not modelled: Workspace objects and pods (no Workspace CRD in the test plane: the Update's
  * Workspace owner reference carries a stable made-up uid), Program objects, `spec.updateTemplate`,
- * Kubernetes Events, the Stack finalizer, TTL expiry (call {@link PkoSimulator.deleteUpdate}).
+ * Kubernetes Events, TTL expiry (call {@link PkoSimulator.deleteUpdate}).
  *
  * Every status write is a JSON merge patch on `/status`, computed as the difference between
  * the current status and the one PKO would hold afterwards (PKO itself uses server-side apply
@@ -79,7 +109,7 @@ export interface PkoSimulatorOptions {
   clock?: SimClock;
   /**
    * v2 only: put {@link PKO_FINALIZER} on each Update while it is the Stack's current run and
-   * remove it once the result is in the Stack's status, as recent PKO releases do. Default false.
+   * remove it once the result is in the Stack's status, as PKO 2.9 does. Default true.
    */
   updateFinalizer?: boolean;
 }
@@ -156,6 +186,8 @@ export interface RunHandle {
   message: string;
   /** Pulumi Cloud update version the run would get (non-preview runs), for default permalinks. */
   version: number | undefined;
+  /** When the update controller started it (RFC 3339; `Update.status.startTime` once it succeeded). */
+  startedAt?: string;
 }
 
 export type RunOutcome = 'succeeded' | 'failed' | 'aborted';
@@ -175,7 +207,7 @@ export interface FinishRunOptions {
   message?: string;
   /** `lastUpdate.failures` override (default: computed as PKO does). */
   failures?: number;
-  /** `Failed` condition reason of a failed run (default `UpdateFailed`). */
+  /** `Failed` condition reason of a failed run (default `Unknown`, what PKO 2.9 writes for a CLI failure). */
   failedReason?: string;
   /** Stack outputs (succeeded `up` only): `status.outputs` and an outputs Secret named by the Update. */
   outputs?: Record<string, unknown>;
@@ -188,6 +220,8 @@ export interface V1RunOptions {
   permalink?: string | null;
   /** Failure text (v1 puts it in the Reconciling condition). */
   message?: string;
+  /** Stack outputs written on success (`status.outputs`); kept as they are on failure. */
+  outputs?: Record<string, unknown>;
 }
 
 /** Result of a completed v2 run. */
@@ -231,7 +265,7 @@ export class PkoSimulator {
     this.version = opts.version;
     this.#minor = opts.minor ?? 9;
     this.#clock = opts.clock ?? { now: () => Date.now() };
-    this.#updateFinalizer = opts.updateFinalizer ?? false;
+    this.#updateFinalizer = opts.updateFinalizer ?? true;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -297,6 +331,30 @@ export class PkoSimulator {
         spec,
       },
     });
+  }
+
+  /**
+   * Deletes a Stack as a user would, then finalizes it as PKO does when it is not told to destroy
+   * (`destroyOnFinalize` unset): removes `finalizer.stack.pulumi.com` without writing status.
+   * Resolves once the Stack is gone. A missing Stack is not an error.
+   */
+  async deleteStack(name: string): Promise<void> {
+    try {
+      await kubeRequest<unknown>(this.#kc, { method: 'DELETE', path: objectPath(this.#stackRef(name)) });
+      const stack = await this.getStack(name);
+      const fins = (stack.metadata as { finalizers?: string[] }).finalizers ?? [];
+      if (fins.includes(PKO_FINALIZER)) {
+        const rest = fins.filter((f) => f !== PKO_FINALIZER);
+        await kubeRequest<unknown>(this.#kc, {
+          method: 'PATCH',
+          path: objectPath(this.#stackRef(name)),
+          body: { metadata: { finalizers: rest.length > 0 ? rest : null } },
+          contentType: 'application/merge-patch+json',
+        });
+      }
+    } catch (err) {
+      if (errorStatusCode(err) !== 404) throw err;
+    }
   }
 
   /** The Stack as stored. @throws KubeApiError 404 when absent. */
@@ -448,7 +506,8 @@ export class PkoSimulator {
    * Ready=False `NotReadyInProgress` + Reconciling=True `StackProcessing`), then the Update
    * (spec `workspaceName`, `stackName`, `type`, `ttlAfterCompleted: 24h0m0s`, `message`, …), then —
    * as PKO's update controller — the Update's status (Progressing=True, Failed=False,
-   * Complete=False, all reason `Progressing`; `observedGeneration`, `startTime`).
+   * Complete=False, all reason `Progressing`; `observedGeneration`, and `message`, `outputs`,
+   * `permalink` empty, as recorded from PKO 2.9: no `startTime` until the run succeeded).
    * @throws Error when the Stack already has a run in flight (PKO never starts two).
    */
   async startRun(stackName: string, opts: StartRunOptions): Promise<RunHandle> {
@@ -485,17 +544,20 @@ export class PkoSimulator {
       version,
     };
 
-    // 1. Stack status first (PKO saves currentUpdate before creating the Update).
+    // 1. Stack status first: PKO marks it processing, then saves currentUpdate before it creates
+    // the Update (two writes, as recorded from PKO 2.9).
     const now = this.#now();
-    const status = this.#baseStatus(stack);
-    status.conditions = markReconciling(stack.status?.conditions, 'StackProcessing', PROCESSING_MSG, now);
+    const processing = this.#baseStatus(stack);
+    processing.conditions = markReconciling(stack.status?.conditions, 'StackProcessing', PROCESSING_MSG, now);
+    const mid = await this.#writeStatus<Stack>(this.#stackRef(stackName), stack.status, processing);
+    const status = structuredClone(mid.status ?? {});
     status.currentUpdate = {
       generation,
       ...(reconcileRequest !== '' ? { reconcileRequest } : {}),
       name,
       ...(opts.commit !== '' ? { commit: opts.commit } : {}),
     };
-    await this.#writeStatus<Stack>(this.#stackRef(stackName), stack.status, status);
+    await this.#writeStatus<Stack>(this.#stackRef(stackName), mid.status, status);
 
     // 2. The Update.
     const owners: OwnerReference[] = [
@@ -556,9 +618,12 @@ export class PkoSimulator {
     // 3. The update controller marks it Progressing.
     const t = this.#time();
     const ugen = update.metadata.generation ?? 1;
+    run.startedAt = t;
     const running: UpdateStatus = {
       observedGeneration: ugen,
-      startTime: t,
+      message: '',
+      outputs: '',
+      permalink: '',
       conditions: [
         updCond('Progressing', 'True', 'Progressing', '', ugen, t),
         updCond('Failed', 'False', 'Progressing', '', ugen, t),
@@ -574,7 +639,9 @@ export class PkoSimulator {
    * succeeded — Progressing=False `Complete`, Failed=False `UpdateSucceeded`, Complete=True `Updated`;
    * failed — Progressing=False `Complete`, Failed=True `UpdateFailed`, Complete=True `Updated`;
    * aborted — Progressing=False `Failed`, Failed=True `Aborted`, Complete=True `Failed`;
-   * plus `endTime` (not when aborted), `permalink`, `message`. Then the Stack: `currentUpdate`
+   * plus `permalink` and `outputs` (`""` when none), `message` (the CLI text on failure; the spec
+   * message JSON-quoted after a successful up/destroy, `""` after a successful preview) and, for a
+   * success only, `startTime` and `endTime` (PKO 2.9 writes neither for a failed run). Then the Stack: `currentUpdate`
    * removed, `lastUpdate {generation, reconcileRequest, name, type, state, message,
    * lastAttemptedCommit, lastSuccessfulCommit, permalink, lastResyncTime, failures}` (empty values
    * omitted, as Go's omitempty does) and the conditions PKO derives: Ready=True
@@ -596,30 +663,38 @@ export class PkoSimulator {
       opts.permalink === null
         ? undefined
         : (opts.permalink ?? (outcome === 'succeeded' ? defaultPermalink(run) : undefined));
+    // PKO 2.9's update controller JSON-quotes the spec message into a successful up/destroy's
+    // status and writes none for a successful preview; a failure carries the CLI text.
     const message =
       opts.message ??
       (outcome === 'succeeded'
-        ? run.message
+        ? run.type === 'preview'
+          ? ''
+          : JSON.stringify(run.message)
         : outcome === 'failed'
           ? `${run.type} failed: ${DEFAULT_FAILURE}`
           : undefined);
     const ustatus: UpdateStatus = { ...(before.status ?? {}), observedGeneration: ugen };
-    if (outcome !== 'aborted') ustatus.endTime = t;
-    if (permalink !== undefined) ustatus.permalink = permalink;
+    if (outcome === 'succeeded') {
+      ustatus.startTime = run.startedAt ?? t;
+      ustatus.endTime = t;
+    }
+    ustatus.permalink = permalink ?? '';
+    if (outcome !== 'aborted') ustatus.outputs = '';
     if (message !== undefined) ustatus.message = message;
     const msg = message ?? '';
     switch (outcome) {
       case 'succeeded':
         ustatus.conditions = [
           updCond('Progressing', 'False', 'Complete', '', ugen, t),
-          updCond('Failed', 'False', 'UpdateSucceeded', msg, ugen, t),
+          updCond('Failed', 'False', 'UpdateSucceeded', '', ugen, t),
           updCond('Complete', 'True', 'Updated', '', ugen, t),
         ];
         break;
       case 'failed':
         ustatus.conditions = [
           updCond('Progressing', 'False', 'Complete', '', ugen, t),
-          updCond('Failed', 'True', opts.failedReason ?? 'UpdateFailed', msg, ugen, t),
+          updCond('Failed', 'True', opts.failedReason ?? 'Unknown', '', ugen, t),
           updCond('Complete', 'True', 'Updated', '', ugen, t),
         ];
         break;
@@ -773,31 +848,31 @@ export class PkoSimulator {
 
   /**
    * One PKO v1.16 reconcile that runs `pulumi up`: first Ready=False `NotReadyInProgress` +
-   * Reconciling=True `StackProcessing` (Stalled removed), then the outcome — succeeded:
-   * `lastUpdate = {state, lastAttemptedCommit, lastSuccessfulCommit, permalink, lastResyncTime}`
-   * and Ready=True `ProcessingCompleted`; failed: `lastUpdate` keeps `lastSuccessfulCommit` and
-   * gets `state: failed`, the attempted commit, the permalink (usually none) and `lastResyncTime`,
-   * with Reconciling=True `RetryingAfterFailure` carrying the error text. `observedGeneration`
-   * is set with the outcome. v1 has no Update objects.
+   * Reconciling=True `StackProcessing` (Stalled removed); on the Stack's very first reconcile
+   * then the finalizer `finalizer.stack.pulumi.com` and an empty `lastUpdate: {}`; then the
+   * outcome — succeeded: `lastUpdate = {state, lastAttemptedCommit, lastSuccessfulCommit,
+   * permalink, lastResyncTime}`, `outputs` (when given) and Ready=True `ProcessingCompleted`;
+   * failed: `lastUpdate` keeps `lastSuccessfulCommit` and gets `state: failed`, the attempted
+   * commit, the permalink (usually none) and `lastResyncTime`, with Reconciling=True
+   * `RetryingAfterFailure` carrying the error text; the outputs stay. `observedGeneration` (and
+   * `observedReconcileRequest` when the annotation is set) come with the outcome. A retry of a
+   * failed run is another call (PKO v1 retries at once, with backoff from 5 ms up to 1000 s).
    */
   async v1Run(stackName: string, opts: V1RunOptions): Promise<Stack> {
     this.#requireVersion('v1', 'v1Run');
     const stack = await this.getStack(stackName);
-    const started = this.#now();
-    const inProgress = structuredClone(stack.status ?? {});
-    inProgress.conditions = markReconciling(
-      stack.status?.conditions,
-      'StackProcessing',
-      PROCESSING_MSG,
-      started,
-    );
-    const mid = await this.#writeStatus<Stack>(this.#stackRef(stackName), stack.status, inProgress);
+    let mid = await this.#v1Processing(stack);
+    if (stack.status?.lastUpdate === undefined) {
+      // First reconcile: finalizer, then an empty lastUpdate (recorded from PKO v1.16).
+      await this.#addStackFinalizer(stackName);
+      mid = await this.#writeStatus<Stack>(this.#stackRef(stackName), mid.status, {
+        ...structuredClone(mid.status ?? {}),
+        lastUpdate: {},
+      });
+    }
 
     const now = this.#now();
-    const status = structuredClone(mid.status ?? {});
-    status.observedGeneration = stack.metadata.generation ?? 1;
-    const rr = stack.metadata.annotations?.[RECONCILE_REQUEST_ANNOTATION];
-    if (rr !== undefined) status['observedReconcileRequest'] = rr;
+    const status = this.#v1Observed(stack, mid.status);
     const pulumiStack = stack.spec?.stack ?? stackName;
     let permalink: string | undefined;
     if (opts.permalink === null) permalink = undefined;
@@ -815,6 +890,7 @@ export class PkoSimulator {
         permalink: permalink ?? '',
         lastResyncTime: kubeTime(now),
       });
+      if (opts.outputs !== undefined) status['outputs'] = opts.outputs;
       status.conditions = markReady(status.conditions, now);
     } else {
       status.lastUpdate = dropEmpty({
@@ -832,6 +908,79 @@ export class PkoSimulator {
       );
     }
     return this.#writeStatus<Stack>(this.#stackRef(stackName), mid.status, status);
+  }
+
+  /**
+   * A PKO v1.16 branch poll that finds the deployed commit unchanged (every
+   * `resyncFrequencySeconds`, at least 60 s, without `continueResyncOnCommitMatch`):
+   * `StackProcessing`, then Ready=True again; `lastUpdate` untouched. Nothing runs.
+   */
+  async v1Poll(stackName: string): Promise<Stack> {
+    this.#requireVersion('v1', 'v1Poll');
+    const stack = await this.getStack(stackName);
+    if (stack.status?.lastUpdate?.state !== 'succeeded') {
+      throw new Error(`Stack ${this.namespace}/${stackName}: a no-op poll needs a succeeded last update`);
+    }
+    const mid = await this.#v1Processing(stack);
+    const status = this.#v1Observed(stack, mid.status);
+    status.conditions = markReady(status.conditions, this.#now());
+    return this.#writeStatus<Stack>(this.#stackRef(stackName), mid.status, status);
+  }
+
+  /**
+   * PKO v1.16 after the branch was reset to the deployed commit (`lastSuccessfulCommit`) while
+   * the last run had failed: its "commit unchanged" path marks the Stack `state: succeeded` with
+   * a new `lastResyncTime` and Ready=True without running anything; `lastAttemptedCommit` stays
+   * the broken commit.
+   * @throws Error unless the last run failed.
+   */
+  async v1Reset(stackName: string): Promise<Stack> {
+    this.#requireVersion('v1', 'v1Reset');
+    const stack = await this.getStack(stackName);
+    if (stack.status?.lastUpdate?.state !== 'failed') {
+      throw new Error(
+        `Stack ${this.namespace}/${stackName}: a reset after a failure needs a failed last update`,
+      );
+    }
+    const mid = await this.#v1Processing(stack);
+    const now = this.#now();
+    const status = this.#v1Observed(stack, mid.status);
+    status.lastUpdate = { ...(status.lastUpdate ?? {}), state: 'succeeded', lastResyncTime: kubeTime(now) };
+    status.conditions = markReady(status.conditions, now);
+    return this.#writeStatus<Stack>(this.#stackRef(stackName), mid.status, status);
+  }
+
+  /** v1's first write of a reconcile: Ready=False + Reconciling=True `StackProcessing`. */
+  async #v1Processing(stack: Stack): Promise<Stack> {
+    const inProgress = structuredClone(stack.status ?? {});
+    inProgress.conditions = markReconciling(
+      stack.status?.conditions,
+      'StackProcessing',
+      PROCESSING_MSG,
+      this.#now(),
+    );
+    return this.#writeStatus<Stack>(this.#stackRef(stack.metadata.name ?? ''), stack.status, inProgress);
+  }
+
+  /** A copy of `status` with v1's observed markers for `stack`. */
+  #v1Observed(stack: Stack, status: StackStatus | undefined): StackStatus {
+    const out = structuredClone(status ?? {});
+    out.observedGeneration = stack.metadata.generation ?? 1;
+    const rr = stack.metadata.annotations?.[RECONCILE_REQUEST_ANNOTATION];
+    if (rr !== undefined) out['observedReconcileRequest'] = rr;
+    return out;
+  }
+
+  async #addStackFinalizer(stackName: string): Promise<void> {
+    const stack = await this.getStack(stackName);
+    const fins = (stack.metadata as { finalizers?: string[] }).finalizers ?? [];
+    if (fins.includes(PKO_FINALIZER)) return;
+    await kubeRequest<unknown>(this.#kc, {
+      method: 'PATCH',
+      path: objectPath(this.#stackRef(stackName)),
+      body: { metadata: { finalizers: [...fins, PKO_FINALIZER] } },
+      contentType: 'application/merge-patch+json',
+    });
   }
 
   // -------------------------------------------------------------------------------------------

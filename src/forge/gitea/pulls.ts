@@ -11,29 +11,29 @@ import { GITEA_PAGE_SIZE, type GiteaClient, type GiteaPullRequest } from './clie
 
 export function giteaPulls(c: GiteaClient): PullRequestPart<ForgeRepo, GiteaPullRequest> {
   return {
-    pullRequest: (ctx, index) =>
-      c.onRepo(ctx.repo, ctx.signal, async (base) => {
-        const { status } = await callJson(c.http, {
-          method: 'GET',
-          url: `${base}/pulls/${index}`,
-          headers: c.headers,
-          acceptStatus: [404],
-          signal: ctx.signal,
-        });
-        return status === 404 ? undefined : { id: index };
-      }),
+    async pullRequest(ctx, index) {
+      const base = c.repoPath(ctx.repo);
+      const { status } = await callJson(c.http, {
+        method: 'GET',
+        url: `${base}/pulls/${index}`,
+        headers: c.headers,
+        acceptStatus: [404],
+        signal: ctx.signal,
+      });
+      return status === 404 ? undefined : { id: index };
+    },
 
-    pullRequestsForCommit: (ctx) =>
-      c.onRepo(ctx.repo, ctx.signal, async (base) => {
-        const out: GiteaPullRequest[] = [];
-        const url = `${base}/pulls?state=open&limit=${GITEA_PAGE_SIZE}&page=1`;
-        for await (const page of linkPages(c.http, url, c.headers, 'Gitea pull requests', ctx.signal)) {
-          for (const pr of page) {
-            const n = idOf(field(pr, 'number'));
-            if (n !== undefined && str(field(field(pr, 'head'), 'sha')) === ctx.sha) out.push({ id: n });
-          }
+    async pullRequestsForCommit(ctx) {
+      const base = c.repoPath(ctx.repo);
+      const out: GiteaPullRequest[] = [];
+      const url = `${base}/pulls?state=open&limit=${GITEA_PAGE_SIZE}&page=1`;
+      for await (const page of linkPages(c.http, url, c.headers, 'Gitea pull requests', ctx.signal)) {
+        for (const pr of page) {
+          const n = idOf(field(pr, 'number'));
+          if (n !== undefined && str(field(field(pr, 'head'), 'sha')) === ctx.sha) out.push({ id: n });
         }
-        return out;
-      }),
+      }
+      return out;
+    },
   };
 }

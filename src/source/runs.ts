@@ -1,0 +1,177 @@
+/**
+ * What a "run" is to the user, as opposed to what PKO counts as one (README, "Event model: PKO v1
+ * and v2"). Pure functions over PKO objects; no Kubernetes calls, no clock.
+ *
+ * PKO v2 retries a failed run of the same commit and spec by itself (a new Update whose
+ * `spec.message` is `Backoff time elapsed: <cooldown>`), and with `continueResyncOnCommitMatch`
+ * re-runs a succeeded one (`Resync time elapsed: <period>`). Its stack controller writes those
+ * messages only when neither the generation, the reconcile request nor the commit changed since
+ * the previous Update of the Stack. To a user such an Update continues the previous run: it is
+ * not announced (no Started) and its result has the previous run's identity, so a repeated
+ * identical result is not sent again (the ledger treats an event whose id is among the last ones
+ * handled as done, src/delivery/ledger.ts).
+ *
+ * PKO v1 has no Update objects; a run is identified by its commit and outcome only (see
+ * {@link v1Outcome}); v1 rewrites `lastResyncTime` on every retry and resync, so that time orders
+ * events but is not part of their identity.
+ */
+import type { Condition } from '../api/meta.ts';
+import type { Stack, Update } from '../api/pko.ts';
+
+/** `Update.spec.message` prefixes PKO v2's stack controller writes for a continuation of the previous run. */
+const CONTINUATION_PREFIXES = ['Backoff time elapsed', 'Resync time elapsed'] as const;
+
+/** Whether PKO started `u` only to retry or resync the Stack's previous run (same commit and spec). */
+export function isContinuation(u: Update): boolean {
+  const m = u.spec?.message ?? '';
+  return CONTINUATION_PREFIXES.some((p) => m.startsWith(p));
+}
+
+const HEX_MILLIS = /-([0-9a-f]{9,13})$/;
+
+/** Creation time (epoch ms) in a PKO v2 Update name (`<stack>-<hex millis>`), else undefined. */
+export function updateNameMillis(name: string | undefined): number | undefined {
+  const m = name === undefined ? null : HEX_MILLIS.exec(name);
+  if (!m?.[1]) return undefined;
+  const n = Number.parseInt(m[1], 16);
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
+/**
+ * The user-level runs of one Stack's Updates: for each Update name, the name of the Update that
+ * started its run (the root). Updates are taken in creation order (the time in their names); a
+ * continuation ({@link isContinuation}) of the same type as the Update before it joins that
+ * Update's run; any other Update starts a run of its own. A continuation whose predecessor is
+ * gone (TTL, 24 h) is a root itself.
+ */
+export function runRoots(updates: readonly Update[]): Map<string, string> {
+  const sorted = updates
+    .filter((u) => u.metadata.name !== undefined && u.metadata.name !== '')
+    .slice()
+    .sort(
+      (a, b) =>
+        (updateNameMillis(a.metadata.name) ?? 0) - (updateNameMillis(b.metadata.name) ?? 0) ||
+        (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
+    );
+  const roots = new Map<string, string>();
+  let prev: Update | undefined;
+  for (const u of sorted) {
+    const name = u.metadata.name ?? '';
+    const joins = prev !== undefined && isContinuation(u) && prev.spec?.type === u.spec?.type;
+    // (an Update of another type than its predecessor starts a run of its own, as in eventsForStack)
+    roots.set(name, joins ? (roots.get(prev?.metadata.name ?? '') ?? name) : name);
+    prev = u;
+  }
+  return roots;
+}
+
+/**
+ * Whether the Stack's in-flight run (`status.currentUpdate`) continues its last one: same
+ * generation, reconcile request and commit as `lastUpdate`, as PKO requires before it retries
+ * (last run failed) or resyncs (last run succeeded on that commit).
+ */
+export function currentContinuesLast(stack: Stack): boolean {
+  const cur = stack.status?.currentUpdate;
+  const last = stack.status?.lastUpdate;
+  if (cur === undefined || last === undefined || (last.name ?? '') === '') return false;
+  if (cur.generation !== last.generation || (cur.reconcileRequest ?? '') !== (last.reconcileRequest ?? ''))
+    return false;
+  const commit = cur.commit ?? '';
+  if (last.state === 'failed') return (last.lastAttemptedCommit ?? '') === commit;
+  if (last.state === 'succeeded') return (last.lastSuccessfulCommit ?? '') === commit;
+  return false;
+}
+
+/**
+ * PKO 2.9 writes a successful Update's `status.message` as a JSON string literal
+ * (`"Initial stack update"`, `"New commit detected: \"<sha>\""`): shown to users as the text it
+ * encodes. Anything that is not exactly one JSON string literal is returned unchanged.
+ */
+export function unquoteMessage(s: string | undefined): string | undefined {
+  if (s === undefined || s.length < 2 || !s.startsWith('"') || !s.endsWith('"')) return s;
+  try {
+    const v: unknown = JSON.parse(s);
+    return typeof v === 'string' ? v : s;
+  } catch {
+    return s;
+  }
+}
+
+/** A PKO v1 outcome a user is told about. */
+export interface V1Outcome {
+  phase: 'succeeded' | 'failed';
+  /** The commit the outcome is about (what is deployed, for a success). */
+  commit: string;
+}
+
+/**
+ * What a PKO v1 Stack's `status.lastUpdate` means for notifications:
+ * - `failed`: the attempted commit failed (PKO retries it at once and forever: every retry shows
+ *   the same outcome);
+ * - `succeeded` with `lastAttemptedCommit == lastSuccessfulCommit`: that commit is deployed (also
+ *   after a resync of it);
+ * - `succeeded` with the two commits different: PKO found the branch back at the deployed commit
+ *   after a failure and marked the Stack succeeded without running anything — not an outcome
+ *   (undefined), so the broken commit is never reported as succeeded;
+ * - anything else (no state yet, the empty `lastUpdate: {}` of a first reconcile): undefined.
+ */
+export function v1Outcome(stack: Stack): V1Outcome | undefined {
+  const last = stack.status?.lastUpdate;
+  if (last === undefined) return undefined;
+  const attempted = last.lastAttemptedCommit ?? '';
+  if (last.state === 'failed') return { phase: 'failed', commit: attempted };
+  if (last.state === 'succeeded') {
+    const deployed = last.lastSuccessfulCommit ?? '';
+    if (deployed !== attempted) return undefined;
+    return { phase: 'succeeded', commit: deployed };
+  }
+  return undefined;
+}
+
+/** The CLI error text PKO v1 puts in `Reconciling/RetryingAfterFailure` right after a failed run, if shown. */
+export function v1FailureText(conditions: readonly Condition[] | undefined): string | undefined {
+  const c = conditions?.find((x) => x.type === 'Reconciling');
+  return c?.status === 'True' && c.reason === 'RetryingAfterFailure' && c.message !== ''
+    ? c.message
+    : undefined;
+}
+
+/**
+ * Remembers the CLI error text of each PKO v1 Stack's failing commit. PKO v1 shows the text only
+ * in the `RetryingAfterFailure` condition, which it replaces by `StackProcessing` within
+ * milliseconds when it retries, and never in `lastUpdate.message`; so every stored version of a
+ * Stack is shown to {@link observe} (the informer sees each one) and derivation asks {@link text}.
+ * Bounded: one entry per Stack uid, texts cut to `maxChars`.
+ */
+export class V1FailureTexts {
+  readonly #byStack = new Map<string, { commit: string; text: string }>();
+  readonly #maxChars: number;
+
+  constructor(maxChars = 16_384) {
+    this.#maxChars = maxChars;
+  }
+
+  /** Records the text a v1 Stack shows for its failing commit (ignores everything else). */
+  observe(stack: Stack): void {
+    const uid = stack.metadata.uid;
+    const last = stack.status?.lastUpdate;
+    if (uid === undefined || last === undefined || last.name !== undefined || last.state !== 'failed') return;
+    const text = v1FailureText(stack.status?.conditions);
+    if (text === undefined) return;
+    this.#byStack.set(uid, { commit: last.lastAttemptedCommit ?? '', text: text.slice(0, this.#maxChars) });
+  }
+
+  /** The text last seen for `commit` on the Stack `uid`, if any. */
+  text(uid: string, commit: string): string | undefined {
+    const e = this.#byStack.get(uid);
+    return e?.commit === commit ? e.text : undefined;
+  }
+
+  forget(uid: string): void {
+    this.#byStack.delete(uid);
+  }
+
+  get size(): number {
+    return this.#byStack.size;
+  }
+}
