@@ -150,6 +150,9 @@ interface Failure {
   verdict: Verdict;
 }
 
+/** Renders tried again after one that ran out of time only, before the event fails. */
+const RENDER_TIME_RETRIES = 4;
+
 /** Order of a run not observed yet: after everything observed. */
 const UNOBSERVED = Number.MAX_SAFE_INTEGER;
 
@@ -432,7 +435,16 @@ export class Dispatcher implements DeliveryQueue {
         `not sent to ${p.type} Provider ${providerKey}: ${why}`,
       );
     }
-    const prepared = await this.#o.sender.prepare(alert, providerKey, p, ev);
+    let prepared = await this.#o.sender.prepare(alert, providerKey, p, ev);
+    // A render that ran out of time only (a loaded machine: a CPU-starved worker thread, one
+    // still starting) is tried again before the event is given up as TemplateBudgetExceeded.
+    for (let i = 0; !('notifier' in prepared) && prepared.retryable && i < RENDER_TIME_RETRIES; i++) {
+      log.warn({ attempt: i + 1 }, `rendering again: ${prepared.message}`);
+      const stop = AbortSignal.any([this.#stopping.signal, lane.cancel.signal]);
+      await sleep(this.#clock, jitteredBackoff(i, this.#retry.initialMs, this.#retry.maxMs), stop);
+      if (stop.aborted) return 'again';
+      prepared = await this.#o.sender.prepare(alert, providerKey, p, ev);
+    }
     if (!('notifier' in prepared))
       return this.#fail(lane, alert, item, p, prepared.code, prepared.message, log);
     return this.#sendWithRetries(lane, alert, item, prepared, log);

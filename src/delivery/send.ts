@@ -134,7 +134,8 @@ export class Sender {
    * @returns the prepared send, or a final `ProviderError` whose code is the reason:
    *   `NotImplemented` when the Provider type has no notifier or refuses the Provider,
    *   `TemplateBudgetExceeded` when a template of the Alert ran out of its render budget
-   *   (docs/threat-model.md), `TemplateFailed` when the templates cannot be rendered at all.
+   *   (docs/threat-model.md; `retryable` when only time ran out), `TemplateFailed` when the
+   *   templates cannot be rendered at all.
    */
   async prepare(
     alert: DeliveryAlert,
@@ -175,7 +176,9 @@ export class Sender {
           : what,
         {
           code: budget ? 'TemplateBudgetExceeded' : 'TemplateFailed',
-          retryable: false,
+          // Out of time may be a loaded machine rather than the template (steps and output are
+          // counted exactly): the dispatcher renders again a few times before it gives up.
+          retryable: budget && err.kind === 'time',
           secretValues: p.secretValues,
         },
       );

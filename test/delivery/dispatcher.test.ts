@@ -13,6 +13,7 @@ import { ProviderHealth } from '../../src/delivery/health.ts';
 import { Sender } from '../../src/delivery/send.ts';
 import type { DeliveryOutcomeReport, OfferedEvent } from '../../src/delivery/types.ts';
 import { ProviderError } from '../../src/notifier/errors.ts';
+import { TemplateBudgetError } from '../../src/template/budget.ts';
 import { FakeClock } from '../kube/fake-clock.ts';
 import { resolved } from '../notifier/fixtures.ts';
 import {
@@ -400,6 +401,35 @@ describe('Dispatcher', () => {
       expect(t.notifier.sends).toHaveLength(2);
       expect(finals(t.outcomes)).toHaveLength(2);
     }
+  });
+
+  it('a render that only ran out of time (a loaded machine) is rendered again and delivered; one out of steps fails at once', async () => {
+    const t = setup();
+    const inner = t.alert.templates;
+    const failures: TemplateBudgetError[] = [
+      new TemplateBudgetError('time', "template 'message': render took longer than 250 ms", 1),
+      new TemplateBudgetError('time', 'rendering took longer than 5000 ms', null),
+    ];
+    t.alert.templates = {
+      ...inner,
+      render: (ev, o) => {
+        const f = failures.shift();
+        return f ? Promise.reject(f) : inner.render(ev, o);
+      },
+    };
+    t.offer({ event: runEvent(RUN_A, 'succeeded') });
+    await t.clock.advance(60_000);
+    expect(t.notifier.sends).toHaveLength(1);
+    expect(finals(t.outcomes).map((o) => o.result)).toEqual(['Delivered']);
+
+    failures.push(new TemplateBudgetError('steps', 'needs more than 20,000 helper calls', 1));
+    t.offer({ event: runEvent(RUN_B, 'succeeded') });
+    await settle(t.clock);
+    expect(t.notifier.sends).toHaveLength(1);
+    expect(finals(t.outcomes).map((o) => [o.result, o.reason])).toEqual([
+      ['Delivered', 'Delivered'],
+      ['Failed', 'TemplateBudgetExceeded'],
+    ]);
   });
 
   it('B06: deleting the Alert cancels its send on the wire and its retries at once; nothing is recorded or sent afterwards', async () => {
