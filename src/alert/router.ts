@@ -16,7 +16,7 @@ import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { parseResourceVersion } from '../delivery/order.ts';
 import { eventsForStack, type DeriveContext } from '../source/derive.ts';
-import { V1FailureTexts } from '../source/runs.ts';
+import { RunCommits, V1FailureTexts } from '../source/runs.ts';
 import { eventForAlert, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
 
@@ -54,6 +54,7 @@ export class Router {
   readonly #ctx: DeriveContext;
   /** PKO v1 error texts, seen in every stored Stack version (the condition showing them is brief). */
   readonly #v1Texts = new V1FailureTexts();
+  readonly #commits = new RunCommits();
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
@@ -68,18 +69,24 @@ export class Router {
       reportingController: opts.reportingController,
       fluxRepositoryURL: (ns, name) => this.#flux.get(`${ns}/${name}`)?.url,
       v1FailureText: (uid, commit) => this.#v1Texts.text(uid, commit),
+      updateCommit: (uid, name) => this.#commits.commit(uid, name),
     };
     const stackKey = (s: Stack): string => `${s.metadata.namespace ?? ''}/${s.metadata.name ?? ''}`;
     opts.stacks.on('add', (s) => {
       this.#v1Texts.observe(s);
+      this.#commits.observe(s);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('update', (s) => {
       this.#v1Texts.observe(s);
+      this.#commits.observe(s);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('delete', (s) => {
-      if (s.metadata.uid !== undefined) this.#v1Texts.forget(s.metadata.uid);
+      if (s.metadata.uid !== undefined) {
+        this.#v1Texts.forget(s.metadata.uid);
+        this.#commits.forget(s.metadata.uid);
+      }
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('relist', () => {

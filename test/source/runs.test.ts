@@ -9,6 +9,7 @@ import { runKey, type NotificationEvent } from '../../src/api/event.ts';
 import { entryCovers, recordHandled, runHash, type EventRef } from '../../src/delivery/ledger-entry.ts';
 import { eventsForStack } from '../../src/source/derive.ts';
 import {
+  RunCommits,
   V1FailureTexts,
   currentContinuesLast,
   isContinuation,
@@ -253,5 +254,33 @@ describe('ledger: the same event again is done', () => {
     expect(entryCovers(after, ref(again, 40))).toBe(false);
     // ...and once handled, that failure seen again is done.
     expect(entryCovers(recordHandled(after, ref(again, 40)), ref(again, 50))).toBe(true);
+  });
+});
+
+describe('PKO v2: the commit of a run the Stack no longer names', () => {
+  it('is the one the Stack named while the run was current or last (RunCommits), bounded per Stack', () => {
+    const first = attempt(T, 'succeeded', 'Initial stack update');
+    const s = stack();
+    s.status!.currentUpdate = { name: first.metadata.name!, generation: 1, commit: SHA };
+    const commits = new RunCommits();
+    commits.observe(s);
+    // The Stack moved on two runs: neither current nor last names the first one any more.
+    s.status!.currentUpdate = { name: name(T + 2), generation: 1, commit: PREV_SHA };
+    s.status!.lastUpdate = { name: name(T + 1), lastAttemptedCommit: PREV_SHA, state: 'succeeded' };
+    const without = eventsForStack(s, [first], ctx);
+    expect(without.find((e) => e.reason === 'UpdateSucceeded')?.metadata.commit).toBeUndefined();
+    const withMemory = eventsForStack(s, [first], {
+      ...ctx,
+      updateCommit: (uid, n) => commits.commit(uid, n),
+    });
+    expect(withMemory.find((e) => e.reason === 'UpdateSucceeded')?.metadata.commit).toBe(SHA);
+
+    for (let i = 0; i < RunCommits.PER_STACK; i++) {
+      s.status!.currentUpdate = { name: name(T + 10 + i), generation: 1, commit: PREV_SHA };
+      commits.observe(s);
+    }
+    expect(commits.commit(s.metadata.uid!, first.metadata.name!)).toBeUndefined();
+    commits.forget(s.metadata.uid!);
+    expect(commits.commit(s.metadata.uid!, name(T + 20))).toBeUndefined();
   });
 });
