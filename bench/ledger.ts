@@ -87,7 +87,7 @@ async function main(): Promise<void> {
       });
       const alert: LedgerAlertRef = { namespace: ns, name: 'all', uid: alertObj.metadata.uid };
       const ledger = new Ledger({ kubeConfig: kc, logger });
-      await ledger.load(ns);
+      await ledger.loadWithRetry(ns); // a new CRD's storage may still be initialising
       const uids = Array.from({ length: stacks }, () => randomUUID());
       let rv = 1000;
       const runOf = new Map<string, number>();
