@@ -32,10 +32,12 @@ export interface Notifier {
   /**
    * Delivers one event. Resolves once the endpoint accepted it. `rendered` already fits the
    * provider type's limits (the renderer fitted it; notifiers do not cut again).
-   * @param signal cancels the send (shutdown past its deadline): every request of this send is
-   *   aborted and the send rejects with a `ProviderError` of code `ABORTED`.
+   * @param signal cancels the send (shutdown past its deadline, the Alert or Provider deleted or
+   *   suspended): every request of this send is aborted and the send rejects with a
+   *   `ProviderError` of code `ABORTED`.
    * @param ctx what delivery knows of the event's run (its note), when it keeps one.
-   * @throws ProviderError (./errors.ts) — `retryable` and `retryAfterMs` drive the retry policy.
+   * @throws ProviderError (./errors.ts) — `retryable` and `retryAfterMs` drive the retry policy;
+   *   `ambiguous` says the request may have arrived although no answer did.
    */
   send(
     ev: NotificationEvent,
@@ -50,6 +52,7 @@ export interface Notifier {
    * message metadata). Delivery asks before sending an event that may have been sent already —
    * one recorded as in flight by a leader that died, or one whose previous attempt ended
    * ambiguously — and records it as delivered instead of sending it twice.
+   * @param ctx the run's note, as for `send`.
    * @throws ProviderError when the target cannot be asked (delivery then retries the question).
    */
   findDelivered?(ev: NotificationEvent, signal?: AbortSignal, ctx?: SendContext): Promise<boolean>;
@@ -58,7 +61,21 @@ export interface Notifier {
 }
 
 /**
+ * Runs `fn` while no other call for the same `key` runs, across every notifier of the process
+ * (FIFO per key). Notifiers use it for read-modify-write on one external object — one pull
+ * request's sticky comment, one commit status context — so that concurrent deliveries to it from
+ * several Alerts or Providers sharing a credential are ordered (case N03).
+ */
+export type Serialize = <T>(key: string, fn: () => Promise<T>) => Promise<T>;
+
+/**
  * Builds the notifier of one provider type. The notifier owns `deps.http` from then on and
  * closes it in `close()`. May throw an `Error` when `p` lacks something the type needs.
  */
-export type NotifierFactory = (p: ResolvedProvider, deps: { http: ProviderHttp }) => Notifier;
+export type NotifierFactory = (p: ResolvedProvider, deps: NotifierDeps) => Notifier;
+
+export interface NotifierDeps {
+  http: ProviderHttp;
+  /** Process-wide per-target serialization (default: none, each call runs at once). */
+  serialize?: Serialize;
+}
