@@ -585,8 +585,10 @@ export class Dispatcher implements DeliveryQueue {
     const { provider: p, event: ev } = s;
     const entry = this.#o.ledger.entry(alert.uid, lane.stackUid);
     const ref = this.#ref(lane, item, entry);
+    const note = runRecord(entry, item.runHash)?.note;
+    const ctx = note !== undefined ? { runNote: note } : {};
     if (s.cls === 'lookup' && (unsure || isInFlight(entry, ref))) {
-      const found = await this.#o.sender.lookup(s, stop);
+      const found = await this.#o.sender.lookup(s, stop, ctx);
       if (found instanceof ProviderError) return { error: found, verdict: found.verdict };
       if (found) {
         await this.#o.ledger.record(this.#ledgerRef(alert), lane.stackUid, ref);
@@ -597,12 +599,11 @@ export class Dispatcher implements DeliveryQueue {
     }
     if (s.cls === 'lookup') await this.#o.ledger.markInFlight(this.#ledgerRef(alert), lane.stackUid, ref);
     const attempts = count();
-    const note = runRecord(entry, item.runHash)?.note;
     const r = await this.#o.sender.attempt(
       s,
       stop,
       AbortSignal.any([this.#cancel.signal, lane.cancel.signal]),
-      note !== undefined ? { runNote: note } : {},
+      ctx,
     );
     if (r.kind === 'stopped') return 'again';
     if (r.kind === 'failed') return { error: r.error, verdict: r.verdict };

@@ -195,14 +195,19 @@ export class Sender {
   }
 
   /**
-   * Asks the target whether it already holds the event (`Notifier.findDelivered`), through the
-   * credential gate. `true`/`false`, or the failure that kept it from answering.
+   * Asks the target whether it already holds the event (`Notifier.findDelivered`, with the run's
+   * note in `ctx`), through the credential gate. `true`/`false`, or the failure that kept it from
+   * answering.
    */
-  async lookup(s: PreparedSend, signal: AbortSignal): Promise<boolean | ProviderError> {
+  async lookup(
+    s: PreparedSend,
+    signal: AbortSignal,
+    ctx: SendContext = {},
+  ): Promise<boolean | ProviderError> {
     if (s.notifier.findDelivered === undefined) return false;
     await this.#gate.wait(s.credential, signal);
     try {
-      return await s.notifier.findDelivered(s.event, signal);
+      return await s.notifier.findDelivered(s.event, signal, ctx);
     } catch (err) {
       const pe = this.#asProviderError(err, s.provider);
       if (pe.retryAfterMs !== undefined) this.#gate.block(s.credential, this.#clock.now() + pe.retryAfterMs);
