@@ -3,7 +3,7 @@
  * with plain `ProviderHttp` calls. What it does: docs/providers/gitea.md.
  */
 import type { ForgeDefinition } from '../types.ts';
-import { forgeNotifier, repositoryFor } from '../notifier.ts';
+import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
 import { giteaAddress } from './address.ts';
 import { giteaClient } from './client.ts';
 import { giteaComments } from './comment.ts';
@@ -15,11 +15,17 @@ export const gitea: ForgeDefinition<'gitea'> = {
   type: 'gitea',
   address: giteaAddress,
   limits: giteaLimits,
-  notifier: (p, { http }) => {
+  notifier: (p, deps) => {
+    const { http } = deps;
     const c = giteaClient(p, http);
     return forgeNotifier(
       http,
-      { pullRequestComment: p.pullRequestComment, label: 'gitea', limits: giteaLimits },
+      {
+        pullRequestComment: p.pullRequestComment,
+        label: 'gitea',
+        limits: giteaLimits,
+        ...targetOrdering(p, deps),
+      },
       {
         repository: (ev) => repositoryFor('gitea', p, ev, c.secretValues),
         repoKey: (r) => c.repoPath(r).toLowerCase(),

@@ -2,7 +2,7 @@
  * `gitlab` (GitLab.com or self-managed, REST v4 through `@gitbeaker/rest`): commit statuses and
  * the sticky merge-request note. What it does: docs/providers/gitlab.md.
  */
-import { forgeNotifier, repositoryFor } from '../notifier.ts';
+import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
 import type { ForgeDefinition } from '../types.ts';
 import { gitlabAddress } from './address.ts';
 import { gitlabClient } from './client.ts';
@@ -15,11 +15,17 @@ export const gitlab: ForgeDefinition<'gitlab'> = {
   type: 'gitlab',
   address: gitlabAddress,
   limits: gitlabLimits,
-  notifier: (p, { http }) => {
+  notifier: (p, deps) => {
+    const { http } = deps;
     const c = gitlabClient(p, http);
     return forgeNotifier(
       http,
-      { pullRequestComment: p.pullRequestComment, label: 'gitlab', limits: gitlabLimits },
+      {
+        pullRequestComment: p.pullRequestComment,
+        label: 'gitlab',
+        limits: gitlabLimits,
+        ...targetOrdering(p, deps),
+      },
       {
         repository: (ev) => repositoryFor('gitlab', p, ev, c.secretValues),
         repoKey: (repo) => `${repo.apiBase}\u0000${repo.id}`,
