@@ -9,16 +9,12 @@
  * the Provider uses is a plain user with write access to the repository (not an admin), and a
  * second user, `alice`, plays the human reviewer.
  */
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { GROUP, VERSION } from '../../../src/api/v1alpha1.ts';
+import { LEDGER_PLURAL } from '../../../src/delivery/ledger.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestNamespace, kubeConfig, waitFor } from '../../support/cluster.ts';
-import {
-  GROUP,
-  Objects,
-  startInProcess,
-  VERSION,
-  type InProcessController,
-} from '../../support/controller.ts';
-import { LEDGER_PLURAL } from '../../../src/delivery/ledger.ts';
+import { Objects, startInProcess, type InProcessController } from '../../support/controller.ts';
 import {
   startGitea,
   type Gitea,
@@ -240,12 +236,17 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
         // Lose the ledger (as a crash between a send and its ledger write would, for one event)
         // and restart: the run's result is derived again and delivered again.
         await s.ctl.stop();
-        // The ledger is DeliveryLedger objects of our own (docs/delivery.md).
-        const custom = new Objects(s.ns).custom;
-        const ref = { group: GROUP, version: VERSION, namespace: s.ns, plural: LEDGER_PLURAL };
-        const ledger = (await custom.listNamespacedCustomObject(ref)) as { items: unknown[] };
+        const custom = kubeConfig('admin').makeApiClient(CustomObjectsApi);
+        const where = { group: GROUP, version: VERSION, namespace: s.ns, plural: LEDGER_PLURAL };
+        const ledger = (await custom.listNamespacedCustomObject(where)) as { items: unknown[] };
         expect(ledger.items.length).toBeGreaterThan(0);
-        await custom.deleteCollectionNamespacedCustomObject(ref);
+        await custom.deleteCollectionNamespacedCustomObject(where);
+        await waitFor(
+          async () =>
+            ((await custom.listNamespacedCustomObject(where)) as { items: unknown[] }).items.length === 0 ||
+            undefined,
+          { timeoutMs: WAIT_MS, what: 'the DeliveryLedger objects to be gone' },
+        );
         const before = proxy.seen.length;
         s.ctl = await startInProcess(s.ns, { flags: [`--cluster-name=${CLUSTER}`] });
         const ctl = s.ctl;
