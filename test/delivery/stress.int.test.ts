@@ -154,7 +154,7 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
         const killer = waitFor(() => Promise.resolve(receiver.requests.length >= killAfter), {
           timeoutMs: 600_000,
           intervalMs: 5,
-          what: 'the kill point',
+          what: `the kill point (${killAfter - before} deliveries into round ${round + 1})`,
         }).then(async () => {
           leader.kill('SIGKILL');
           await leader.exited;
@@ -175,7 +175,20 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
             }
           }),
         );
-        await killer;
+        try {
+          await killer;
+        } catch (err) {
+          const logDir = process.env['STRESS_LOG_DIR'];
+          if (logDir !== undefined) {
+            const { writeFileSync } = await import('node:fs');
+            for (const p of procs) writeFileSync(`${logDir}/${names.get(p) ?? 'x'}.log`, p.logs().join('\n'));
+          }
+          const exit = await Promise.race([leader.exited, Promise.resolve(undefined)]);
+          throw new Error(
+            `${String(err)}; received ${receiver.requests.length - before} this round; leader ${names.get(leader) ?? '?'} ${exit ? `exited (${JSON.stringify(exit)})` : 'running'}`,
+            { cause: err },
+          );
+        }
         totals.kills++;
         await start();
 
