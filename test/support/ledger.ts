@@ -57,11 +57,19 @@ export function isRecorded(ledger: Map<string, Entry>, identity: EventIdentity, 
   return false;
 }
 
-/** Whether any entry of Stack `stackUid` records the result (Succeeded or Failed) of Update `updateName`. */
-export function resultRecorded(ledger: Map<string, Entry>, stackUid: string, updateName: string): boolean {
+/**
+ * Whether an entry of Stack `stackUid` records the result (Succeeded or Failed) of Update
+ * `updateName` — for the Alert with uid `alertUid` when given, else for any Alert.
+ */
+export function resultRecorded(
+  ledger: Map<string, Entry>,
+  stackUid: string,
+  updateName: string,
+  alertUid?: string,
+): boolean {
   const run = runHash(`${stackUid}/${encodeURIComponent(updateName)}`);
   for (const [key, e] of ledger) {
-    if (!key.endsWith(`/${stackUid}`)) continue;
+    if (alertUid !== undefined ? key !== `${alertUid}/${stackUid}` : !key.endsWith(`/${stackUid}`)) continue;
     const r = runRecord(e, run);
     if (r && (r.bits & (PHASE.succeeded | PHASE.failed)) !== 0) return true;
   }
