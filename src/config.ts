@@ -182,8 +182,12 @@ export function loadConfig(
   return {
     metricsBindAddress: v['metrics-bind-address'] ?? (dev ? '127.0.0.1:0' : ':8080'),
     healthProbeBindAddress: v['health-probe-bind-address'] ?? (dev ? '127.0.0.1:0' : ':8081'),
-    previewWebhookBindAddress: v['preview-webhook-bind-address'] === '0' ? '' : v['preview-webhook-bind-address'],
-    previewWebhookMaxBodyBytes: positiveInt(v['preview-webhook-max-body-bytes'], 'preview-webhook-max-body-bytes'),
+    previewWebhookBindAddress:
+      v['preview-webhook-bind-address'] === '0' ? '' : v['preview-webhook-bind-address'],
+    previewWebhookMaxBodyBytes: positiveInt(
+      v['preview-webhook-max-body-bytes'],
+      'preview-webhook-max-body-bytes',
+    ),
     leaderElect: v['leader-elect'],
     leaderElectionNamespace: v['leader-election-namespace'] ?? env.POD_NAMESPACE ?? 'default',
     leaderElectionID: v['leader-election-id'],

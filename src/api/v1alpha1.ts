@@ -224,6 +224,14 @@ export interface PullRequestPreviewStatus {
   lastSyncTime?: string;
 }
 
+/**
+ * Label on the preview Stacks a PullRequestPreview creates: the pull request number. Events of a
+ * Stack owned by a PullRequestPreview carry it as `metadata.pullRequest` (docs/previews.md).
+ */
+export const PULL_REQUEST_LABEL = `${GROUP}/pull-request`;
+/** Label on the preview Stacks a PullRequestPreview creates: its name. */
+export const PREVIEW_LABEL = `${GROUP}/pull-request-preview`;
+
 export interface PullRequestPreview {
   apiVersion: typeof API_VERSION;
   kind: 'PullRequestPreview';
