@@ -248,6 +248,16 @@ export class PreviewReconciler {
         });
     }
     const plan = planSync({ pulls, trust, maxPreviews: prp.spec.maxPreviews ?? 5, existing });
+    this.#o.logger.debug(
+      {
+        previewKey: key,
+        verdicts: plan.verdicts.map((v) => `#${String(v.pull.number)} ${v.kind}`),
+        create: plan.create.length,
+        update: plan.update.length,
+        remove: plan.remove.length,
+      },
+      'preview sync planned',
+    );
     const previous = new Map((prp.status?.previews ?? []).map((e) => [e.number, e]));
     const marker = noticeMarker(namespace, prp.metadata.name ?? '');
     const notices = new Map<number, string>();

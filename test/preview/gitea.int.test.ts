@@ -58,7 +58,8 @@ interface Setup {
 
 async function setup(prefix: string, repo: string, prp: Record<string, unknown> = {}): Promise<Setup> {
   await gitea.createRepo(repo, { org: ORG });
-  await gitea.addCollaborator(ORG, repo, bot);
+  // Admin: Gitea shows other users' permissions (who may get a preview) to repository admins only.
+  await gitea.addCollaborator(ORG, repo, bot, 'admin');
   await gitea.addCollaborator(ORG, repo, alice);
   const ns = await createTestNamespace(prefix);
   const obj = new Objects(ns);

@@ -47,11 +47,12 @@ export function giteaPulls(c: GiteaClient): PullRequestPart<ForgeRepo, GiteaPull
  * use the webhook. A fork is a head repository other than the base (`head.repo.id`); a head
  * whose repository was deleted (`head.repo` null) counts as a fork.
  *
- * Author association: `GET …/collaborators/{user}/permission` (`owner`/`admin` → OWNER,
- * `write` → COLLABORATOR, else NONE). Gitea lets only admins, repository admins and the user
- * itself read it (403 otherwise: routers/api/v1/repo/collaborators.go); then
- * `GET …/collaborators/{user}` (204 → COLLABORATOR, 404 → NONE) decides, and the repository
- * owner is OWNER. Remembered per (repository, user) for 5 minutes.
+ * Author association: the repository owner is OWNER; else `GET …/collaborators/{user}/permission`
+ * (`owner`/`admin` → OWNER, `write` → COLLABORATOR, else NONE). Gitea lets only site admins,
+ * repository admins and the user itself read it (403 otherwise: routers/api/v1/repo/
+ * collaborators.go), so the Provider's token needs admin on the repository; a 403 counts as NONE
+ * (fail closed: a plain collaborator may have read access only). Remembered per (repository,
+ * user) for 5 minutes.
  */
 export function giteaDiscovery(c: GiteaClient): PullRequestDiscovery<ForgeRepo> {
   const associations = new LRUCache<string, AuthorAssociation>({ max: 1_000, ttl: 5 * 60_000 });
@@ -103,18 +104,11 @@ export function giteaDiscovery(c: GiteaClient): PullRequestDiscovery<ForgeRepo> 
           acceptStatus: [403, 404],
           signal,
         });
-        if (perm.status === 200) {
-          const p = str(field(perm.data, 'permission'));
-          return p === 'owner' || p === 'admin' ? 'OWNER' : p === 'write' ? 'COLLABORATOR' : 'NONE';
-        }
-        const member = await callJson(c.http, {
-          method: 'GET',
-          url: `${base}/collaborators/${user}`,
-          headers: c.headers,
-          acceptStatus: [404, 422],
-          signal,
-        });
-        return member.status === 204 ? 'COLLABORATOR' : 'NONE';
+        // 403: the token may not read others' permissions. Fail closed: being a collaborator
+        // (`GET …/collaborators/{user}`) does not say write access (read collaborators exist).
+        if (perm.status !== 200) return 'NONE';
+        const p = str(field(perm.data, 'permission'));
+        return p === 'owner' || p === 'admin' ? 'OWNER' : p === 'write' ? 'COLLABORATOR' : 'NONE';
       });
       associations.set(key, found);
       return found;
