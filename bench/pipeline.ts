@@ -201,6 +201,7 @@ async function main(): Promise<void> {
           '--log-level=warn',
           '--metrics-bind-address=127.0.0.1:18080',
           '--health-probe-bind-address=127.0.0.1:18081',
+          '--egress-allow-loopback', // the receiver is on 127.0.0.1
         ],
         { stdio: ['ignore', 'inherit', 'inherit'] },
       );

@@ -89,6 +89,8 @@ try {
       '--metrics-bind-address=127.0.0.1:0',
       '--health-probe-bind-address=127.0.0.1:0',
       '--cluster-name=demo',
+      // The demo's receiver listens on 127.0.0.1, which the egress policy refuses by default.
+      '--egress-allow-loopback',
     ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', fd] },
   );

@@ -7,7 +7,9 @@
 import { parseArgs } from 'node:util';
 import { hostname, homedir } from 'node:os';
 import { existsSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
+import ipaddr from 'ipaddr.js';
 import { LOG_LEVELS } from './log.ts';
 import { parseDuration } from './api/duration.ts';
 
@@ -64,6 +66,19 @@ export interface ControllerOptions {
   previewWebhookBindAddress: string;
   /** Largest webhook body accepted, bytes (default 1 MiB; larger deliveries get 413). */
   previewWebhookMaxBodyBytes: number;
+  /** Where Provider connections may go (src/notifier/egress.ts, docs/threat-model.md). */
+  egress: {
+    /** Allow loopback addresses: development (`npm start`) and tests only. Default false. */
+    allowLoopback: boolean;
+    /** When not empty, connect only to addresses in these CIDRs. */
+    allowCIDRs: string[];
+    /** Never connect to addresses in these CIDRs. */
+    denyCIDRs: string[];
+    /** When not empty, contact only host names matching these globs. */
+    allowHosts: string[];
+    /** Never contact host names matching these globs. */
+    denyHosts: string[];
+  };
 }
 
 const USAGE = `pko-notification-controller [flags]
@@ -90,7 +105,44 @@ const USAGE = `pko-notification-controller [flags]
   --dev-cluster-dir=DIR               where it keeps its data and kubeconfig across runs
                                       (default ~/.cache/pko-notification-controller/dev)
   --fresh                             wipe that folder first (a new, empty dev cluster)
+  --egress-allow-loopback             allow Provider connections to loopback (development only)
+  --egress-allow-cidrs=LIST           connect only to these CIDRs (comma-separated), e.g. 10.0.0.0/8
+  --egress-deny-cidrs=LIST            never connect to these CIDRs
+  --egress-allow-hosts=LIST           contact only host names matching these globs, e.g. *.example.com
+  --egress-deny-hosts=LIST            never contact host names matching these globs
 `;
+
+/** Comma-separated list → trimmed, non-empty entries. */
+function list(v: string): string[] {
+  return v
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '');
+}
+
+function cidrs(flag: string, v: string): string[] {
+  const out = list(v);
+  for (const c of out) {
+    if (!ipaddr.isValidCIDR(c) && isIP(c) === 0) {
+      throw new UsageError(
+        `--${flag}: ${JSON.stringify(c)} is not a CIDR (e.g. 10.0.0.0/8, fd00::/8) or an IP address`,
+      );
+    }
+  }
+  return out;
+}
+
+function hostGlobs(flag: string, v: string): string[] {
+  const out = list(v);
+  for (const h of out) {
+    if (!/^[A-Za-z0-9*?.[\]:-]+$/.test(h)) {
+      throw new UsageError(
+        `--${flag}: ${JSON.stringify(h)} is not a host name glob (letters, digits, '.', '-', '*', '?')`,
+      );
+    }
+  }
+  return out;
+}
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -132,6 +184,11 @@ export function loadConfig(
         'dev-cluster': { type: 'string', default: 'never' },
         'dev-cluster-dir': { type: 'string' },
         fresh: { type: 'boolean', default: false },
+        'egress-allow-loopback': { type: 'boolean', default: false },
+        'egress-allow-cidrs': { type: 'string', default: '' },
+        'egress-deny-cidrs': { type: 'string', default: '' },
+        'egress-allow-hosts': { type: 'string', default: '' },
+        'egress-deny-hosts': { type: 'string', default: '' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -207,6 +264,13 @@ export function loadConfig(
     devClusterDir: v['dev-cluster-dir'] ?? join(cacheHome, 'pko-notification-controller', 'dev'),
     fresh: v.fresh,
     logFormat,
+    egress: {
+      allowLoopback: v['egress-allow-loopback'],
+      allowCIDRs: cidrs('egress-allow-cidrs', v['egress-allow-cidrs']),
+      denyCIDRs: cidrs('egress-deny-cidrs', v['egress-deny-cidrs']),
+      allowHosts: hostGlobs('egress-allow-hosts', v['egress-allow-hosts']),
+      denyHosts: hostGlobs('egress-deny-hosts', v['egress-deny-hosts']),
+    },
   };
 }
 

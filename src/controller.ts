@@ -31,7 +31,9 @@ import { ProviderIndex } from './credential/providers.ts';
 import type { ResolvedProvider } from './credential/provider.ts';
 import { Redactor } from './credential/redact.ts';
 import { ProviderReconciler, watchProviders } from './reconcile/provider.ts';
-import { AlertReconciler, watchAlerts } from './reconcile/alert.ts';
+import { AlertReconciler, requeueAlertsUsing, watchAlerts } from './reconcile/alert.ts';
+import { TemplateConfigMaps } from './reconcile/configmaps.ts';
+import { TemplateSandbox } from './template/index.ts';
 import { keyOf } from './reconcile/common.ts';
 import { AlertIndex } from './alert/routed.ts';
 import { Router } from './alert/router.ts';
@@ -42,7 +44,7 @@ import { ProviderHealth } from './delivery/health.ts';
 import { Sender, type NotifierRegistry } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { providerRegistry } from './registry.ts';
+import { createProviderRegistry, egressPolicy } from './registry.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
@@ -143,6 +145,9 @@ export async function startController(
   const notReady = deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {};
   const child = (bindings: Record<string, string>): Logger => logger.child(bindings);
 
+  // Where Provider connections may go (--egress-* flags).
+  const egress = egressPolicy(opts.egress);
+
   // Caches and indexes.
   const inf = informers(opts, kc, logger, registry);
   const all = [inf.providers, inf.alerts, inf.previews, inf.stacks, inf.updates] as const;
@@ -165,7 +170,24 @@ export async function startController(
     logger: child({ reconciler: 'provider' }),
     health,
     index: providerIndex,
+    egress,
     ...notReady,
+  });
+  // Tenant templates are compiled and rendered in worker threads, never on this event loop.
+  const sandboxLog = child({ component: 'template-sandbox' });
+  const sandbox = new TemplateSandbox({
+    onWorkerReplaced: (lane, why) => {
+      sandboxLog.warn({ lane }, `template worker replaced: ${why}`);
+    },
+  });
+  const configMaps = new TemplateConfigMaps({
+    kubeConfig: kc,
+    logger: child({ component: 'template-configmaps' }),
+    relistIntervalMs: opts.relistIntervalMs,
+    // Called on watch events only, after the queue below exists.
+    onChange: (ns, name) => {
+      requeueAlertsUsing(inf.alerts, alertQueue, ns, name);
+    },
   });
   const alertReconciler = new AlertReconciler({
     kubeConfig: kc,
@@ -175,7 +197,8 @@ export async function startController(
     recorder,
     logger: child({ reconciler: 'alert' }),
     allowCrossNamespace: !opts.noCrossNamespaceRefs,
-    ...notReady,
+    templates: sandbox,
+    configMaps,
   });
   const providerQueue = new WorkQueue({
     name: 'provider',
@@ -201,7 +224,7 @@ export async function startController(
   });
   const statusWriter = new DeliveryStatusWriter(kc, child({ component: 'delivery-status' }));
   const sender = new Sender({
-    ports: { notifiers: deps.notifiers ?? providerRegistry, health },
+    ports: { notifiers: deps.notifiers ?? createProviderRegistry({ egress }), health },
     clusterName: opts.clusterName,
     logger: child({ component: 'sender' }),
     redactor,
@@ -242,6 +265,7 @@ export async function startController(
     recorder,
     logger: child({ component: 'preview' }),
     clusterName: opts.clusterName,
+    egress,
     registry,
     webhookBindAddress: opts.previewWebhookBindAddress,
     webhookMaxBodyBytes: opts.previewWebhookMaxBodyBytes,
@@ -357,6 +381,8 @@ export async function startController(
       if (!p.drained || !a.drained || !pr.drained)
         logger.warn('shutdown deadline reached with work in flight');
       await dispatcher.stop(deadline);
+      await configMaps.stop();
+      await sandbox.close();
       await ledger.close();
       await statusWriter.close();
       await Promise.all(all.map((i) => i.stop()));

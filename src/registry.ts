@@ -7,6 +7,7 @@ import { isGitProviderType, type ProviderType } from './api/v1alpha1.ts';
 import type { ResolvedProvider } from './credential/provider.ts';
 import type { NotifierRegistry } from './delivery/send.ts';
 import { FORGES } from './forge/registry.ts';
+import { EgressPolicy, type EgressOptions } from './notifier/egress.ts';
 import { ProviderHttp } from './notifier/http.ts';
 import { MESSAGE_PROVIDERS } from './notifier/registry.ts';
 import type { Notifier, NotifierFactory } from './notifier/types.ts';
@@ -54,4 +55,18 @@ export function createNotifier(p: ResolvedProvider, deps?: { http: ProviderHttp 
   }
 }
 
-export const providerRegistry: NotifierRegistry = { create: createNotifier, limits: limitsFor };
+/**
+ * The registry the controller uses: every notifier's HTTP client obeys `egress` (where
+ * connections may go; src/notifier/egress.ts).
+ */
+export function createProviderRegistry(opts: { egress: EgressPolicy }): NotifierRegistry {
+  return {
+    create: (p) => createNotifier(p, { http: new ProviderHttp(p, { egress: opts.egress }) }),
+    limits: limitsFor,
+  };
+}
+
+/** The egress policy of `--egress-*` flags (src/notifier/egress.ts). */
+export function egressPolicy(opts: EgressOptions): EgressPolicy {
+  return new EgressPolicy(opts);
+}

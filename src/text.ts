@@ -97,20 +97,8 @@ export function boundText(s: string, max: number, unit: LengthUnit = 'codePoints
  * that line break instead, so the kept output begins with a whole line.
  */
 export function tailTo(s: string, max: number, unit: LengthUnit): string {
-  if (max <= 0) return '';
-  if (measure(s, unit) <= max) return s;
-  let start = s.length;
-  let used = 0;
-  while (start > 0) {
-    let i = start - 1;
-    if (isLow(s.charCodeAt(i)) && i > 0 && isHigh(s.charCodeAt(i - 1))) i--;
-    const cp = s.codePointAt(i) ?? 0;
-    const w = width(cp, start - i, unit);
-    if (used + w > max) break;
-    used += w;
-    start = i;
-  }
-  const tail = s.slice(start);
+  const tail = suffixTo(s, max, unit);
+  const start = s.length - tail.length;
   if (start > 0 && s[start - 1] !== '\n') {
     const nl = tail.indexOf('\n');
     if (nl >= 0 && nl < Math.min(400, Math.ceil(tail.length / 10))) return tail.slice(nl + 1);
@@ -118,25 +106,91 @@ export function tailTo(s: string, max: number, unit: LengthUnit): string {
   return tail;
 }
 
-/** The line inserted by {@link headAndTail} where it cut. */
-export const CUT_LINE = '\n[… truncated …]\n';
+/** `n` with thousands separators (`21,808`): how counts read in cut lines and notes. */
+export function formatCount(n: number): string {
+  return n.toLocaleString('en-US');
+}
+
+/** Leading lines {@link headAndTail} keeps of a multi-line text (the summary and the first of the output). */
+const HEAD_LINES = 3;
+
+/** The line {@link headAndTail} puts where it cut a multi-line text: says how much went. */
+export function cutLine(cut: number): string {
+  return `\n[… ${formatCount(cut)} characters cut …]\n`;
+}
+
+/** The marker {@link headAndTail} puts where it cut a single line. */
+function cutInline(cut: number): string {
+  return ` [… ${formatCount(cut)} characters cut …] `;
+}
 
 /**
- * `s` fitted to `limit` keeping both ends: unchanged when it fits; else its first line (at most a
- * quarter of the limit), {@link CUT_LINE}, and as much of the END of the rest as fits (CLI
- * errors are printed last). A single line is cut with {@link boundText}.
+ * `s` fitted to `limit` keeping BOTH ends — the summary at the start and the error the Pulumi CLI
+ * prints last — and saying what went: unchanged when it fits; else
+ * - multi-line: its first lines (up to 3, within a quarter of the limit), a line
+ *   `[… N characters cut …]` (N in code points), and as much of the END of the rest as fits
+ *   (from a line start when one is close: {@link tailTo});
+ * - one line: a quarter of the limit from its start, ` [… N characters cut …] `, the rest from
+ *   its end.
+ * The result never exceeds `limit.max` in `limit.unit`; when even the marker does not fit
+ * (`max` below ~40) it falls back to {@link boundText}.
  */
 export function headAndTail(s: string, limit: FieldLimit | undefined): string {
-  if (limit === undefined || measure(s, limit.unit) <= limit.max) return s;
+  return keepEnds(s, limit).text;
+}
+
+/** {@link headAndTail}, also returning how many code points were cut (0 when `s` fits). */
+export function keepEnds(s: string, limit: FieldLimit | undefined): { text: string; cut: number } {
+  if (limit === undefined || measure(s, limit.unit) <= limit.max) return { text: s, cut: 0 };
   const { max, unit } = limit;
+  const total = measure(s, 'codePoints');
+  // The marker's width with the largest count it can show (the count only shrinks as we keep more).
   const nl = s.indexOf('\n');
-  const first = nl < 0 ? s : s.slice(0, nl);
-  const rest = nl < 0 ? '' : s.slice(nl + 1);
-  if (rest === '') return boundText(s, max, unit);
-  const head = boundText(first, Math.floor(max / 4), unit);
-  const room = max - measure(head, unit) - measure(CUT_LINE, unit);
-  if (room <= 0) return boundText(s, max, unit);
-  return `${head}${CUT_LINE}${tailTo(rest, room, unit)}`;
+  const multi = nl >= 0 && nl < s.length - 1;
+  const marker = multi ? cutLine(total) : cutInline(total);
+  const room = max - measure(marker, unit);
+  if (room < 8) {
+    const text = boundText(s, max, unit);
+    return { text, cut: total - measure(text, 'codePoints') + 1 };
+  }
+  let head: string;
+  let rest: string;
+  if (multi) {
+    // The first line, and up to HEAD_LINES in all while they fit a quarter of the room.
+    let end = nl;
+    for (let n = 1; n < HEAD_LINES; n++) {
+      const next = s.indexOf('\n', end + 1);
+      if (next < 0 || measure(s.slice(0, next), unit) > Math.floor(room / 4)) break;
+      end = next;
+    }
+    head = prefixTo(s.slice(0, end), Math.floor(room / 4), unit);
+    rest = s.slice(end + 1);
+  } else {
+    head = prefixTo(s, Math.floor(room / 4), unit);
+    rest = s.slice(head.length);
+  }
+  const tail = multi
+    ? tailTo(rest, room - measure(head, unit), unit)
+    : suffixTo(rest, room - measure(head, unit), unit);
+  const cut = total - measure(head, 'codePoints') - measure(tail, 'codePoints');
+  return { text: `${head}${multi ? cutLine(cut) : cutInline(cut)}${tail}`, cut };
+}
+
+/** The longest suffix of `s` made of whole code points whose length in `unit` is at most `max`. */
+export function suffixTo(s: string, max: number, unit: LengthUnit = 'codePoints'): string {
+  if (max <= 0) return '';
+  if (measure(s, unit) <= max) return s;
+  let start = s.length;
+  let used = 0;
+  while (start > 0) {
+    let i = start - 1;
+    if (isLow(s.charCodeAt(i)) && i > 0 && isHigh(s.charCodeAt(i - 1))) i--;
+    const w = width(s.codePointAt(i) ?? 0, start - i, unit);
+    if (used + w > max) break;
+    used += w;
+    start = i;
+  }
+  return s.slice(start);
 }
 
 /**
@@ -167,14 +221,19 @@ export function stripAnsi(s: string): string {
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
 const STRAY_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
 
+/** Default bound of a message taken from PKO status, in code points (docs/events.md). */
+export const MESSAGE_MAX = 8192;
+
 /**
  * Prepares a status message for humans: strips escape sequences, turns CRLF and lone CR into LF,
  * removes other control characters (TAB and LF stay), trims trailing whitespace, and bounds the
- * result to `max` code points (default 8192) with {@link boundText}.
+ * result to `max` code points (default {@link MESSAGE_MAX}) with {@link headAndTail}: the first
+ * lines and the END are kept (the Pulumi CLI prints the error last), with a line saying how many
+ * characters were cut.
  */
-export function cleanMessage(s: string, max = 8192): string {
+export function cleanMessage(s: string, max = MESSAGE_MAX): string {
   const text = stripAnsi(s).replace(/\r\n?/g, '\n').replace(STRAY_CONTROL, '').trimEnd();
-  return boundText(text, max);
+  return headAndTail(text, { max, unit: 'codePoints', source: 'chosen: docs/events.md' });
 }
 
 // eslint-disable-next-line no-control-regex -- removing control characters is the point

@@ -35,6 +35,7 @@ export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     'alert',
     'delivery',
     'source',
+    'template',
     'credential',
     'kube',
     'config',

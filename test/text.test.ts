@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { boundText, cleanMessage, stripAnsi } from '../src/text.ts';
+import { boundText, cleanMessage, headAndTail, stripAnsi } from '../src/text.ts';
 
 const ESC = '\u001b';
 
@@ -80,14 +80,65 @@ describe('cleanMessage', () => {
     );
   });
 
-  it('bounds to 8192 code points by default and to the given maximum', () => {
-    const long = '中'.repeat(10_000);
-    expect(codePoints(cleanMessage(long))).toBe(8192);
-    expect(cleanMessage(long, 100)).toBe('中'.repeat(99) + '…');
+  it('bounds to 8192 code points by default and to the given maximum, keeping both ends', () => {
+    const long = `${'中'.repeat(5_000)}END${'文'.repeat(5_000)}`;
+    const out = cleanMessage(long);
+    expect(codePoints(out)).toBeLessThanOrEqual(8192);
+    expect(codePoints(out)).toBeGreaterThan(8100);
+    expect(out.startsWith('中中中')).toBe(true);
+    expect(out.endsWith('文文文')).toBe(true);
+    const small = cleanMessage(long, 100);
+    expect(codePoints(small)).toBeLessThanOrEqual(100);
+    expect(small).toMatch(/^中+ \[… [\d,]+ characters cut …\] 文+$/);
+  });
+
+  it('a 30,000-character failure keeps its summary and its last line, and says how much was cut', () => {
+    const lines = ['Update of stack acme/app/dev failed:', 'up failed: exit status 255'];
+    for (let i = 0; lines.join('\n').length < 30_000; i++)
+      lines.push(`  + resource-${String(i)} creating ${'x'.repeat(60)}`);
+    lines.push('error: THE-LAST-LINE could not be created');
+    const msg = lines.join('\n');
+    const out = cleanMessage(msg);
+    expect(codePoints(out)).toBeLessThanOrEqual(8192);
+    expect(
+      out.startsWith('Update of stack acme/app/dev failed:\nup failed: exit status 255\n  + resource-0 '),
+    ).toBe(true);
+    expect(out.endsWith('\nerror: THE-LAST-LINE could not be created')).toBe(true);
+    const m = /\n\[… ([\d,]+) characters cut …\]\n/.exec(out);
+    const cut = Number((m?.[1] ?? '').replaceAll(',', ''));
+    // What is shown plus what the note says was cut is the whole message.
+    expect(codePoints(out) - codePoints(m?.[0] ?? '') + cut).toBe(codePoints(msg));
   });
 
   it('bounds after stripping, so escape sequences do not consume the budget', () => {
     const coloured = `${ESC}[31m${'x'.repeat(10)}${ESC}[0m`;
     expect(cleanMessage(coloured, 10)).toBe('x'.repeat(10));
+  });
+});
+
+describe('headAndTail', () => {
+  it('leaves text that fits alone', () => {
+    expect(headAndTail('a\nb', { max: 3, unit: 'codePoints', source: 'test' })).toBe('a\nb');
+    expect(headAndTail('abc', undefined)).toBe('abc');
+  });
+
+  it.each(['codePoints', 'utf16', 'utf8'] as const)(
+    'never exceeds the limit in %s and keeps the end',
+    (unit) => {
+      const s = `first line\n${'😀é中a\n'.repeat(3_000)}the end`;
+      for (const max of [60, 100, 1_000, 4_000]) {
+        const out = headAndTail(s, { max, unit, source: 'test' });
+        const size =
+          unit === 'utf16' ? out.length : unit === 'utf8' ? Buffer.byteLength(out) : codePoints(out);
+        expect(size).toBeLessThanOrEqual(max);
+        expect(out.isWellFormed()).toBe(true);
+        expect(out.endsWith('the end')).toBe(true);
+        expect(out).toMatch(/characters cut/);
+      }
+    },
+  );
+
+  it('falls back to a plain cut when even the marker does not fit', () => {
+    expect(headAndTail('x'.repeat(100), { max: 10, unit: 'codePoints', source: 'test' })).toBe('xxxxxxxxx…');
   });
 });

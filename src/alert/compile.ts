@@ -80,7 +80,15 @@ export function compileAlert(alert: Alert, opts: { allowCrossNamespace: boolean 
           `${JSON.stringify(alertNamespace)}, and this controller does not allow cross-namespace event sources`,
       };
     }
-    const glob = source.name === undefined || source.name === '' ? '*' : source.name;
+    const glob = source.name ?? '*';
+    // The CRD refuses an empty name (minLength 1, default `*`); refused here too (one truth).
+    if (glob === '') {
+      return {
+        ok: false,
+        reason: 'InvalidRegex',
+        message: `eventSources[${i}].name is empty: use * for every name`,
+      };
+    }
     let matchName: (name: string) => boolean;
     try {
       matchName = picomatch(glob, { dot: true });

@@ -8,11 +8,15 @@
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
-import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
+import { parsePrivateKey } from './pem.ts';
 import { parse as parseYaml } from 'yaml';
 import type { Provider, ProviderType } from '../api/v1alpha1.ts';
 import { isGitProviderType } from '../api/v1alpha1.ts';
 import { parseDuration } from '../api/duration.ts';
+import { isHttpURL, isSshURL } from '../api/url.ts';
+import { checkHeaders } from './headers.ts';
+import { secretParts, urlSecretParts } from './redact.ts';
 
 /** Decoded Secret `data` (UTF-8), or undefined when the Secret does not exist. */
 export type SecretReader = (namespace: string, name: string) => Promise<Record<string, string> | undefined>;
@@ -61,10 +65,24 @@ export type ProviderNotReadyReason =
   | 'InvalidCertificate'
   | 'InvalidProxy'
   | 'RetiredEndpoint'
-  | 'InvalidSpec';
+  | 'InvalidSpec'
+  /** Set by the Provider reconciler: the egress policy refuses the address (src/notifier/egress.ts). */
+  | 'EgressDenied';
 
 export type ResolveResult =
   { ok: true; provider: ResolvedProvider } | { ok: false; reason: ProviderNotReadyReason; message: string };
+
+/** `spec.timeout` bounds, ms: below 1 s no real endpoint answers, above 5 min a send holds its lane too long. */
+export const TIMEOUT_RANGE_MS = { min: 1_000, max: 300_000 } as const;
+
+/** Why the port of URL `s` cannot be used (`:0`), or undefined. Ports over 65535 do not parse at all. */
+function portProblem(s: string): string | undefined {
+  try {
+    return new URL(s).port === '0' ? 'port 0 cannot be connected to: use a port from 1 to 65535' : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 const fail = (reason: ProviderNotReadyReason, message: string): ResolveResult => ({
   ok: false,
@@ -76,26 +94,6 @@ const fail = (reason: ProviderNotReadyReason, message: string): ResolveResult =>
 function trimmed(data: Record<string, string>, key: string): string | undefined {
   const v = data[key]?.trim();
   return v === undefined || v === '' ? undefined : v;
-}
-
-function isHttpURL(s: string): boolean {
-  try {
-    const u = new URL(s);
-    return (u.protocol === 'https:' || u.protocol === 'http:') && u.hostname !== '';
-  } catch {
-    return false;
-  }
-}
-
-/** ssh forms accepted for git forges: `ssh://[user@]host[:port]/path` and scp-like `user@host:path`. */
-function isSshURL(s: string): boolean {
-  if (/^[\w.-]+@[\w.-]+:[^\s]+$/.test(s)) return true;
-  try {
-    const u = new URL(s);
-    return u.protocol === 'ssh:' && u.hostname !== '';
-  } catch {
-    return false;
-  }
 }
 
 /** Hosts of retired Office 365 connector webhooks (Microsoft retired them in 2026; Workflows replace them). */
@@ -119,6 +117,12 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
       timeoutMs = parseDuration(spec.timeout);
     } catch (err) {
       return fail('InvalidSpec', `spec.timeout: ${(err as Error).message}`);
+    }
+    if (!(timeoutMs >= TIMEOUT_RANGE_MS.min && timeoutMs <= TIMEOUT_RANGE_MS.max)) {
+      return fail(
+        'InvalidSpec',
+        `spec.timeout ${JSON.stringify(spec.timeout)} is outside the range 1s to 5m: set a duration in it (default 15s)`,
+      );
     }
   }
 
@@ -149,11 +153,11 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
     // Endpoints often echo the path alone (Slack/Discord-style URLs carry the credential there).
     try {
       const u = new URL(address);
-      if (u.pathname.length > 8) secretValues.push(u.pathname);
       if (u.search.length > 8) secretValues.push(u.search);
     } catch {
       // not a URL: InvalidAddress below
     }
+    secretValues.push(...urlSecretParts(address));
   }
   const where = addressFromSecret ? `key 'address' of ${secretName}` : 'spec.address';
   const git = isGitProviderType(spec.type);
@@ -163,6 +167,8 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
       `${where} is not a valid ${git ? 'http(s) or ssh repository' : 'http(s)'} URL`,
     );
   }
+  const badPort = portProblem(address);
+  if (badPort !== undefined) return fail('InvalidAddress', `${where}: ${badPort}`);
   if (spec.type === 'msteams' && isHttpURL(address) && isRetiredTeamsHost(new URL(address).hostname)) {
     return fail(
       'RetiredEndpoint',
@@ -172,11 +178,13 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
   if (spec.apiURL !== undefined && !isHttpURL(spec.apiURL)) {
     return fail('InvalidAddress', 'spec.apiURL is not a valid http(s) URL');
   }
+  const badApiPort = spec.apiURL === undefined ? undefined : portProblem(spec.apiURL);
+  if (badApiPort !== undefined) return fail('InvalidAddress', `spec.apiURL: ${badApiPort}`);
 
   const token = trimmed(data, 'token');
   const password = trimmed(data, 'password');
   const username = spec.username ?? trimmed(data, 'username');
-  if (token) secretValues.push(token);
+  if (token) secretValues.push(...secretParts(token));
   if (password) {
     secretValues.push(password);
     // An echoed `Authorization: Basic …` header is base64 of `user:password`, not of the password.
@@ -204,14 +212,17 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
     ) {
       return fail('MissingSecretKey', `${secretName} is missing GitHub App key(s): ${missing.join(', ')}`);
     }
-    try {
-      createPrivateKey(privateKey);
-    } catch {
-      return fail('InvalidSecret', `key 'githubAppPrivateKey' of ${secretName} is not a PEM private key`);
-    }
-    secretValues.push(privateKey);
+    // The forms people paste (literal \n, CRLF, quotes, base64 of the PEM) are normalised (N06).
+    const key = parsePrivateKey(data.githubAppPrivateKey ?? privateKey);
+    if (!key.ok) return fail('InvalidSecret', `key 'githubAppPrivateKey' of ${secretName} ${key.problem}`);
+    secretValues.push(privateKey, key.pem);
     const baseURL = trimmed(data, 'githubAppBaseURL');
-    githubApp = { appID, installationID, privateKey, ...(baseURL !== undefined ? { baseURL } : {}) };
+    githubApp = {
+      appID,
+      installationID,
+      privateKey: key.pem,
+      ...(baseURL !== undefined ? { baseURL } : {}),
+    };
   }
 
   // Credentials each type needs. A partial username/password pair is refused (F10b): never an unauthenticated call.
@@ -261,25 +272,11 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
         `key 'headers' of ${secretName} must be a YAML map of header names to strings`,
       );
     }
-    headers = {};
-    for (const [k, v] of Object.entries(parsed as Record<string, unknown>)) {
-      if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k)) {
-        return fail(
-          'InvalidSecret',
-          `key 'headers' of ${secretName}: '${k}' is not a valid HTTP header name`,
-        );
-      }
-      const value =
-        typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : undefined;
-      if (value === undefined) {
-        return fail(
-          'InvalidSecret',
-          `key 'headers' of ${secretName}: header '${k}' must have a string value`,
-        );
-      }
-      headers[k] = value;
-      secretValues.push(value);
-    }
+    const checked = checkHeaders(parsed as Record<string, unknown>, `key 'headers' of ${secretName}`);
+    if (!checked.ok) return fail('InvalidSecret', checked.message);
+    headers = checked.headers;
+    // Each value and its parts: the token after `Bearer `, basic-auth forms, cookie values (B05).
+    for (const value of Object.values(headers)) secretValues.push(...secretParts(value));
   }
 
   let tls: ResolvedProvider['tls'];
@@ -318,13 +315,17 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
       return fail('MissingSecretKey', `${proxyName} has no key 'address' (proxy URL)`);
     if (!isHttpURL(pAddress))
       return fail('InvalidProxy', `key 'address' of ${proxyName} is not an http(s) URL`);
+    const badProxyPort = portProblem(pAddress);
+    if (badProxyPort !== undefined)
+      return fail('InvalidProxy', `key 'address' of ${proxyName}: ${badProxyPort}`);
     const pUser = trimmed(s, 'username');
     const pPass = trimmed(s, 'password');
     if ((pUser === undefined) !== (pPass === undefined)) {
       return fail('MissingSecretKey', `${proxyName} must have both 'username' and 'password', or neither`);
     }
     if (pPass !== undefined) secretValues.push(pPass);
-    secretValues.push(pAddress);
+    if (pUser !== undefined && pPass !== undefined) secretValues.push(`${pUser}:${pPass}`);
+    secretValues.push(pAddress, ...urlSecretParts(pAddress));
     proxy = {
       address: pAddress,
       ...(pUser !== undefined && pPass !== undefined ? { username: pUser, password: pPass } : {}),

@@ -12,8 +12,9 @@
  * - delivered — the Provider answered 2xx;
  * - skipped — nothing to send, with a stated reason (git Provider and no commit: cases F03/F04;
  *   suspended Alert or Provider; a Started whose run has already finished);
- * - failed — a final error (4xx other than 408/409/429, or retries exhausted): a Warning Event on
- *   the Alert, a metric, and the Alert's `status.lastDelivery`;
+ * - failed — a final error (4xx other than 408/409/429, retries exhausted, or the Alert's templates
+ *   over their render budget): a Warning Event on the Alert, a metric, and the Alert's
+ *   `status.lastDelivery`;
  * - held — the Provider is not Ready or we are stopping: nothing recorded, retried later.
  * All but held move the ledger watermark.
  *
@@ -286,8 +287,8 @@ export class Dispatcher implements DeliveryQueue {
       this.#report(alert, p, ev, 'Skipped', 'NoCommit', message);
       return 'Skipped';
     }
-    const prepared = this.#o.sender.prepare(alert, providerKey, p, ev);
-    if (!('notifier' in prepared)) return this.#fail(alert, p, ev, 'NotImplemented', prepared.message, log);
+    const prepared = await this.#o.sender.prepare(alert, providerKey, p, ev);
+    if (!('notifier' in prepared)) return this.#fail(alert, p, ev, prepared.code, prepared.message, log);
     return this.#sendWithRetries(alert, prepared, superseded, log);
   }
 

@@ -1,13 +1,15 @@
 /**
  * What sends reveal about a Provider that its spec cannot show: a TLS verification failure, a
- * proxy failure, or rejected credentials. The send façade reports after every attempt; the
- * Provider reconciler shows the problem as `Ready=False` (`CertificateError`, `ProxyError`,
- * `AuthenticationFailed`) until a send succeeds. The Provider stays usable meanwhile: its events
- * keep being retried, and the first successful send clears the problem.
+ * proxy failure, rejected credentials, or an address the egress policy refuses. The send façade
+ * reports after every attempt; the Provider reconciler shows the problem as `Ready=False`
+ * (`CertificateError`, `ProxyError`, `AuthenticationFailed`, `EgressDenied`) until a send
+ * succeeds. The Provider stays usable meanwhile: its events keep being retried, and the first
+ * successful send clears the problem.
  */
 import type { ProviderError } from '../notifier/errors.ts';
 
-export type ProviderProblemReason = 'CertificateError' | 'ProxyError' | 'AuthenticationFailed';
+export type ProviderProblemReason =
+  'CertificateError' | 'ProxyError' | 'AuthenticationFailed' | 'EgressDenied';
 
 export interface ProviderProblem {
   reason: ProviderProblemReason;
@@ -16,15 +18,15 @@ export interface ProviderProblem {
 }
 
 /**
- * The Provider problem a failed send reveals, if any: TLS → CertificateError, proxy → ProxyError,
- * 401 (or a 403 that is not a rate limit) → AuthenticationFailed.
+ * The Provider problem a failed send reveals, if any: a connection the egress policy refused (the
+ * address resolved somewhere the controller does not connect) → EgressDenied; otherwise the
+ * condition of its verdict (src/notifier/classify.ts) — TLS → CertificateError, proxy →
+ * ProxyError, rejected or expired credentials (401, a 203 sign-in page, a 403 that is neither a
+ * rate limit nor a locked target) → AuthenticationFailed.
  */
 export function problemReason(err: ProviderError): ProviderProblemReason | undefined {
-  if (err.code === 'TLS') return 'CertificateError';
-  if (err.code === 'PROXY') return 'ProxyError';
-  if (err.status === 401 || (err.status === 403 && err.retryAfterMs === undefined))
-    return 'AuthenticationFailed';
-  return undefined;
+  if (err.code === 'EGRESS_DENIED') return 'EgressDenied';
+  return err.verdict.condition;
 }
 
 /** Provider problems by `namespace/name`, with a listener for changes. */

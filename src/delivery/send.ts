@@ -20,7 +20,7 @@ import { counter, histogram } from '../kube/metrics.ts';
 import type { Logger } from '../log.ts';
 import { ProviderError } from '../notifier/errors.ts';
 import type { Notifier } from '../notifier/types.ts';
-import { renderNotification, type ProviderLimits, type RenderedNotification } from '../template/index.ts';
+import { TemplateBudgetError, type ProviderLimits, type RenderedNotification } from '../template/index.ts';
 import { CredentialGate } from './gate.ts';
 import { problemReason, type ProviderProblem } from './health.ts';
 import type { DeliveryAlert } from './types.ts';
@@ -118,17 +118,20 @@ export class Sender {
   }
 
   /**
-   * Renders `ev` for `alert` and Provider `p` and finds its notifier (kept per Provider
-   * generation). Rendering happens once per event, whatever the number of attempts.
-   * @returns the prepared send, or a final `ProviderError` (code `NotImplemented`) when the
-   *   Provider type has no notifier or refuses the Provider.
+   * Renders `ev` for `alert` and Provider `p` (in the template sandbox) and finds its notifier
+   * (kept per Provider generation). Rendering happens once per event, whatever the number of
+   * attempts.
+   * @returns the prepared send, or a final `ProviderError` whose code is the reason:
+   *   `NotImplemented` when the Provider type has no notifier or refuses the Provider,
+   *   `TemplateBudgetExceeded` when a template of the Alert ran out of its render budget
+   *   (docs/threat-model.md), `TemplateFailed` when the templates cannot be rendered at all.
    */
-  prepare(
+  async prepare(
     alert: DeliveryAlert,
     providerKey: string,
     p: ResolvedProvider,
     ev: NotificationEvent,
-  ): PreparedSend | ProviderError {
+  ): Promise<PreparedSend | ProviderError> {
     let notifier: Notifier;
     try {
       notifier = this.#notifier(providerKey, p);
@@ -139,18 +142,34 @@ export class Sender {
         secretValues: p.secretValues,
       });
     }
-    const rendered = renderNotification(alert.templates, ev, {
-      clusterName: this.#o.clusterName,
-      providerType: p.type,
-      commentsEnabled: p.pullRequestComment,
-      limits: this.#o.ports.notifiers.limits(p.type),
-      onTemplateError: (template, message) => {
-        this.#o.logger.warn(
-          { alert: alert.key, template },
-          `template failed at render time, used the built-in one: ${message}`,
-        );
-      },
-    });
+    let rendered: RenderedNotification;
+    try {
+      rendered = await alert.templates.render(ev, {
+        clusterName: this.#o.clusterName,
+        providerType: p.type,
+        commentsEnabled: p.pullRequestComment,
+        limits: this.#o.ports.notifiers.limits(p.type),
+        onTemplateError: (template, message) => {
+          this.#o.logger.warn(
+            { alert: alert.key, template },
+            `template failed at render time, used the built-in one: ${message}`,
+          );
+        },
+      });
+    } catch (err) {
+      const budget = err instanceof TemplateBudgetError;
+      const what = err instanceof Error ? err.message : String(err);
+      return new ProviderError(
+        budget
+          ? `the Alert's templates ran out of their render budget (${err.kind}): ${what}; change the templateRef ConfigMap`
+          : what,
+        {
+          code: budget ? 'TemplateBudgetExceeded' : 'TemplateFailed',
+          retryable: false,
+          secretValues: p.secretValues,
+        },
+      );
+    }
     return { providerKey, provider: p, event: ev, rendered, notifier, credential: credentialKey(p) };
   }
 

@@ -3,7 +3,7 @@
  * writer, and by the layers that hand work to delivery (src/alert) without importing its classes.
  */
 import type { NotificationEvent } from '../api/event.ts';
-import type { TemplateSet } from '../template/index.ts';
+import type { AlertTemplates } from '../template/index.ts';
 
 /** A Ready Alert as delivery sees it (the Alert reconciler builds it; src/alert/routed.ts). */
 export interface DeliveryAlert {
@@ -16,8 +16,11 @@ export interface DeliveryAlert {
   providerName: string;
   /** `metadata.creationTimestamp` in epoch ms: events older than the Alert are not sent. */
   createdMs: number;
-  /** The Alert's templates (built-ins overridden by its ConfigMap and the Provider's context). */
-  templates: TemplateSet;
+  /**
+   * The Alert's templates (built-ins overridden by its ConfigMap and the Provider's context),
+   * rendered in the template sandbox (src/template/sandbox.ts).
+   */
+  templates: AlertTemplates;
 }
 
 /**

@@ -3,6 +3,7 @@
  * redacted errors), and narrowing helpers for the few fields each forge reads (no schema library
  * needed for them).
  */
+import { classifyAnswer } from '../notifier/classify.ts';
 import { ProviderError } from '../notifier/errors.ts';
 import type { HttpResponse, ProviderHttp } from '../notifier/http.ts';
 
@@ -32,16 +33,40 @@ export function describeURL(url: string): string {
 
 /**
  * Parses a JSON answer.
- * @throws ProviderError `BAD_RESPONSE` (not retryable) when the body is not JSON — typically an
- *   HTML page because the address or apiURL points at the web UI or a login proxy.
+ * @throws ProviderError when the body is not JSON (src/notifier/classify.ts): a sign-in page (a
+ *   login proxy, or Azure DevOps' answer to expired credentials) is an authentication failure
+ *   (`HTTP_<status>`, verdict `auth`); any other page `BAD_RESPONSE` — typically the address or
+ *   apiURL points at the web UI. Neither is retryable.
  */
 export function parseJson(res: HttpResponse, what: string, secretValues: readonly string[]): unknown {
   try {
     return res.text === '' ? null : (JSON.parse(res.text) as unknown);
   } catch {
+    const c = classifyAnswer(
+      { status: res.status, headers: res.headers, body: res.text, expectJson: true },
+      0,
+    );
+    if (c?.verdict.kind === 'auth') {
+      throw new ProviderError(
+        `${what} answered ${res.status} with a sign-in page instead of JSON: the credentials were not accepted (expired or revoked?); check the Provider's Secret (spec.secretRef)`,
+        {
+          code: `HTTP_${res.status}`,
+          status: res.status,
+          retryable: false,
+          secretValues,
+          verdict: c.verdict,
+        },
+      );
+    }
     throw new ProviderError(
       `${what} answered ${res.status} with a body that is not JSON: check that the Provider address (or spec.apiURL) points at the forge's API`,
-      { code: 'BAD_RESPONSE', status: res.status, retryable: false, secretValues },
+      {
+        code: 'BAD_RESPONSE',
+        status: res.status,
+        retryable: false,
+        secretValues,
+        verdict: { kind: 'badResponse', retry: false },
+      },
     );
   }
 }

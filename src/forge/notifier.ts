@@ -37,6 +37,12 @@ export function repositoryFor(
   });
 }
 
+/**
+ * Refusals that concern one pull request only and are final: a locked conversation or archived
+ * repository (N02: the status is still posted, the Provider stays Ready), a pull request gone.
+ */
+const TARGET_REFUSALS = new Set(['locked', 'notFound']);
+
 /** Pull request ids named explicitly by the event (`metadata.pullRequest`, a positive integer), or undefined. */
 export function explicitPullRequest(ev: NotificationEvent): string | undefined {
   const v = ev.metadata.pullRequest?.trim();
@@ -59,7 +65,9 @@ export interface ForgeNotifierOptions {
  * 3. resolves the repository;
  * 4. with `rendered.commitStatus`: `syncCommitStatus` (skip when identical to the newest);
  * 5. with `rendered.comment` and `pullRequestComment` on: for each pull request (explicit
- *    `metadata.pullRequest`, else open ones whose head is the commit) `upsertStickyComment`.
+ *    `metadata.pullRequest`, else open ones whose head is the commit) `upsertStickyComment`; a
+ *    pull request that refuses for good (locked, archived, gone: case N02) is reported after the
+ *    others got theirs, as a final error whose verdict says so.
  * A retried send repeats nothing that already took effect (both steps are idempotent).
  * @throws ProviderError
  */
@@ -77,6 +85,8 @@ export function forgeNotifier<R, P extends { id: string }>(
     const cs = rendered.commitStatus;
     if (cs !== undefined) {
       assertFits(cs.context, limits.statusContext, `${opts.label}: the commit status context`, secretValues);
+      if (cs.name !== undefined)
+        assertFits(cs.name, limits.statusName, `${opts.label}: the commit status name`, secretValues);
       assertFits(
         cs.description,
         limits.statusDescription,
@@ -136,6 +146,7 @@ export function forgeNotifier<R, P extends { id: string }>(
         const native: NativeStatus = {
           state: adapter.nativeState(cs.state),
           context: cs.context,
+          name: cs.name ?? cs.context,
           description: cs.description,
           targetURL: cs.targetURL,
         };
@@ -153,16 +164,38 @@ export function forgeNotifier<R, P extends { id: string }>(
 
       const comment = rendered.comment;
       if (comment !== undefined && opts.pullRequestComment) {
+        const refused: { pr: string; err: ProviderError }[] = [];
         for (const pr of await ctx.pullRequests()) {
-          await upsertStickyComment({
-            cache: comments,
-            key: commentKey(repoKey, pr.id, comment.marker),
-            marker: comment.marker,
-            body: comment.body,
-            pages: () => adapter.comments(ctx, pr),
-            create: (body) => adapter.createComment(ctx, pr, body),
-            edit: (ref, body) => adapter.editComment(ctx, pr, ref, body),
-          });
+          try {
+            await upsertStickyComment({
+              cache: comments,
+              key: commentKey(repoKey, pr.id, comment.marker),
+              marker: comment.marker,
+              body: comment.body,
+              pages: () => adapter.comments(ctx, pr),
+              create: (body) => adapter.createComment(ctx, pr, body),
+              edit: (ref, body) => adapter.editComment(ctx, pr, ref, body),
+            });
+          } catch (err) {
+            // One pull request refusing for good (locked, gone) does not keep the comment from
+            // the others; anything else (retryable, or about the Provider) fails the send now.
+            if (!(err instanceof ProviderError) || !TARGET_REFUSALS.has(err.verdict.kind)) throw err;
+            refused.push({ pr: pr.id, err });
+          }
+        }
+        const first = refused[0];
+        if (first !== undefined) {
+          const which = refused.map((r) => `#${r.pr}`).join(', ');
+          throw new ProviderError(
+            `${opts.label}: the commit status is set, but the comment on pull request ${which} was refused (final for this event): ${first.err.message}`,
+            {
+              code: first.err.code,
+              status: first.err.status,
+              retryable: false,
+              secretValues,
+              verdict: first.err.verdict,
+            },
+          );
         }
       }
     },

@@ -80,6 +80,7 @@ export function previewForge<R, P extends { id: string }>(
       await adapter.writeStatus(ctx, {
         state: adapter.nativeState('failure'),
         context,
+        name: context,
         description,
         targetURL: undefined,
       });

@@ -21,7 +21,10 @@ export interface StatusSnapshot {
 /** A commit status in the forge's terms, ready to post. */
 export interface NativeStatus {
   state: string;
+  /** The key (bounded to the forge's key limit). */
   context: string;
+  /** The display name where the forge has one beside the key (Bitbucket): the whole context. */
+  name: string;
   description: string;
   targetURL: string | undefined;
 }

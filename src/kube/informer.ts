@@ -44,6 +44,8 @@ export interface InformerOptions<T extends KubeObject> {
   /** undefined = all namespaces. */
   namespace?: string | undefined;
   labelSelector?: string;
+  /** Field selector for LIST and WATCH, e.g. `metadata.name=templates` to cache one object. */
+  fieldSelector?: string;
   /** Periodic full LIST + diff, default 600 000 (10 min). */
   relistIntervalMs?: number;
   /** Applied to every object before it is cached and before handlers see it. Must keep metadata. */
@@ -408,7 +410,12 @@ export class Informer<T extends KubeObject> {
           const page: KubeList = await kubeRequest<KubeList>(this.opts.kubeConfig, {
             method: 'GET',
             path: this.path,
-            query: { limit: pageSize, continue: cont, labelSelector: this.opts.labelSelector },
+            query: {
+              limit: pageSize,
+              continue: cont,
+              labelSelector: this.opts.labelSelector,
+              fieldSelector: this.opts.fieldSelector,
+            },
             signal: this.stopSignal.signal,
             timeoutMs: 60_000,
           });
@@ -547,6 +554,7 @@ export class Informer<T extends KubeObject> {
             resourceVersion: this.resourceVersion,
             allowWatchBookmarks: true,
             labelSelector: this.opts.labelSelector,
+            fieldSelector: this.opts.fieldSelector,
             // Like client-go: 5..10 min so that many clients do not reconnect in lockstep.
             timeoutSeconds: Math.floor(300 + Math.random() * 300),
           },

@@ -12,13 +12,20 @@
  */
 import { redact, REDACTED } from '../credential/redact.ts';
 import { boundText, measure, type FieldLimit } from '../text.ts';
+import { verdictForCode, type Verdict } from './classify.ts';
+
+export {
+  isRetryableStatus,
+  MAX_RETRY_AFTER_MS,
+  retryAfterFrom,
+  type HeaderReader,
+  type Verdict,
+} from './classify.ts';
 
 /** Upper bound (characters) of every `ProviderError.message`. */
 export const MAX_ERROR_MESSAGE_LENGTH = 512;
 /** Upper bound (characters) of the response-body excerpt quoted in an error message. */
 export const MAX_BODY_EXCERPT_LENGTH = 200;
-/** Cap of any retry delay read from response headers: 1 hour, in milliseconds. */
-export const MAX_RETRY_AFTER_MS = 3_600_000;
 
 export interface ProviderErrorOptions {
   /** HTTP status of the endpoint's answer; undefined for network, TLS, proxy and timeout failures. */
@@ -31,6 +38,11 @@ export interface ProviderErrorOptions {
   code: string;
   /** Every secret value of the Provider (`ResolvedProvider.secretValues`): redacted from the message. */
   secretValues: readonly string[];
+  /**
+   * The classification (./classify.ts). When given, its `retry` and `retryAfterMs` win over
+   * `retryable` and `retryAfterMs`; else it is derived from `code`, `status` and `retryable`.
+   */
+  verdict?: Verdict | undefined;
 }
 
 /**
@@ -43,74 +55,24 @@ export class ProviderError extends Error {
   readonly retryable: boolean;
   readonly retryAfterMs: number | undefined;
   readonly code: string;
+  /** What this failure means for delivery: kind, retry, Provider condition (./classify.ts). */
+  readonly verdict: Verdict;
 
   constructor(message: string, opts: ProviderErrorOptions) {
     super(sanitizeErrorText(message, opts.secretValues, MAX_ERROR_MESSAGE_LENGTH));
     this.name = 'ProviderError';
     this.status = opts.status;
-    this.retryable = opts.retryable;
-    this.retryAfterMs = opts.retryAfterMs;
     this.code = opts.code;
+    this.verdict =
+      opts.verdict ??
+      verdictForCode(opts.code, {
+        status: opts.status,
+        retryable: opts.retryable,
+        retryAfterMs: opts.retryAfterMs,
+      });
+    this.retryable = this.verdict.retry;
+    this.retryAfterMs = this.verdict.retry ? (this.verdict.retryAfterMs ?? opts.retryAfterMs) : undefined;
   }
-}
-
-/**
- * Whether an HTTP status is worth retrying (docs/architecture.md, "Delivery"): 408, 409, 429 and every 5xx are;
- * every other 4xx is final. 2xx/3xx are not errors and return false.
- */
-export function isRetryableStatus(status: number): boolean {
-  return status === 408 || status === 409 || status === 429 || (status >= 500 && status <= 599);
-}
-
-/** Minimal header reader: both the global `Headers` and undici's satisfy it. */
-export interface HeaderReader {
-  get(name: string): string | null;
-}
-
-/** Epoch-looking values (after 2001-09-09) are absolute times; smaller ones are deltas. */
-const EPOCH_SECONDS_THRESHOLD = 1_000_000_000;
-
-const clampDelay = (ms: number): number => Math.min(Math.max(Math.ceil(ms), 0), MAX_RETRY_AFTER_MS);
-
-function parseNumber(v: string | null): number | undefined {
-  if (v === null) return undefined;
-  const t = v.trim();
-  if (!/^\d+(?:\.\d+)?$/.test(t)) return undefined;
-  return Number(t);
-}
-
-/**
- * How long the endpoint asked us to wait, in milliseconds (≥ 0, capped at 1 hour), or
- * undefined when its headers do not say. Sources, first match wins:
- * - `Retry-After`: delta seconds or an HTTP-date (RFC 9110 §10.2.3);
- * - `x-ratelimit-remaining: 0` with `x-ratelimit-reset` in epoch seconds (GitHub);
- * - `RateLimit-Reset` (GitLab: epoch seconds; IETF draft: delta seconds — values above 10⁹
- *   are read as epoch seconds), used when `RateLimit-Remaining` is absent or 0.
- * `nowMs` is the current time in epoch milliseconds (injected for tests).
- */
-export function retryAfterFrom(headers: HeaderReader, nowMs: number): number | undefined {
-  const ra = headers.get('retry-after');
-  if (ra !== null) {
-    const secs = parseNumber(ra);
-    if (secs !== undefined) return clampDelay(secs * 1000);
-    // HTTP-date forms (IMF-fixdate, RFC 850, asctime) all carry a month name and hh:mm:ss;
-    // checking that keeps Date.parse's leniency (it reads '-5' as a year) out.
-    const t = ra.trim();
-    const at = /[A-Za-z]{3}/.test(t) && /\d{2}:\d{2}:\d{2}/.test(t) ? Date.parse(t) : Number.NaN;
-    if (!Number.isNaN(at)) return clampDelay(at - nowMs);
-  }
-  if (parseNumber(headers.get('x-ratelimit-remaining')) === 0) {
-    const reset = parseNumber(headers.get('x-ratelimit-reset'));
-    if (reset !== undefined) return clampDelay(reset * 1000 - nowMs);
-  }
-  const remaining = headers.get('ratelimit-remaining');
-  if (remaining === null || parseNumber(remaining) === 0) {
-    const reset = parseNumber(headers.get('ratelimit-reset'));
-    if (reset !== undefined) {
-      return clampDelay(reset >= EPOCH_SECONDS_THRESHOLD ? reset * 1000 - nowMs : reset * 1000);
-    }
-  }
-  return undefined;
 }
 
 /**

@@ -64,6 +64,8 @@ export function webhookNotifier(
           ...sign(body),
         },
         body,
+        // The receiver's reply is not read (docs/threat-model.md, "Endpoints").
+        responseBody: 'discard',
         ...(signal !== undefined ? { signal } : {}),
       });
     },

@@ -7,7 +7,10 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { Headers } from 'undici';
-import { bodyExcerpt, isRetryableStatus, ProviderError, retryAfterFrom } from './errors.ts';
+import { classifyAnswer, verdictForCode, type AnswerKind, type Verdict } from './classify.ts';
+import { ProviderError } from './errors.ts';
+import { recognisedMessage } from './reflect.ts';
+import { MAX_REDIRECTS, type RedirectRefusal } from './redirect.ts';
 
 /** What the failure is judged against: the Provider's secrets, clock, timeout and proxy. */
 export interface FailureContext {
@@ -17,6 +20,11 @@ export interface FailureContext {
   timeoutMs: number;
   /** Whether the Provider sends through a proxy (`proxySecretRef`). */
   proxy: boolean;
+  /**
+   * Whether a recognised error message of the answer may be shown (./reflect.ts): forge and chat
+   * APIs, not generic webhooks, whose answers are never shown.
+   */
+  reflect: boolean;
 }
 
 /** Certificate-verification failures: the endpoint's chain does not lead to a trusted CA (F08). */
@@ -76,6 +84,41 @@ function formatMs(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
 }
 
+/** What to do about each kind of answer, for the Provider's owner. */
+function hintFor(kind: AnswerKind, status: number, retryAfterMs: number | undefined): string {
+  const after = retryAfterMs !== undefined ? ` after ${formatMs(retryAfterMs)}` : '';
+  switch (kind) {
+    case 'rateLimited':
+      return `rate limited; will retry${after}`;
+    case 'auth':
+      return status === 407
+        ? "the proxy rejected its credentials: check 'username'/'password' in spec.proxySecretRef"
+        : status >= 200 && status <= 299
+          ? "the endpoint answered with a sign-in page: the credentials were not accepted (expired or revoked?); check the Provider's Secret (spec.secretRef)"
+          : "check the credentials (key 'token', or 'username'/'password') in the Provider's Secret (spec.secretRef)";
+    case 'permission':
+      return 'the credentials lack permission for this endpoint: check the token scopes or app permissions';
+    case 'locked':
+      return 'the target is locked, archived or read-only: nothing will change that on our side (final for this event)';
+    case 'notFound':
+      return 'check the Provider address: the endpoint or repository does not exist, or the credentials cannot see it';
+    case 'server':
+      return status === 408
+        ? `the endpoint is slow; will retry${after}`
+        : `the endpoint failed; will retry${after}`;
+    case 'conflict':
+      return 'conflict; will retry';
+    case 'badResponse':
+      return "the answer is not the API's (an HTML page?): check that the Provider address points at the API";
+    default:
+      return 'the endpoint rejected the request: check the Provider address and type';
+  }
+}
+
+/**
+ * A `ProviderError` for an HTTP answer that is not a success, classified by ./classify.ts
+ * (status, headers and body); the message says what failed and what to do.
+ */
 export function httpError(
   c: FailureContext,
   method: string,
@@ -83,66 +126,54 @@ export function httpError(
   status: number,
   headers: Headers,
   body: string,
+  opts: { expectJson?: boolean; redirect?: RedirectRefusal | undefined } = {},
 ): ProviderError {
   const secretValues = c.secretValues;
   const statusText = STATUS_CODES[status] ?? '';
-  const excerpt = bodyExcerpt(body, secretValues);
-  const tail = excerpt === '' ? '' : `. Response: ${excerpt}`;
+  // Never the raw body: only a recognised error message, bounded (./reflect.ts, case B09) —
+  // HTML pages (a sign-in page answering 203, N11) and plain text are not shown at all.
+  const shown = c.reflect ? recognisedMessage(body) : undefined;
+  const tail = shown === undefined ? '' : `. The endpoint said: ${shown}`;
   const what = `${method} ${target} answered ${status}${statusText === '' ? '' : ` ${statusText}`}`;
+  const classified = classifyAnswer(
+    { status, headers, body, ...(opts.expectJson !== undefined ? { expectJson: opts.expectJson } : {}) },
+    c.now(),
+  ) ?? {
+    verdict: { kind: 'badResponse', retry: false } satisfies Verdict,
+    said: '',
+  };
+  const { verdict } = classified;
 
-  if (status >= 300 && status <= 399) {
-    const location = headers.get('location');
+  if (verdict.kind === 'redirect') {
+    const r = opts.redirect;
+    const why =
+      r?.reason === 'otherOrigin'
+        ? `to another origin (${r.location}): not followed, credentials are only sent where the Provider points`
+        : r?.reason === 'tooMany'
+          ? `more than ${MAX_REDIRECTS} times`
+          : r?.reason === 'noLocation'
+            ? 'without a location'
+            : `with ${status}, which is not followed`;
     return new ProviderError(
-      `${what}: the endpoint redirects${location === null ? '' : ` to ${location}`}; set the Provider address to the final URL (redirects are not followed)`,
-      { code: 'REDIRECT', status, retryable: false, secretValues },
+      `${what}: the endpoint redirects ${why}; set the Provider address (or the Stack's repository) to the new location`,
+      { code: 'REDIRECT', status, retryable: false, secretValues, verdict },
     );
   }
-
-  let retryable = isRetryableStatus(status);
-  let retryAfterMs = retryable ? retryAfterFrom(headers, c.now()) : undefined;
-  // GitHub's primary and secondary rate limits answer 403 (docs/providers/github.md).
-  if (status === 403) {
-    const fromHeaders = retryAfterFrom(headers, c.now());
-    if (fromHeaders !== undefined) {
-      retryable = true;
-      retryAfterMs = fromHeaders;
-    } else if (/rate limit/i.test(body)) {
-      retryable = true;
-      retryAfterMs = 60_000;
-    }
-  }
-
-  let hint: string;
-  if (status === 401) {
-    hint =
-      "check the credentials (key 'token', or 'username'/'password') in the Provider's Secret (spec.secretRef)";
-  } else if (status === 403) {
-    hint = retryable
-      ? 'rate limited; will retry'
-      : 'the credentials lack permission for this endpoint: check the token scopes or app permissions';
-  } else if (status === 404 || status === 410) {
-    hint =
-      'check the Provider address: the endpoint or repository does not exist, or the credentials cannot see it';
-  } else if (status === 407) {
-    hint = "the proxy rejected its credentials: check 'username'/'password' in spec.proxySecretRef";
-  } else if (status === 408 || status === 429) {
-    hint = `the endpoint is throttling or slow; will retry${retryAfterMs !== undefined ? ` after ${formatMs(retryAfterMs)}` : ''}`;
-  } else if (status >= 500) {
-    hint = `the endpoint failed; will retry${retryAfterMs !== undefined ? ` after ${formatMs(retryAfterMs)}` : ''}`;
-  } else if (status === 409) {
-    hint = 'conflict; will retry';
-  } else {
-    hint = 'the endpoint rejected the request: check the Provider address and type';
-  }
-  return new ProviderError(`${what}: ${hint}${tail}`, {
+  return new ProviderError(`${what}: ${hintFor(verdict.kind, status, verdict.retryAfterMs)}${tail}`, {
     code: `HTTP_${status}`,
     status,
-    retryable,
-    retryAfterMs,
+    retryable: verdict.retry,
+    retryAfterMs: verdict.retryAfterMs,
     secretValues,
+    verdict,
   });
 }
 
+/**
+ * A `ProviderError` for a failure to get an answer. `sent` says whether the request reached the
+ * wire (./sent.ts): a timeout or reset after that is `ambiguous` — the endpoint may have acted on
+ * it — while before it nothing happened (`unreachable`); ./classify.ts `verdictForCode`.
+ */
 export function transportError(
   c: FailureContext,
   err: unknown,
@@ -150,8 +181,10 @@ export function transportError(
   target: string,
   timeout: AbortSignal,
   callerSignal: AbortSignal | undefined,
+  sent = false,
 ): ProviderError {
   const secretValues = c.secretValues;
+  const verdict = (code: string, retryable: boolean): Verdict => verdictForCode(code, { retryable, sent });
   if (callerSignal?.aborted === true) {
     return new ProviderError(`${method} ${target} was cancelled before it completed`, {
       code: 'ABORTED',
@@ -159,10 +192,11 @@ export function transportError(
       secretValues,
     });
   }
+  const sentNote = sent ? ' (the request was sent: the endpoint may have acted on it)' : '';
   const timedOut = (): ProviderError =>
     new ProviderError(
-      `${method} ${target} got no complete answer within ${formatMs(c.timeoutMs)} (spec.timeout): will retry; raise spec.timeout if the endpoint is slow`,
-      { code: 'TIMEOUT', retryable: true, secretValues },
+      `${method} ${target} got no complete answer within ${formatMs(c.timeoutMs)} (spec.timeout)${sentNote}: will retry; raise spec.timeout if the endpoint is slow`,
+      { code: 'TIMEOUT', retryable: true, secretValues, verdict: verdict('TIMEOUT', true) },
     );
   if (timeout.aborted) return timedOut();
 
@@ -229,7 +263,7 @@ export function transportError(
   }
   if (proxy && CONNECT_CODES.has(code)) return proxyError(detail, checkProxySecret, true);
   return new ProviderError(
-    `${method} ${target} failed (${detail}): check that the address is right and reachable from the controller; will retry`,
-    { code: 'NETWORK', retryable: true, secretValues },
+    `${method} ${target} failed (${detail})${sentNote}: check that the address is right and reachable from the controller; will retry`,
+    { code: 'NETWORK', retryable: true, secretValues, verdict: verdict('NETWORK', true) },
   );
 }

@@ -13,25 +13,21 @@
  */
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
-import {
-  Agent,
-  ProxyAgent,
-  fetch as undiciFetch,
-  type Dispatcher,
-  type Headers,
-  type Response,
-} from 'undici';
+import { Agent, ProxyAgent, Response, fetch as undiciFetch, type Dispatcher, type Headers } from 'undici';
+import type { ReadableStream } from 'node:stream/web';
 import type { ResolvedProvider } from '../credential/provider.ts';
+import { capStream, discardBody, readBounded, RESPONSE_CAPS } from './body.ts';
+import { egressDenial, egressMessage, type EgressDeniedError, type EgressPolicy } from './egress.ts';
 import { ProviderError } from './errors.ts';
 import { httpError, transportError, type FailureContext } from './http-errors.ts';
+import { RedirectFollower, type RedirectInit } from './redirect.ts';
+import { trackingDispatcher, type SendState } from './sent.ts';
 
 /** `pko-notification-controller/<version from package.json>` (`unknown` if unreadable). */
 export const USER_AGENT = `pko-notification-controller/${packageVersion()}`;
 
-/** Default bound of a successful response body, in bytes (a page of 100 forge comments fits easily). */
-export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
-/** How much of an error response body is read (only an excerpt is ever shown). */
-const ERROR_BODY_BYTES = 64 * 1024;
+/** Default bound of a successful response body that is read, in bytes (./body.ts `RESPONSE_CAPS.apiPage`). */
+export const DEFAULT_MAX_RESPONSE_BYTES = RESPONSE_CAPS.apiPage;
 
 function packageVersion(): string {
   try {
@@ -57,12 +53,18 @@ export interface HttpRequestInit {
    * requests or `[400]` when the caller must read the body (GitLab state transitions, F15).
    */
   acceptStatus?: readonly number[];
+  /**
+   * What the caller reads of the answer's body (./body.ts): `'discard'` — not read (`text` is
+   * ''; a webhook's reply) — or at most this many bytes (default: the client's
+   * `maxResponseBytes`); a longer body fails with `RESPONSE_TOO_LARGE` unread.
+   */
+  responseBody?: 'discard' | number;
 }
 
 export interface HttpResponse {
   status: number;
   headers: Headers;
-  /** Body decoded as UTF-8. */
+  /** Body decoded as UTF-8 ('' when the caller discarded it). */
   text: string;
 }
 
@@ -73,6 +75,11 @@ export interface ProviderHttpOptions {
   now?: () => number;
   /** Bound of a successful response body in bytes; larger answers fail with code `RESPONSE_TOO_LARGE`. */
   maxResponseBytes?: number;
+  /**
+   * Where connections may go (./egress.ts); refused ones fail with code `EGRESS_DENIED`. The
+   * controller always sets it; without it nothing is refused (unit tests of notifiers, tools).
+   */
+  egress?: EgressPolicy;
 }
 
 /**
@@ -86,6 +93,8 @@ export class ProviderHttp {
   readonly #now: () => number;
   readonly #maxResponseBytes: number;
   readonly #secretValues: readonly string[];
+  readonly #redirects = new RedirectFollower();
+  readonly #egress: EgressPolicy | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(p: ResolvedProvider, opts: ProviderHttpOptions = {}) {
@@ -94,6 +103,8 @@ export class ProviderHttp {
     this.#now = opts.now ?? Date.now;
     this.#maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     this.#secretValues = secretValuesOf(p);
+    const egress = opts.egress;
+    this.#egress = egress;
     const tls = p.tls
       ? {
           ca: p.tls.ca,
@@ -111,12 +122,21 @@ export class ProviderHttp {
           : {}),
         // The Provider's CA applies to the origin, inside the CONNECT tunnel...
         requestTls: tls,
-        // ...and, on top of the public roots, to an https:// proxy itself.
-        ...(p.tls ? { proxyTls: { ca: [...rootCertificates, p.tls.ca] } } : {}),
+        // ...and, on top of the public roots, to an https:// proxy itself. The connection to
+        // the proxy obeys the egress policy too.
+        ...(p.tls || egress
+          ? {
+              proxyTls: {
+                ...(p.tls ? { ca: [...rootCertificates, p.tls.ca] } : {}),
+                ...(egress ? { lookup: egress.lookup } : {}),
+              },
+            }
+          : {}),
         connectTimeout: p.timeoutMs,
       });
     } else {
-      this.#dispatcher = new Agent({ connect: { ...tls, timeout: p.timeoutMs } });
+      const connect = { ...tls, timeout: p.timeoutMs };
+      this.#dispatcher = new Agent({ connect: egress ? egress.connector(connect) : connect });
     }
   }
 
@@ -124,8 +144,9 @@ export class ProviderHttp {
    * Sends one request and reads the whole answer.
    * Headers, in increasing precedence: `User-Agent`, the Provider's Secret `headers`, `init.headers`.
    * The Provider timeout (`timeoutMs`) covers connecting, sending and reading the body.
-   * Redirects are not followed (a 3xx fails with code `REDIRECT`): credentials never travel
-   * to a host the Provider does not name.
+   * Same-origin redirects are followed with the method and body kept, at most 5 hops, and
+   * permanent moves remembered (./redirect.ts, case N07); a redirect to another origin fails
+   * with code `REDIRECT`: credentials never travel to a host the Provider does not name.
    * @returns status, headers and UTF-8 body of a 2xx answer (or of a status in `init.acceptStatus`).
    * @throws ProviderError — `HTTP_<status>` (retryable per `isRetryableStatus`, or a 403 that
    *   carries rate-limit headers), `REDIRECT`, `TLS`, `PROXY`, `TIMEOUT`, `NETWORK`, `ABORTED`,
@@ -167,34 +188,51 @@ export class ProviderHttp {
 
     const timeout = AbortSignal.timeout(this.#p.timeoutMs);
     const signal = init.signal ? AbortSignal.any([timeout, init.signal]) : timeout;
+    await this.#checkProxied(url, method, target);
 
+    const state: SendState = { sent: false };
     try {
-      const res = await this.#fetch(url, {
-        method,
-        headers,
-        ...(init.body !== undefined ? { body: init.body } : {}),
-        signal,
-        redirect: 'manual',
-        dispatcher: this.#dispatcher,
-      });
+      const { res, refused } = await this.#redirects.send(url, { method, headers, body: init.body }, (u, i) =>
+        this.#send(u, i, signal, state),
+      );
       const ok =
         (res.status >= 200 && res.status <= 299) || (init.acceptStatus?.includes(res.status) ?? false);
       if (ok) {
-        const body = await readBounded(res.body, this.#maxResponseBytes);
+        if (init.responseBody === 'discard') {
+          await discardBody(res.body);
+          return { status: res.status, headers: res.headers, text: '' };
+        }
+        const max = init.responseBody ?? this.#maxResponseBytes;
+        const body = await readBounded(res.body, max);
         if (body.truncated) {
           throw new ProviderError(
-            `${method} ${target} answered ${res.status} with a body over ${this.#maxResponseBytes} bytes: refusing to read it`,
+            `${method} ${target} answered ${res.status} with a body over ${max} bytes: refusing to read it`,
             { code: 'RESPONSE_TOO_LARGE', status: res.status, retryable: false, secretValues },
           );
         }
         return { status: res.status, headers: res.headers, text: body.text };
       }
-      const { text } = await readBounded(res.body, ERROR_BODY_BYTES);
-      throw httpError(this.#failure(), method, target, res.status, res.headers, text);
+      const { text } = await readBounded(res.body, RESPONSE_CAPS.error);
+      throw httpError(this.#failure(), method, target, res.status, res.headers, text, { redirect: refused });
     } catch (err) {
       if (err instanceof ProviderError) throw err;
-      throw transportError(this.#failure(), err, method, target, timeout, init.signal);
+      const denied = egressDenial(err);
+      if (denied) throw this.#egressError(method, target, denied);
+      throw transportError(this.#failure(), err, method, target, timeout, init.signal, state.sent);
     }
+  }
+
+  /** One hop: undici's fetch through the Provider's dispatcher, recording whether it was sent. */
+  #send(url: string, init: RedirectInit, signal: AbortSignal, state: SendState): Promise<Response> {
+    state.sent = false;
+    return this.#fetch(url, {
+      method: init.method,
+      headers: init.headers,
+      ...(init.body !== undefined ? { body: init.body } : {}),
+      signal,
+      redirect: 'manual',
+      dispatcher: trackingDispatcher(this.#dispatcher, state),
+    });
   }
 
   /**
@@ -208,10 +246,12 @@ export class ProviderHttp {
   /**
    * A `fetch` for client libraries that take one (Octokit's `request.fetch`): every call goes
    * through this Provider's dispatcher (CA + proxy, F08/F09), carries the Provider's Secret
-   * `headers` under the caller's own, follows no redirects, and is bounded by `timeoutMs`
-   * (combined with the caller's `signal`). Any HTTP answer is returned as it is, for the library
-   * to read; transport failures throw the same `ProviderError`s as `request` (`TLS`, `PROXY`,
-   * `TIMEOUT`, `NETWORK`, `ABORTED`, `CLOSED`).
+   * `headers` under the caller's own, follows same-origin redirects only (./redirect.ts; another
+   * origin's 3xx is returned as it is), and is bounded by `timeoutMs` (combined with the caller's
+   * `signal`). Any HTTP answer is returned for the library to read, its body capped at
+   * `maxResponseBytes` (reading further fails with `RESPONSE_TOO_LARGE`); transport failures throw
+   * the same `ProviderError`s as `request` (`TLS`, `PROXY`, `TIMEOUT`, `NETWORK`, `ABORTED`,
+   * `CLOSED`, `EGRESS_DENIED`).
    */
   readonly fetch = async (
     input: string | URL,
@@ -243,18 +283,38 @@ export class ProviderHttp {
     const timeout = AbortSignal.timeout(this.#p.timeoutMs);
     const callerSignal = init.signal ?? undefined;
     const signal = callerSignal ? AbortSignal.any([timeout, callerSignal]) : timeout;
+    await this.#checkProxied(url, method, target);
+    const state: SendState = { sent: false };
+    let res: Response;
     try {
-      return await this.#fetch(url, {
-        method,
-        headers,
-        ...(init.body !== undefined && init.body !== null ? { body: init.body } : {}),
-        signal,
-        redirect: 'manual',
-        dispatcher: this.#dispatcher,
-      });
+      const body = init.body ?? undefined;
+      res = (
+        await this.#redirects.send(url, { method, headers, body }, (u, i) => this.#send(u, i, signal, state))
+      ).res;
     } catch (err) {
-      throw transportError(this.#failure(), err, method, target, timeout, callerSignal);
+      const denied = egressDenial(err);
+      if (denied) throw this.#egressError(method, target, denied);
+      throw transportError(this.#failure(), err, method, target, timeout, callerSignal, state.sent);
     }
+    if (res.body === null) return res;
+    const body = res.body as ReadableStream<Uint8Array>; // undici types its body stream loosely
+    const max = this.#maxResponseBytes;
+    const status = res.status;
+    const capped = new Response(
+      capStream(
+        body,
+        max,
+        () =>
+          new ProviderError(
+            `${method} ${target} answered ${status} with a body over ${max} bytes: refusing to read it`,
+            { code: 'RESPONSE_TOO_LARGE', status, retryable: false, secretValues: this.#secretValues },
+          ),
+      ),
+      { status, statusText: res.statusText, headers: res.headers },
+    );
+    // A constructed Response has no URL; libraries report the one that was fetched.
+    Object.defineProperty(capped, 'url', { value: res.url });
+    return capped;
   };
 
   /**
@@ -273,12 +333,30 @@ export class ProviderHttp {
     return this.#closing;
   }
 
+  /** Through a proxy, the proxy resolves the target: check it here first (./egress.ts). */
+  async #checkProxied(url: string, method: string, target: string): Promise<void> {
+    const egress = this.#egress;
+    const proxy = this.#p.proxy;
+    if (egress === undefined || proxy === undefined) return;
+    const denied = egress.refuseURL(proxy.address) ?? (await egress.checkThroughProxy(url));
+    if (denied) throw this.#egressError(method, target, denied);
+  }
+
+  #egressError(method: string, target: string, denied: EgressDeniedError): ProviderError {
+    return new ProviderError(egressMessage(method, target, denied), {
+      code: 'EGRESS_DENIED',
+      retryable: false,
+      secretValues: this.#secretValues,
+    });
+  }
+
   #failure(): FailureContext {
     return {
       secretValues: this.#secretValues,
       now: this.#now,
       timeoutMs: this.#p.timeoutMs,
       proxy: this.#p.proxy !== undefined,
+      reflect: this.#p.type !== 'generic' && this.#p.type !== 'generic-hmac',
     };
   }
 
@@ -304,28 +382,4 @@ function secretValuesOf(p: ResolvedProvider): readonly string[] {
     }
   }
   return values;
-}
-
-/** Reads at most `max` bytes of a body as UTF-8; the rest is cancelled (which frees the connection). */
-async function readBounded(
-  body: ReadableStream<Uint8Array> | null,
-  max: number,
-): Promise<{ text: string; truncated: boolean }> {
-  if (body === null) return { text: '', truncated: false };
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let text = '';
-  let seen = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (seen + value.byteLength > max) {
-      text += decoder.decode(value.subarray(0, max - seen), { stream: true });
-      await reader.cancel();
-      return { text: text + decoder.decode(), truncated: true };
-    }
-    seen += value.byteLength;
-    text += decoder.decode(value, { stream: true });
-  }
-  return { text: text + decoder.decode(), truncated: false };
 }

@@ -14,7 +14,9 @@
  */
 import type { ProviderLimits } from '../template/rendered.ts';
 import type { NotifierFactory } from './types.ts';
-import { assertFits, ProviderError } from './errors.ts';
+import { classifySlackError } from './classify.ts';
+import { assertFits, ProviderError, retryAfterFrom } from './errors.ts';
+import { RESPONSE_CAPS } from './body.ts';
 
 /** Slack's field limits (the renderer fits the message to them). */
 export const slackLimits: ProviderLimits = {
@@ -25,15 +27,6 @@ export const slackLimits: ProviderLimits = {
       'Slack chat.postMessage: text ≤ 4,000 characters advisable (cut at 40,000); docs/providers/slack.md',
   },
 };
-
-/** `chat.postMessage` errors worth retrying; every other `ok: false` is a configuration error. */
-const RETRYABLE_API_ERRORS = new Set([
-  'ratelimited',
-  'internal_error',
-  'fatal_error',
-  'service_unavailable',
-  'request_timeout',
-]);
 
 export const slack: NotifierFactory = (p, { http }) => {
   const bot = p.token !== undefined;
@@ -55,6 +48,8 @@ export const slack: NotifierFactory = (p, { http }) => {
           ...(bot ? { Authorization: `Bearer ${p.token ?? ''}` } : {}),
         },
         body: JSON.stringify(payload),
+        // Webhook mode answers "ok", unread; chat.postMessage's small JSON answer is read.
+        responseBody: bot ? RESPONSE_CAPS.chatAnswer : 'discard',
         ...(signal !== undefined ? { signal } : {}),
       });
       if (!bot) return;
@@ -73,14 +68,20 @@ export const slack: NotifierFactory = (p, { http }) => {
         );
       }
       if (answer.ok === true) return;
-      const error = typeof answer.error === 'string' ? answer.error : 'unknown_error';
+      // Slack's error codes are short snake_case words; anything else is not shown (B09).
+      const error =
+        typeof answer.error === 'string' && /^[a-z0-9_.]{1,64}$/.test(answer.error)
+          ? answer.error
+          : 'unknown_error';
+      const verdict = classifySlackError(error, retryAfterFrom(res.headers, Date.now()));
       throw new ProviderError(
-        `chat.postMessage failed: ${error}${error === 'invalid_auth' || error === 'not_authed' ? ' (check the token in the Provider Secret)' : error === 'channel_not_found' || error === 'not_in_channel' ? ' (check spec.channel and invite the bot)' : ''}`,
+        `chat.postMessage failed: ${error}${verdict.kind === 'auth' ? ' (check the token in the Provider Secret)' : error === 'channel_not_found' || error === 'not_in_channel' ? ' (check spec.channel and invite the bot)' : ''}`,
         {
           status: res.status,
-          retryable: RETRYABLE_API_ERRORS.has(error),
+          retryable: verdict.retry,
           code: `SLACK_${error.toUpperCase()}`,
           secretValues: http.secretValues,
+          verdict,
         },
       );
     },

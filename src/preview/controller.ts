@@ -38,6 +38,7 @@ import type { Informer } from '../kube/informer.ts';
 import { kubeTime, patchStatus, setCondition } from '../kube/status.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
+import type { EgressPolicy } from '../notifier/egress.ts';
 import { ProviderHttp } from '../notifier/http.ts';
 import { compileTemplates, renderNotification } from '../template/index.ts';
 import { boundText } from '../text.ts';
@@ -63,6 +64,11 @@ export interface PreviewReconcilerOptions {
   logger: Logger;
   /** Goes into commit status contexts, as for deliveries. */
   clusterName: string;
+  /**
+   * Where forge connections may go (the controller's `--egress-*` policy, src/notifier/egress.ts);
+   * the same policy as deliveries.
+   */
+  egress?: EgressPolicy;
   /** Builds the forge access of a Provider; default: the forge module's `previews` with a new ProviderHttp. */
   forgeFor?: (p: ResolvedProvider) => PreviewForge | undefined;
   now?: () => Date;
@@ -70,10 +76,12 @@ export interface PreviewReconcilerOptions {
   notReadyRetryMs?: number;
 }
 
-function defaultForge(p: ResolvedProvider): PreviewForge | undefined {
+function defaultForge(p: ResolvedProvider, egress: EgressPolicy | undefined): PreviewForge | undefined {
   if (!isGitProviderType(p.type)) return undefined;
   const factory = FORGES[p.type].previews;
-  return factory === undefined ? undefined : factory(p, { http: new ProviderHttp(p) });
+  return factory === undefined
+    ? undefined
+    : factory(p, { http: new ProviderHttp(p, egress !== undefined ? { egress } : {}) });
 }
 
 const stackRef = (namespace: string, name?: string) => ({
@@ -112,7 +120,7 @@ export class PreviewReconciler {
     if (have?.p === p) return have.forge;
     if (have) void have.forge.close();
     this.#forges.delete(key);
-    const forge = (this.#o.forgeFor ?? defaultForge)(p);
+    const forge = this.#o.forgeFor !== undefined ? this.#o.forgeFor(p) : defaultForge(p, this.#o.egress);
     if (forge) this.#forges.set(key, { p, forge });
     return forge;
   }

@@ -15,6 +15,7 @@ import type { EventRecorder } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
+import type { EgressPolicy } from '../notifier/egress.ts';
 import { PreviewReconciler, type PreviewReconcilerOptions } from './controller.ts';
 import { startWebhookReceiver, type WebhookForge, type WebhookReceiver } from './webhook.ts';
 
@@ -30,6 +31,8 @@ export interface PreviewsOptions {
   recorder: Pick<EventRecorder, 'event'>;
   logger: Logger;
   clusterName: string;
+  /** Where forge connections may go (the same policy as deliveries). */
+  egress: EgressPolicy;
   registry?: Registry;
   /** `host:port` of the webhook receiver; '' = none. */
   webhookBindAddress: string;
@@ -55,6 +58,7 @@ export class Previews {
       recorder: o.recorder,
       logger: o.logger,
       clusterName: o.clusterName,
+      egress: o.egress,
       ...o.reconciler,
     });
     this.queue = new WorkQueue({

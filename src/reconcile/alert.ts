@@ -2,8 +2,11 @@
  * Alert reconciler: compiles the Alert (RE2 regexes, source selectors), checks its Provider and
  * template ConfigMap, writes `status.observedGeneration` + `Ready`, and publishes the compiled
  * Alert to the routing index. Regexes are compiled here, once per generation — never per event.
+ * Templates are compiled and test-rendered in the template sandbox (src/template/sandbox.ts),
+ * once per content; the `templateRef` ConfigMap is watched (./configmaps.ts), so an edit applies
+ * at once.
  */
-import { ApiException, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Alert, Provider } from '../api/v1alpha1.ts';
 import type { Informer } from '../kube/informer.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
@@ -11,24 +14,17 @@ import type { EventRecorder } from '../kube/events.ts';
 import type { Logger } from '../log.ts';
 import { compileAlert, type CompiledAlert } from '../alert/compile.ts';
 import type { AlertIndex } from '../alert/routed.ts';
-import { compileTemplates, type TemplateSet } from '../template/index.ts';
+import type { AlertTemplates, TemplateCompiler } from '../template/index.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { KubeApiError, kubeRequest, objectPath } from '../kube/client.ts';
 import { keyOf, specChanged, splitKey, writeReady, type ReadyState } from './common.ts';
 
-/** How often a referenced template ConfigMap is re-read, ms (ConfigMaps are not watched). */
-const TEMPLATE_RECHECK_MS = 60_000;
-
-let builtins: TemplateSet | undefined;
-/** The built-in templates, compiled once. */
-function builtinTemplates(): TemplateSet {
-  if (!builtins) {
-    const r = compileTemplates({});
-    if (!r.ok) throw new Error(`built-in template ${r.template} does not compile: ${r.message}`);
-    builtins = r.set;
-  }
-  return builtins;
+/** Where the Alert reconciler reads template ConfigMaps (./configmaps.ts `TemplateConfigMaps`). */
+export interface TemplateSource {
+  use(alertKey: string, ref: { namespace: string; name: string } | undefined): void;
+  data(namespace: string, name: string): Promise<Record<string, string> | undefined>;
 }
+
 export interface AlertReconcilerDeps {
   kubeConfig: KubeConfig;
   alerts: Informer<Alert>;
@@ -37,29 +33,18 @@ export interface AlertReconcilerDeps {
   recorder: EventRecorder;
   logger: Logger;
   allowCrossNamespace: boolean;
-  /** Re-check interval while the Provider or template ConfigMap is missing, ms (default 15 s). */
-  notReadyRetryMs?: number;
+  /** Compiles templates (the template sandbox). */
+  templates: TemplateCompiler;
+  /** Template ConfigMaps, watched. */
+  configMaps: TemplateSource;
   now?: () => Date;
 }
 
 export class AlertReconciler {
   readonly #d: AlertReconcilerDeps;
-  readonly #core: CoreV1Api;
 
   constructor(deps: AlertReconcilerDeps) {
     this.#d = deps;
-    this.#core = deps.kubeConfig.makeApiClient(CoreV1Api);
-  }
-
-  /** ConfigMap `data`, or undefined when it does not exist. */
-  async #configMapData(namespace: string, name: string): Promise<Record<string, string> | undefined> {
-    try {
-      const cm = await this.#core.readNamespacedConfigMap({ namespace, name });
-      return cm.data ?? {};
-    } catch (err) {
-      if (err instanceof ApiException && err.code === 404) return undefined;
-      throw err;
-    }
   }
 
   /** The Provider from the cache, else from the API (the cache may lag an `apply` of both at once). */
@@ -82,18 +67,18 @@ export class AlertReconciler {
     const { namespace, name } = splitKey(key);
     const alert = this.#d.alerts.get(namespace, name);
     if (!alert || alert.metadata.deletionTimestamp) {
+      this.#d.configMaps.use(key, undefined);
       this.#d.index.set(key, undefined);
       return undefined;
     }
     let state: ReadyState;
     let compiled: CompiledAlert | undefined;
-    let templates: TemplateSet | undefined;
-    let retryMs: number | undefined;
+    let templates: AlertTemplates | undefined;
     const c = compileAlert(alert, { allowCrossNamespace: this.#d.allowCrossNamespace });
     const provider = c.ok ? await this.#provider(namespace, alert.spec.providerRef.name) : undefined;
-    const templateData = alert.spec.templateRef
-      ? await this.#configMapData(namespace, alert.spec.templateRef.name)
-      : {};
+    const ref = alert.spec.templateRef;
+    this.#d.configMaps.use(key, ref ? { namespace, name: ref.name } : undefined);
+    const templateData = ref ? await this.#d.configMaps.data(namespace, ref.name) : {};
     if (!c.ok) {
       state = { ready: false, reason: c.reason, message: c.message };
     } else if (provider === 'lagging') {
@@ -106,15 +91,18 @@ export class AlertReconciler {
         message: `Provider '${namespace}/${alert.spec.providerRef.name}' (spec.providerRef) not found`,
       };
     } else if (templateData === undefined) {
+      // The watch brings the ConfigMap when it is created: no polling.
       state = {
         ready: false,
         reason: 'TemplateNotFound',
         message: `ConfigMap '${namespace}/${alert.spec.templateRef?.name ?? ''}' (spec.templateRef) not found`,
       };
-      retryMs = this.#d.notReadyRetryMs ?? 15_000;
     } else {
       const context = provider.spec.commitStatus?.context;
-      const t = compileTemplates(templateData, context !== undefined ? { commitStatusContext: context } : {});
+      const t = await this.#d.templates.compile(
+        templateData,
+        context !== undefined ? { commitStatusContext: context } : {},
+      );
       if (!t.ok) {
         const where =
           t.template === 'commitStatusContext' && context !== undefined
@@ -127,19 +115,17 @@ export class AlertReconciler {
         };
       } else {
         compiled = c.alert;
-        templates = t.set;
+        templates = t.templates;
         state = {
           ready: true,
           reason: 'Succeeded',
           message: alert.spec.suspend ? 'Alert is ready (suspended: nothing is routed)' : 'Alert is ready',
         };
       }
-      // ConfigMaps are not watched: re-read a referenced one now and then.
-      if (alert.spec.templateRef) retryMs = TEMPLATE_RECHECK_MS;
     }
     this.#d.index.set(
       key,
-      compiled && alert.metadata.uid !== undefined
+      compiled && templates && alert.metadata.uid !== undefined
         ? {
             key,
             uid: alert.metadata.uid,
@@ -148,7 +134,7 @@ export class AlertReconciler {
             providerName: alert.spec.providerRef.name,
             createdMs: new Date(alert.metadata.creationTimestamp ?? 0).getTime(),
             compiled,
-            templates: templates ?? builtinTemplates(),
+            templates,
           }
         : undefined,
     );
@@ -168,8 +154,9 @@ export class AlertReconciler {
         state.message,
       );
     }
-    // A missing Provider comes back through the Provider informer (it re-queues referencing Alerts).
-    return retryMs !== undefined ? { requeueAfterMs: retryMs } : undefined;
+    // A missing Provider comes back through the Provider informer (it re-queues referencing
+    // Alerts), a missing or changed ConfigMap through its watch: nothing to poll.
+    return undefined;
   }
 }
 
@@ -192,4 +179,16 @@ export function watchAlerts(
     queue.add(keyOf(a));
     if (a.metadata.uid) delivery.dropAlert(a.metadata.uid);
   });
+}
+
+/** Queues the Alerts of `namespace` whose `spec.templateRef` names ConfigMap `name` (it changed). */
+export function requeueAlertsUsing(
+  alerts: Informer<Alert>,
+  queue: { add(key: string): void },
+  namespace: string,
+  name: string,
+): void {
+  for (const a of alerts.list(namespace)) {
+    if (a.spec.templateRef?.name === name) queue.add(keyOf(a));
+  }
 }

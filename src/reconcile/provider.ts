@@ -31,6 +31,32 @@ export interface ProviderReconcilerDeps {
   health?: { problem(key: string): { reason: string; message: string } | undefined };
   /** Told after every reconcile whether the Provider is usable (src/credential/providers.ts). */
   index: { set(key: string, resolved: ResolvedProvider | undefined): void };
+  /**
+   * The egress policy (src/notifier/egress.ts): an address it refuses by its host alone (a
+   * literal address, a denied host name) makes the Provider `Ready=False` (`EgressDenied`) before
+   * any send. Names that resolve to a refused address are refused when connecting.
+   */
+  egress?: { refuseURL(url: string): { message: string } | undefined };
+}
+
+/** Why the Provider's endpoints are refused by the egress policy, in words naming the field, or undefined. */
+function egressProblem(
+  p: ResolvedProvider,
+  egress: NonNullable<ProviderReconcilerDeps['egress']>,
+): string | undefined {
+  const checks: [string, string | undefined][] = [
+    [p.addressFromSecret ? "the Secret's key 'address'" : 'spec.address', p.address],
+    ['spec.apiURL', p.apiURL],
+    ["the proxy (key 'address' of spec.proxySecretRef)", p.proxy?.address],
+  ];
+  for (const [where, url] of checks) {
+    if (url === undefined) continue;
+    const denied = egress.refuseURL(url);
+    if (denied) {
+      return `${where}: ${denied.message}; the controller does not connect there (egress policy, docs/threat-model.md): use another address`;
+    }
+  }
+  return undefined;
 }
 
 export class ProviderReconciler {
@@ -47,7 +73,9 @@ export class ProviderReconciler {
       this.#d.index.set(key, undefined);
       return undefined;
     }
-    const result = await resolveProvider(provider, this.#d.readSecret);
+    let result = await resolveProvider(provider, this.#d.readSecret);
+    const refused = result.ok && this.#d.egress ? egressProblem(result.provider, this.#d.egress) : undefined;
+    if (refused !== undefined) result = { ok: false, reason: 'EgressDenied', message: refused };
     // A delivery problem makes the Provider not Ready, but it stays usable: its events keep
     // being retried, and the first successful send (e.g. once the CA is added) clears it.
     const problem = result.ok ? this.#d.health?.problem(key) : undefined;

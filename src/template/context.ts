@@ -33,6 +33,7 @@ export const CONTEXT_KEYS = [
   'message',
   'summary',
   'output',
+  'lastLine',
   'timestamp',
   'revision',
   'commit',
@@ -78,6 +79,7 @@ export interface TemplateContext {
   message: string;
   summary: string;
   output: string | null;
+  lastLine: string | null;
   timestamp: string;
   revision: string | null;
   commit: string | null;
@@ -175,7 +177,8 @@ function stringMap(entries: Iterable<[string, string | undefined]>, label: strin
  * The context of `ev` for rendering: every key of {@link CONTEXT_KEYS}, `null` when unknown.
  * `message` is cleaned again (escape sequences and control characters removed; not bounded);
  * `summary` is its first line (without a trailing colon when more lines follow), `output` the rest
- * (null when the message has one line).
+ * (null when the message has one line), `lastLine` the last non-blank line of `output`, trimmed
+ * (where the Pulumi CLI prints the error; null without output).
  */
 export function buildContext(ev: NotificationEvent, opts: ContextOptions): TemplateContext {
   const md = ev.metadata;
@@ -190,6 +193,7 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
   const nl = message.indexOf('\n');
   const summary = nl < 0 ? message : message.slice(0, nl).replace(/:\s*$/, '');
   const rest = nl < 0 ? '' : message.slice(nl + 1).replace(/^\n+/, '');
+  const lastLine = rest.trimEnd().split('\n').at(-1)?.trim() ?? '';
   const commit = get('commit');
   const label = pulumiStack ?? `${ev.involvedObject.namespace}/${stackName}`;
   const title =
@@ -216,6 +220,7 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
     message,
     summary,
     output: rest === '' ? null : rest,
+    lastLine: lastLine === '' ? null : lastLine,
     timestamp: ev.timestamp,
     revision: get('revision'),
     commit,

@@ -7,7 +7,8 @@
  * | helper | use | result |
  * |---|---|---|
  * | `truncate s n` | `{{truncate summary 80}}` | `s` bounded to `n` code points, ending in `…` when cut |
- * | `codeBlock s [lang]` | `{{codeBlock output}}` | a fenced code block whose fence is longer than any backtick run in `s`; '' for null/'' |
+ * | `codeBlock s [lang]` | `{{codeBlock output}}` | a code block in the target's markup that `s` cannot close (Markdown: a fence longer than any backtick run in `s`); '' for null/'' |
+ * | `code s` | `{{code branch}}` | an inline code span in the target's markup; '' for null/'' |
  * | `pluralize n singular [plural]` | `{{pluralize failures "failure" "failures"}}` | the word for `n` (plural default: singular + "s") |
  * | `duration ms` | `{{duration 93000}}` | `1m 33s`; `850ms`; '' for null |
  * | `lower s`, `upper s` | | case-mapped string |
@@ -17,11 +18,14 @@
  */
 import type { HelperDelegate, HelperOptions } from 'handlebars';
 import { boundText } from '../text.ts';
+import { markupOf } from './escape.ts';
+import { Marked } from './markup.ts';
 
 /** Names of the helpers registered on the isolated instance (and the only ones templates may call). */
 export const HELPER_NAMES = [
   'truncate',
   'codeBlock',
+  'code',
   'pluralize',
   'duration',
   'lower',
@@ -63,6 +67,7 @@ function defined(helper: string, params: unknown[], count: number): void {
 function str(v: unknown): string {
   if (v === null || v === undefined) return '';
   if (typeof v === 'string') return v;
+  if (v instanceof Marked) return v.markup;
   if (typeof v === 'number' || typeof v === 'boolean') return String(v);
   throw new Error(`expected a string, got ${Array.isArray(v) ? 'a list' : typeof v}`);
 }
@@ -75,28 +80,6 @@ function num(helper: string, v: unknown): number | null {
       `helper '${helper}': expected a number, got ${typeof v === 'string' ? JSON.stringify(v) : typeof v}`,
     );
   return n;
-}
-
-/** Longest run of consecutive backticks in `s`. */
-export function longestBacktickRun(s: string): number {
-  let best = 0;
-  let run = 0;
-  for (const ch of s) {
-    run = ch === '`' ? run + 1 : 0;
-    if (run > best) best = run;
-  }
-  return best;
-}
-
-/**
- * A Markdown fenced code block around `content` that the content cannot close: the fence is one
- * backtick longer than the longest backtick run inside (at least 3). `lang` must be a bare word.
- */
-export function codeBlock(content: string, lang = ''): string {
-  if (content === '') return '';
-  const fence = '`'.repeat(Math.max(3, longestBacktickRun(content) + 1));
-  const info = /^[\w+.-]*$/.test(lang) ? lang : '';
-  return `${fence}${info}\n${content.replace(/\n+$/, '')}\n${fence}`;
 }
 
 /** `1h 2m 3s`, `1m 33s`, `4s`, `850ms`; negative values are treated as 0. */
@@ -123,9 +106,15 @@ const helpers: Record<HelperName, HelperDelegate> = {
     return boundText(str(params[0]), n ?? 0);
   },
   codeBlock(...args: unknown[]) {
-    const { params } = split(args);
+    const { params, options } = split(args);
     defined('codeBlock', params, 1);
-    return codeBlock(str(params[0]), params[1] === undefined ? '' : str(params[1]));
+    const lang = params[1] === undefined ? '' : str(params[1]);
+    return new Marked(markupOf(options).codeBlock(str(params[0]), lang));
+  },
+  code(...args: unknown[]) {
+    const { params, options } = split(args);
+    defined('code', params, 1);
+    return new Marked(markupOf(options).code(str(params[0])));
   },
   pluralize(...args: unknown[]) {
     const { params } = split(args);

@@ -12,24 +12,34 @@
  * `commitStatusContext`, `pullRequestComment`, `.hbs` suffix optional); a Provider's
  * `spec.commitStatus.context` overrides `commitStatusContext` over both.
  *
- * Every template is checked when compiled — statically (unknown keys and helpers, with line and
- * column) and by test-rendering against a full sample context and one where every optional key
- * is null — so the Alert reconciler can report `InvalidTemplate` before any event arrives.
+ * Every template is checked when compiled — on its source (size and nesting: ./limits.ts, before
+ * Handlebars parses it), statically (unknown keys and helpers, with line and column) and by
+ * test-rendering against a full sample context, one where every optional key is null, and the
+ * worst case the API allows (64 `eventMetadata` entries of 1,024 characters, 64 labels, an
+ * 8,192-character message) under the render budget (./budget.ts) — so the Alert reconciler can
+ * report `InvalidTemplate` before any event arrives.
  *
+ * These functions run a tenant's template in the calling thread. The controller calls them only
+ * inside the template sandbox (./sandbox.ts, a worker thread), never on its event loop.
  */
 import { readFileSync } from 'node:fs';
 import Handlebars from 'handlebars';
 import { eventId, type EventIdentity, type NotificationEvent } from '../api/event.ts';
 import type { ProviderType } from '../api/v1alpha1.ts';
 import { singleLine } from '../text.ts';
+import { budgeted, RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
 import { buildContext, withValues, type TemplateContext } from './context.ts';
 import { cleanError, errorLine, errorMessage } from './errors.ts';
-import { HELPER_NAMES, vettedHelpers } from './helpers.ts';
-import { truncationNote } from './render.ts';
+import { ESCAPE_HELPER, escapeHelper, escapeMustaches, MARKUP_DATA_KEY } from './escape.ts';
+import { BUILTIN_HELPERS, HELPER_NAMES, vettedHelpers } from './helpers.ts';
+import { checkSource, TEMPLATE_LIMITS } from './limits.ts';
+import { markupForTemplate, truncationNote } from './render.ts';
 import { TEMPLATE_NAMES, type CompileResult, type Compiled, type TemplateName } from './types.ts';
 import { validateTemplateAst } from './validate.ts';
 
 export { CONTEXT_KEYS, type TemplateContext } from './context.ts';
+export { TemplateBudgetError } from './budget.ts';
+export { TEMPLATE_LIMITS } from './limits.ts';
 export { renderNotification, templateContext, truncationNote } from './render.ts';
 export {
   TEMPLATE_NAMES,
@@ -45,13 +55,21 @@ export type { CommitState, ContextLimit, ProviderLimits, RenderedNotification } 
 
 const hb = Handlebars.create();
 hb.unregisterHelper('log');
-for (const [name, fn] of Object.entries(vettedHelpers())) hb.registerHelper(name, fn);
+for (const [name, fn] of Object.entries(vettedHelpers())) hb.registerHelper(name, budgeted(fn));
+// The escaping helper every `{{value}}` is compiled into (./escape.ts), charged like the others.
+hb.registerHelper(ESCAPE_HELPER, budgeted(escapeHelper));
+// Handlebars' own helpers, and the hooks it calls for `{{#value}}` blocks, charged to the budget too.
+for (const name of [...BUILTIN_HELPERS, 'blockHelperMissing', 'helperMissing']) {
+  const own = hb.helpers[name];
+  if (own !== undefined) hb.registerHelper(name, budgeted(own));
+}
 
 const COMPILE_OPTIONS: NonNullable<Parameters<typeof hb.compile>[1]> = {
   strict: true,
   knownHelpersOnly: true,
   knownHelpers: {
     ...Object.fromEntries(HELPER_NAMES.map((n) => [n, true])),
+    [ESCAPE_HELPER]: true,
     log: false,
   },
   noEscape: true,
@@ -67,6 +85,14 @@ const RUNTIME_OPTIONS: Handlebars.RuntimeOptions = {
 type CompileOne = { ok: true; fn: Compiled } | { ok: false; line: number | null; message: string };
 
 function compileOne(source: string): CompileOne {
+  const tooBig = checkSource(source);
+  if (tooBig) {
+    return {
+      ok: false,
+      line: tooBig.line,
+      message: `${tooBig.message} (line ${String(tooBig.line)}, column ${String(tooBig.column)})`,
+    };
+  }
   let ast: unknown;
   try {
     ast = hb.parse(source);
@@ -80,8 +106,16 @@ function compileOne(source: string): CompileOne {
     return { ok: false, line: problem.line, message: `${problem.message}${where}` };
   }
   try {
-    const tpl = hb.compile<TemplateContext>(source, COMPILE_OPTIONS);
-    return { ok: true, fn: (ctx) => tpl(ctx, RUNTIME_OPTIONS) };
+    const tpl = hb.compile<TemplateContext>(escapeMustaches(ast), COMPILE_OPTIONS);
+    // Handlebars compiles on first use; compile now, so the work is charged to compiling (and its
+    // watchdog), not to the first render's time budget (a 30 KB template takes ~200 ms to
+    // generate). `_setup` (handlebars/compiler/compiler.js, 4.7) compiles and then only does what
+    // every call does first (runtime.js `ret` → `_setup`); not in the type definitions.
+    (tpl as unknown as { _setup: (o: object) => void })._setup({});
+    return {
+      ok: true,
+      fn: (ctx, markup) => tpl(ctx, { ...RUNTIME_OPTIONS, data: { [MARKUP_DATA_KEY]: markup } }),
+    };
   } catch (err) {
     return { ok: false, line: errorLine(err), message: cleanError(errorMessage(err)) };
   }
@@ -170,12 +204,53 @@ function sampleEvents(): NotificationEvent[] {
   return [base, { ...base, reason: 'PreviewSucceeded', severity: 'info' }, bare];
 }
 
+/** What the API lets one event carry at most (docs/threat-model.md, "Templates"). */
+export const WORST_CASE = {
+  /** Alert `spec.eventMetadata`: `maxProperties` and value `maxLength` in crds/. */
+  eventMetadataEntries: 64,
+  eventMetadataValueLength: 1024,
+  /** Labels of a Stack (no API bound on the count; Kubernetes bounds their total size). */
+  labels: 64,
+  /** Event messages are cut to 8,192 code points where they are made (src/source). */
+  messageCodePoints: 8192,
+} as const;
+
+/**
+ * The largest event the test render uses: the sample failure with every `eventMetadata` entry the
+ * Alert API allows at full length, 64 labels at the label length limits, and a message of 8,192
+ * code points (an emoji at the end of each line, so it is also long in UTF-16 units).
+ */
+export function worstCaseEvent(): NotificationEvent {
+  const [base] = sampleEvents();
+  if (base === undefined) throw new Error('no sample event');
+  const metadata: Record<string, string | undefined> = { ...base.metadata };
+  for (let i = 0; i < WORST_CASE.eventMetadataEntries; i++) {
+    metadata[`meta-${String(i).padStart(2, '0')}-${'k'.repeat(56)}`] = 'v'.repeat(
+      WORST_CASE.eventMetadataValueLength,
+    );
+  }
+  const labels: Record<string, string> = {};
+  for (let i = 0; i < WORST_CASE.labels; i++) {
+    labels[`label-${String(i).padStart(2, '0')}.${'l'.repeat(54)}`] = 'v'.repeat(63);
+  }
+  const line = `${'x'.repeat(126)}😀`;
+  const head = 'Update of stack acme/app/dev failed:\n';
+  let message = head;
+  let codePoints = [...head].length;
+  while (codePoints + 128 <= WORST_CASE.messageCodePoints) {
+    message += `${line}\n`;
+    codePoints += 128;
+  }
+  return { ...base, metadata, labels, message };
+}
+
 function sampleContexts(providerType: ProviderType): TemplateContext[] {
   const out: TemplateContext[] = [];
   for (const ev of sampleEvents()) {
     const ctx = buildContext(ev, { clusterName: 'sample-cluster', providerType });
     out.push(ctx, withValues(ctx, { truncated: true, truncationNote: truncationNote(10, 100) }));
   }
+  out.push(buildContext(worstCaseEvent(), { clusterName: 'sample-cluster', providerType }));
   return out;
 }
 
@@ -196,14 +271,18 @@ function isTemplateName(s: string): s is TemplateName {
  * `spec.commitStatus.context`, which wins over both) applied, and test-renders each against
  * sample contexts (all keys set; optional keys null; truncated comment).
  *
- * Errors (never thrown): an unknown or duplicate key, an empty template, a syntax error, an
- * unknown key or helper (strict mode), a partial, a render failure, or a context template that
+ * Errors (never thrown): an unknown or duplicate key, an empty template, a source over the size or
+ * nesting limit (./limits.ts), a syntax error, an unknown key or helper (strict mode), a partial,
+ * a render failure, a render over budget on the worst-case event, or a context template that
  * renders empty. `template` names the template (or ConfigMap key), `line` is 1-based when known.
+ * `check.verify: false` skips the test renders (for sources that passed them before).
  */
 export function compileTemplates(
-  overrides: Record<string, string> = {},
+  overrides: Readonly<Record<string, string>> = {},
   opts: { commitStatusContext?: string } = {},
+  check: { verify?: boolean } = {},
 ): CompileResult {
+  const started = performance.now();
   let base: Record<TemplateName, Compiled>;
   try {
     base = builtins();
@@ -254,15 +333,31 @@ export function compileTemplates(
     overridden.push(name);
   }
 
-  // Test-render every template (built-ins too: they must keep working with the custom ones).
+  if (check.verify === false) return { ok: true, set: { templates, builtins: base, overridden } };
+  // Test-render every template (built-ins too: they must keep working with the custom ones),
+  // under the render budget, within the compile deadline.
+  const deadline = started + TEMPLATE_LIMITS.maxCompileMs;
   for (const providerType of ['github', 'slack'] as const) {
     for (const ctx of sampleContexts(providerType)) {
       for (const name of TEMPLATE_NAMES) {
         let out: string;
         try {
-          out = templates[name](ctx);
+          const budget = new RenderBudget({
+            deadline: Math.min(performance.now() + TEMPLATE_LIMITS.maxRenderMs, deadline),
+          });
+          const fn = templates[name];
+          out = withBudget(budget, () => fn(ctx, markupForTemplate(name, providerType)));
         } catch (err) {
           const label = sources.get(name)?.label ?? '';
+          if (err instanceof TemplateBudgetError) {
+            return {
+              ok: false,
+              template: name,
+              line: err.line,
+              ...(err.kind === 'time' ? { timedOut: true } : {}),
+              message: `${label}on the largest event the API allows (64 eventMetadata entries of 1,024 characters, 64 labels, an 8,192-character message): ${err.message}`,
+            };
+          }
           return {
             ok: false,
             template: name,
@@ -289,3 +384,13 @@ export function compileTemplates(
   }
   return { ok: true, set: { templates, builtins: base, overridden } };
 }
+
+export {
+  inlineTemplates,
+  sourceKey,
+  TemplateSandbox,
+  type AlertTemplates,
+  type SandboxCompileResult,
+  type SandboxOptions,
+  type TemplateCompiler,
+} from './sandbox.ts';

@@ -20,7 +20,18 @@ export interface RenderedNotification {
    * Provider types). `context` and `description` fit the forge's limits; `targetURL` is the
    * permalink when there is one and it fits.
    */
-  commitStatus?: { state: CommitState; context: string; description: string; targetURL: string | undefined };
+  commitStatus?: {
+    state: CommitState;
+    /** The status key (GitHub `context`, Bitbucket `key`): fitted to the forge's key limit. */
+    context: string;
+    /**
+     * The status's display name (Bitbucket `name`): the whole rendered context where the forge
+     * bounds the key but not the name (keys bounded, names whole). Absent: the name is `context`.
+     */
+    name?: string;
+    description: string;
+    targetURL: string | undefined;
+  };
   /**
    * Git forges with pull-request comments on: the sticky comment. `marker` is the hidden HTML
    * comment that identifies it (unique per cluster, namespace and Stack); `body` contains it and
@@ -48,8 +59,13 @@ export interface ContextLimit extends FieldLimit {
 export interface ProviderLimits {
   /** Commit status description (GitHub `description`, Bitbucket `description`, …). */
   statusDescription?: FieldLimit;
-  /** Commit status name (GitHub `context`, GitLab `name`, Bitbucket `key`, Azure `context.name`). */
+  /** Commit status key (GitHub `context`, GitLab `name`, Bitbucket `key`, Azure `context.name`). */
   statusContext?: ContextLimit;
+  /**
+   * Commit status display name, where a forge has one beside the key (Bitbucket `name`): the
+   * whole context, cut with `…` only beyond this limit. Absent: the name is the key.
+   */
+  statusName?: FieldLimit;
   /** Commit status link (`target_url` / `url`); a longer URL is omitted, never cut. */
   statusTargetURL?: FieldLimit;
   /** Pull/merge request comment body. */

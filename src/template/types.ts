@@ -1,6 +1,7 @@
 /** The shapes shared by template compilation (./index.ts) and rendering (./render.ts). */
 import type { ProviderType } from '../api/v1alpha1.ts';
 import type { TemplateContext } from './context.ts';
+import type { Markup } from './markup.ts';
 import type { ProviderLimits } from './rendered.ts';
 
 export const TEMPLATE_NAMES = [
@@ -11,8 +12,8 @@ export const TEMPLATE_NAMES = [
 ] as const;
 export type TemplateName = (typeof TEMPLATE_NAMES)[number];
 
-/** A compiled template. */
-export type Compiled = (ctx: TemplateContext) => string;
+/** A compiled template; every `{{value}}` is written with `markup` (./markup.ts). */
+export type Compiled = (ctx: TemplateContext, markup: Markup) => string;
 
 /** Compiled templates of one Alert (and Provider context override), ready for rendering. */
 export interface TemplateSet {
@@ -24,7 +25,15 @@ export interface TemplateSet {
 }
 
 export type CompileResult =
-  { ok: true; set: TemplateSet } | { ok: false; template: string; line: number | null; message: string };
+  | { ok: true; set: TemplateSet }
+  | {
+      ok: false;
+      template: string;
+      line: number | null;
+      message: string;
+      /** Set when the test render ran out of time: a verdict of the moment (load), not of the template. */
+      timedOut?: boolean;
+    };
 
 export interface RenderOptions {
   /** The controller's cluster name (`--cluster-name`), part of the default commit status context. */

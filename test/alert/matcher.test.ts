@@ -144,10 +144,14 @@ describe('matchAlert filters', () => {
     { glob: 'app-dev', name: 'app-dev', want: true },
     { glob: '*-{dev,prod}', name: 'web-prod', want: true },
     { glob: '*', name: 'a.b', want: true },
-    { glob: '', name: 'anything', want: true },
   ])('name glob $glob vs $name → $want', ({ glob, name, want }) => {
     const a = compile({ eventSources: [{ kind: 'Stack', name: glob }] });
     expect(matchAlert(a, inNamespace('team-a', name))).toBe(want);
+  });
+
+  it('an omitted name is every name; an empty one is refused as the CRD refuses it (minLength 1)', () => {
+    expect(matchAlert(compile({ eventSources: [{ kind: 'Stack' }] }), inNamespace('team-a', 'x'))).toBe(true);
+    expect(() => compile({ eventSources: [{ kind: 'Stack', name: '' }] })).toThrow(/name is empty: use \*/);
   });
 
   it('kind Stack does not select an event whose involved object is an Update', () => {

@@ -16,6 +16,7 @@ import {
   SOURCE_KINDS,
   VERSION,
 } from '../../src/api/v1alpha1.ts';
+import { HTTP_URL_PATTERN, SSH_URL_PATTERN } from '../../src/api/url.ts';
 
 interface Schema {
   type?: string;
@@ -159,6 +160,13 @@ describe('Provider CRD matches src/api/v1alpha1.ts', () => {
     }
     const channel = rules.find((r) => r.rule.startsWith('!has(self.channel)'));
     expect(typeLists({ 'x-kubernetes-validations': [channel!] })).toEqual([chat]);
+  });
+
+  it('URL patterns are src/api/url.ts (one truth for validity): apiURL pattern, address CEL rules', () => {
+    expect(at(spec, 'apiURL').pattern).toBe(HTTP_URL_PATTERN);
+    const rules = (spec['x-kubernetes-validations'] ?? []).map((r) => r.rule);
+    expect(rules.some((r) => r.includes(`self.address.matches(r'${HTTP_URL_PATTERN}')`))).toBe(true);
+    expect(rules.some((r) => r.includes(`self.address.matches(r'${SSH_URL_PATTERN}')`))).toBe(true);
   });
 
   it('timeout defaults to 15s and is a Go duration', () => {

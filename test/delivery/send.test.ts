@@ -64,8 +64,8 @@ describe('Sender', () => {
         commit: COMMIT,
         repository: 'https://github.com/acme/app',
       });
-      const one = sender.prepare(deliveryAlert(), 'team-a/one', provider('one'), ev);
-      const two = sender.prepare(deliveryAlert(), 'team-a/two', provider('two'), ev);
+      const one = await sender.prepare(deliveryAlert(), 'team-a/one', provider('one'), ev);
+      const two = await sender.prepare(deliveryAlert(), 'team-a/two', provider('two'), ev);
       if (!('notifier' in one) || !('notifier' in two)) throw new Error('not prepared');
       expect(one.credential).toBe(two.credential);
 
@@ -93,7 +93,7 @@ describe('Sender', () => {
     });
   }
 
-  it('a type without a notifier is a final NotImplemented, before anything is sent', () => {
+  it('a type without a notifier is a final NotImplemented, before anything is sent', async () => {
     const sender = new Sender({
       ports: {
         notifiers: {
@@ -108,7 +108,7 @@ describe('Sender', () => {
       logger: quietLogger(),
     });
     const p = resolved({ type: 'discord', address: 'https://discord.example/api/webhooks/x' });
-    const r = sender.prepare(deliveryAlert(), 'team-a/hook', p, runEvent('app-198c70e4c21', 'failed'));
+    const r = await sender.prepare(deliveryAlert(), 'team-a/hook', p, runEvent('app-198c70e4c21', 'failed'));
     expect('notifier' in r).toBe(false);
     expect(!('notifier' in r) && [r.code, r.retryable]).toEqual(['NotImplemented', false]);
   });

@@ -13,7 +13,7 @@ import type { EventPosition } from '../../src/delivery/order.ts';
 import type { DeliveryAlert } from '../../src/delivery/types.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
 import type { Notifier, RenderedNotification } from '../../src/notifier/types.ts';
-import { compileTemplates } from '../../src/template/index.ts';
+import { compileTemplates, inlineTemplates } from '../../src/template/index.ts';
 
 /** A logger that writes nowhere. */
 export function quietLogger(): Logger {
@@ -102,7 +102,7 @@ export function deliveryAlert(overrides: Partial<DeliveryAlert> = {}): DeliveryA
     name: 'ops',
     providerName: 'hook',
     createdMs: 0,
-    templates: t.set,
+    templates: inlineTemplates(t.set),
     ...overrides,
   };
 }

@@ -40,8 +40,11 @@ export interface KitServer {
   requests: ForgeRequest[];
   /** TCP connections accepted so far. */
   connections: () => number;
-  /** The next `count` requests (after authentication) get `reply` instead of being routed. */
-  failNext(reply: Reply, count?: number): void;
+  /**
+   * The next `count` requests (after authentication) — only those `match` accepts, when given —
+   * get `reply` instead of being routed.
+   */
+  failNext(reply: Reply, count?: number, match?: (req: ForgeRequest) => boolean): void;
   close(): Promise<void>;
 }
 
@@ -62,7 +65,11 @@ export async function startKitServer(routes: Route[], opts: KitOptions = {}): Pr
   const requests: ForgeRequest[] = [];
   const sockets = new Set<Socket>();
   let connections = 0;
-  const faults: Reply[] = [];
+  const faults: { reply: Reply; match: ((req: ForgeRequest) => boolean) | undefined }[] = [];
+  const fault = (req: ForgeRequest): Reply | undefined => {
+    const i = faults.findIndex((f) => f.match === undefined || f.match(req));
+    return i < 0 ? undefined : faults.splice(i, 1)[0]?.reply;
+  };
 
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const chunks: Buffer[] = [];
@@ -90,7 +97,7 @@ export async function startKitServer(routes: Route[], opts: KitOptions = {}): Pr
         requests.push(fr);
         let reply: Reply;
         try {
-          reply = opts.authenticate?.(fr) ?? faults.shift() ?? (await route(routes, fr));
+          reply = opts.authenticate?.(fr) ?? fault(fr) ?? (await route(routes, fr));
         } catch (err) {
           reply = json(500, { message: err instanceof Error ? err.message : String(err) });
         }
@@ -101,7 +108,8 @@ export async function startKitServer(routes: Route[], opts: KitOptions = {}): Pr
           headers['Content-Type'] = 'application/json';
           out = JSON.stringify(reply.json);
         } else if (reply.text !== undefined) {
-          headers['Content-Type'] ??= 'text/plain; charset=utf-8';
+          if (!Object.keys(headers).some((k) => k.toLowerCase() === 'content-type'))
+            headers['Content-Type'] = 'text/plain; charset=utf-8';
           out = reply.text;
         }
         res.writeHead(reply.status, headers).end(out);
@@ -131,8 +139,8 @@ export async function startKitServer(routes: Route[], opts: KitOptions = {}): Pr
     url: `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     requests,
     connections: () => connections,
-    failNext: (reply, count = 1) => {
-      for (let i = 0; i < count; i++) faults.push(reply);
+    failNext: (reply, count = 1, match) => {
+      for (let i = 0; i < count; i++) faults.push({ reply, match });
     },
     close: () =>
       new Promise<void>((resolve) => {

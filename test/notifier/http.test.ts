@@ -108,7 +108,7 @@ describe('ProviderHttp: requests', () => {
     expect([res.status, res.text]).toEqual([400, 'Cannot transition status via :run from :running']);
   });
 
-  it('does not follow redirects (credentials stay with the configured host)', async () => {
+  it('does not follow a redirect to another origin (credentials stay with the configured host)', async () => {
     const r = await receiver();
     const other = await receiver();
     r.respondWith([{ status: 302, headers: { location: `${other.url}/elsewhere?sig=abc` } }]);
@@ -122,8 +122,9 @@ describe('ProviderHttp: requests', () => {
     const e = await failure(() => h.request(r.url, { method: 'POST', body: '{}' }));
     expect(e.code).toBe('REDIRECT');
     expect(e.retryable).toBe(false);
-    expect(e.message).toContain(`redirects to ${other.url}/elsewhere?…`);
-    expect(e.message).toContain('set the Provider address to the final URL');
+    expect(e.verdict).toEqual({ kind: 'redirect', retry: false });
+    expect(e.message).toContain(`redirects to another origin (${other.url})`);
+    expect(e.message).toContain('set the Provider address');
     expect(other.requests).toHaveLength(0);
   });
 
@@ -146,15 +147,42 @@ describe('ProviderHttp: requests', () => {
 });
 
 describe('ProviderHttp: HTTP errors', () => {
-  it('401 is final and tells to check the Secret', async () => {
+  it('401 is final and tells to check the Secret; a forge API error message is shown, bounded', async () => {
     const r = await receiver();
     r.respondWith([{ status: 401, body: '{"message":"Bad credentials"}' }]);
-    const h = client(resolved({ address: r.url }));
+    const h = client(resolved({ type: 'gitea', address: r.url }));
     const e = await failure(() => h.request(`${r.url}/api`, { method: 'POST', body: '{}' }));
     expect([e.code, e.status, e.retryable, e.retryAfterMs]).toEqual(['HTTP_401', 401, false, undefined]);
     expect(e.message).toContain(`POST ${r.url}/api answered 401 Unauthorized: check the credentials`);
     expect(e.message).toContain("Provider's Secret (spec.secretRef)");
-    expect(e.message).toContain('Response: {"message":"Bad credentials"}');
+    expect(e.message).toContain('The endpoint said: Bad credentials');
+    expect(e.message).not.toContain('{');
+  });
+
+  it('B09: a generic webhook answer is never shown; an unrecognised forge answer neither', async () => {
+    const r = await receiver();
+    const metadata =
+      '{"AccessKeyId":"ASIAB09EXAMPLE","SecretAccessKey":"b09-secret-key","Token":"IQoJb3JpZ2luX2VjEHAa"}';
+    r.respondWith([
+      { status: 403, body: '{"message":"internal detail from a generic receiver"}' },
+      { status: 403, body: metadata },
+      { status: 500, body: '<html><body>internal dashboard: db=10.0.0.7 user=admin</body></html>' },
+      { status: 403, body: `{"message":"${'x'.repeat(5_000)}"}` },
+    ]);
+    const generic = client(resolved({ address: r.url }));
+    const forge = client(resolved({ type: 'gitea', address: r.url }));
+    const e1 = await failure(() => generic.request(r.url, { method: 'POST', body: '{}' }));
+    expect(e1.message).not.toContain('internal detail');
+    expect(e1.message).toMatch(/answered 403 Forbidden: [^.]+$/);
+    const e2 = await failure(() => forge.request(r.url, { method: 'GET' }));
+    for (const leak of ['ASIAB09EXAMPLE', 'b09-secret-key', 'IQoJb3JpZ2luX2VjEHAa'])
+      expect(e2.message).not.toContain(leak);
+    const e3 = await failure(() => forge.request(r.url, { method: 'GET' }));
+    expect(e3.message).not.toMatch(/dashboard|10\.0\.0\.7|admin/);
+    const e4 = await failure(() => forge.request(r.url, { method: 'GET' }));
+    const said = /The endpoint said: (.*)$/.exec(e4.message)?.[1] ?? '';
+    expect(said.length).toBeLessThanOrEqual(200);
+    expect(said.endsWith('…')).toBe(true);
   });
 
   it('other 4xx are final; 408, 409, 429 and 5xx are retryable', async () => {

@@ -3,13 +3,7 @@
  * non-admin user bound to the shipped RBAC rules in config/rbac/ (so the list is tested too).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
-  type KubeConfig,
-} from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import type { ControllerHandle } from '../../src/controller.ts';
 import { startInProcess } from '../support/controller.ts';
 import type { Condition } from '../../src/api/meta.ts';
@@ -256,13 +250,15 @@ describe('Alert reconciler', () => {
     expect(ctl.alertIndex.get(`${ns}/a1`)).toBeDefined();
   });
 
-  it('reports TemplateNotFound, then InvalidTemplate with the line for a typo, then Ready when fixed', async () => {
+  it('reports TemplateNotFound, then InvalidTemplate with the line for a typo, then Ready when fixed — each as the ConfigMap changes, with no change to the Alert', async () => {
     await create('alerts', ns, 'tpl', {
       providerRef: { name: 'later' },
       eventSources: [{ kind: 'Stack' }],
       templateRef: { name: 'alert-templates' },
     });
     await waitReady('alerts', ns, 'tpl', 'False', 'TemplateNotFound');
+    // The ConfigMap is watched: creating it is enough (no Alert change; waitReady's 20 s is
+    // well under the 60 s poll this replaced).
     await core.createNamespacedConfigMap({
       namespace: ns,
       body: {
@@ -270,18 +266,6 @@ describe('Alert reconciler', () => {
         data: { message: 'Stack {{stackName}}\nresult: {{stak}}\n' },
       },
     });
-    // The Alert re-reads its ConfigMap; a spec change makes it happen now.
-    await custom.patchNamespacedCustomObject(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: 'alerts',
-        name: 'tpl',
-        body: { spec: { eventSeverity: 'error' } },
-      },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
     const c = await waitReady('alerts', ns, 'tpl', 'False', 'InvalidTemplate');
     expect(c.message).toContain("template 'message'");
     expect(c.message).toContain('line 2');
@@ -291,18 +275,10 @@ describe('Alert reconciler', () => {
       name: 'alert-templates',
       body: { metadata: { name: 'alert-templates' }, data: { message: 'Stack {{stackName}}: {{reason}}' } },
     });
-    await custom.patchNamespacedCustomObject(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: 'alerts',
-        name: 'tpl',
-        body: { spec: { eventSeverity: 'info' } },
-      },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
     await waitReady('alerts', ns, 'tpl', 'True');
+    await core.deleteNamespacedConfigMap({ namespace: ns, name: 'alert-templates' });
+    await waitReady('alerts', ns, 'tpl', 'False', 'TemplateNotFound');
+    expect(ctl.alertIndex.get(`${ns}/tpl`)).toBeUndefined();
   });
 
   it('reports InvalidRegex naming the pattern, and routes nothing with it', async () => {

@@ -4,7 +4,8 @@
  * need what only a process has: signals, exit codes, stdout logs, resident memory.
  *
  * The process gets `--kubeconfig=<file>`, `--metrics-bind-address=127.0.0.1:0`,
- * `--health-probe-bind-address=127.0.0.1:0` and `--dev-cluster=never`, then the caller's
+ * `--health-probe-bind-address=127.0.0.1:0`, `--dev-cluster=never` and — test receivers listen on
+ * 127.0.0.1 — `--egress-allow-loopback` (unless `allowLoopback: false`), then the caller's
  * `args` (later flags win). Ports are found in main.ts's JSON log line `controller started`
  * (`metricsPort`, `probePort`), so the log level must stay at `info` or lower.
  * Environment: only `PATH`, `HOME` and the caller's `env` (nothing leaks in from the test run).
@@ -30,6 +31,10 @@ export interface ControllerProcessOptions {
   env?: Record<string, string>;
   /** How long to wait for the `controller started` line, ms (default 30 000). */
   startTimeoutMs?: number;
+  /** Pass `--egress-allow-loopback` (default true: test receivers are on 127.0.0.1). */
+  allowLoopback?: boolean;
+  /** Node options before the script, e.g. `['--max-old-space-size=160']`. */
+  nodeArgs?: string[];
 }
 
 /** How the process ended (as Node's `exit` event reports it). */
@@ -230,11 +235,13 @@ export async function startControllerProcess(opts: ControllerProcessOptions): Pr
     });
   }
   const argv = [
+    ...(opts.nodeArgs ?? []),
     MAIN,
     `--kubeconfig=${opts.kubeconfig}`,
     '--metrics-bind-address=127.0.0.1:0',
     '--health-probe-bind-address=127.0.0.1:0',
     '--dev-cluster=never',
+    ...(opts.allowLoopback === false ? [] : ['--egress-allow-loopback']),
     ...(opts.args ?? []),
   ];
   const env: Record<string, string> = {

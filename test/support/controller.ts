@@ -78,10 +78,14 @@ export interface InProcessController {
   stop(): Promise<void>;
 }
 
-/** Starts the controller watching `namespace` (or all with `namespace: ''`) as user `controller`. */
+/**
+ * Starts the controller watching `namespace` (or all with `namespace: ''`) as user `controller`.
+ * Test receivers listen on 127.0.0.1, so the controller runs with `--egress-allow-loopback`
+ * unless `allowLoopback: false` (the production default, which refuses them).
+ */
 export async function startInProcess(
   namespace: string,
-  opts: { flags?: string[]; deps?: Partial<ControllerDeps>; logLevel?: string } = {},
+  opts: { flags?: string[]; deps?: Partial<ControllerDeps>; logLevel?: string; allowLoopback?: boolean } = {},
 ): Promise<InProcessController> {
   await bindControllerRole();
   const cfg = loadConfig(
@@ -89,6 +93,7 @@ export async function startInProcess(
       `--watch-namespace=${namespace}`,
       '--metrics-bind-address=127.0.0.1:0',
       '--health-probe-bind-address=127.0.0.1:0',
+      ...(opts.allowLoopback === false ? [] : ['--egress-allow-loopback']),
       ...(opts.flags ?? []),
     ],
     {},

@@ -461,7 +461,9 @@ export class Gitea {
 
   /** Every status on `sha` (all pages), in Gitea's listing order. */
   statuses(owner: string, repo: string, sha: string): Promise<GiteaStatus[]> {
-    return this.all<GiteaStatus>(`/repos/${owner}/${repo}/commits/${sha}/statuses`);
+    // `sort=leastindex` (index DESC, unique per commit): the default `created_unix DESC` ties
+    // within a second, and paging through a tie repeats and skips statuses (seen: 124 for 122).
+    return this.all<GiteaStatus>(`/repos/${owner}/${repo}/commits/${sha}/statuses?sort=leastindex`);
   }
 
   /** Every comment of issue/pull request `index` (Gitea does not paginate this list). */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { compileTemplates, renderNotification } from '../../src/template/index.ts';
-import { codeBlock, formatDuration, longestBacktickRun } from '../../src/template/helpers.ts';
+import { formatDuration } from '../../src/template/helpers.ts';
+import { longestBacktickRun, markdownCodeBlock as codeBlock } from '../../src/template/markup.ts';
 import { fencesBalanced, stackEvent } from './fixtures.ts';
 
 function render(message: string, ev = stackEvent()): string {

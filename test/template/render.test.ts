@@ -56,13 +56,32 @@ describe('F13: forge field limits', () => {
     expect(d.endsWith('…')).toBe(true);
   });
 
-  it('a short description is left alone', () => {
+  it('a short description is left alone; a failure shows its last line', () => {
     const d = renderNotification(
       set(),
-      stackEvent({ message: 'Update of stack acme/app/dev failed:\nboom' }),
+      stackEvent({ message: 'Update of stack acme/app/dev failed:\nboom\n\nerror: the end\n' }),
       opts('github'),
     );
-    expect(d.commitStatus?.description).toBe('Update of stack acme/app/dev failed');
+    expect(d.commitStatus?.description).toBe('Update of stack acme/app/dev failed: error: the end');
+    const ok = renderNotification(
+      set(),
+      stackEvent({
+        reason: 'UpdateSucceeded',
+        message: 'Update of stack acme/app/dev succeeded:\nDuration: 3s',
+      }),
+      opts('github'),
+    );
+    expect(ok.commitStatus?.description).toBe('Update of stack acme/app/dev succeeded');
+  });
+
+  it('a long summary is cut so that the last line still fits ("where it fits")', () => {
+    const ev = stackEvent({
+      message: `Update of stack acme/app/dev failed because ${'of many reasons '.repeat(20)}:\nlots of output\nerror: THE-LAST-LINE`,
+    });
+    const d = renderNotification(set(), ev, opts('github')).commitStatus?.description ?? '';
+    expect(measure(d, 'codePoints')).toBeLessThanOrEqual(140);
+    expect(d.startsWith('Update of stack acme/app/dev failed because of many')).toBe(true);
+    expect(d.endsWith('…: error: THE-LAST-LINE')).toBe(true);
   });
 });
 
@@ -95,8 +114,12 @@ describe('F14: comment size limits', () => {
     expect(body).toContain('THE-REAL-ERROR'); // the end of the output is kept
     expect(fencesBalanced(body)).toBe(true);
     if (truncated) {
-      expect(body).toMatch(/_Output truncated: showing the last [\d,]+ of [\d,]+ characters\._/);
-      expect(body).not.toContain('FIRST-LINE-OF-OUTPUT');
+      expect(body).toMatch(
+        /Output truncated: showing [\d,]+ of [\d,]+ characters \(the start and the end\)\./,
+      );
+      expect(body).toMatch(/\n\[… [\d,]+ characters cut …\]\n/);
+      // The start is kept too: the summary and the first lines of the output.
+      expect(body.indexOf('FIRST-LINE-OF-OUTPUT')).toBeLessThan(body.indexOf('characters cut'));
     } else {
       expect(body).not.toContain('Output truncated');
       expect(body).toContain('FIRST-LINE-OF-OUTPUT');
@@ -119,7 +142,7 @@ describe('F14: comment size limits', () => {
 
   it('the truncated note states the numbers', () => {
     const body = renderNotification(set(), ev, opts('github')).comment?.body ?? '';
-    const m = /showing the last ([\d,]+) of ([\d,]+) characters/.exec(body);
+    const m = /showing ([\d,]+) of ([\d,]+) characters/.exec(body);
     const kept = Number((m?.[1] ?? '').replaceAll(',', ''));
     const total = Number((m?.[2] ?? '').replaceAll(',', ''));
     expect(total).toBe(measure(ev.message, 'codePoints'));
@@ -133,7 +156,7 @@ describe('F14: comment size limits', () => {
     const body = r.comment?.body ?? '';
     expect(body.length).toBeLessThanOrEqual(65_536);
     expect(body.startsWith(r.comment?.marker ?? '?')).toBe(true);
-    expect(body).toMatch(/_Output truncated: showing the last/);
+    expect(body).toMatch(/Output truncated: showing /);
     expect(body).toContain('THE-REAL-ERROR');
     expect(fencesBalanced(body)).toBe(true);
   });
@@ -149,9 +172,12 @@ describe('F14: comment size limits', () => {
   });
 
   it('a template whose fixed text alone exceeds the limit falls back to marker, title and note', () => {
-    const s = set({ pullRequestComment: `${'padding '.repeat(9_000)}{{message}}` });
-    const body = renderNotification(s, ev, opts('github')).comment?.body ?? '';
-    expect(body.length).toBeLessThanOrEqual(65_536);
+    // 32,731 bytes: within the template size limit (32 KiB), over Bitbucket Data Center's 32,768
+    // characters once the marker line is added.
+    const s = set({ pullRequestComment: `${'padding '.repeat(4_090)}{{message}}` });
+    const body = renderNotification(s, ev, opts('bitbucketserver')).comment?.body ?? '';
+    expect(body.length).toBeLessThanOrEqual(32_768);
+    expect(body).not.toContain('padding');
     expect(body).toContain('<!-- pko-notification-controller:');
     expect(body).toContain('Preview of stack acme/app/dev failed');
   });
@@ -197,6 +223,13 @@ describe('commit status', () => {
     expect(k1).not.toBe(k2);
     expect(k1.startsWith('pko/prod-eu/a-rather-long-nam')).toBe(true);
     expect(k1).toMatch(/~[0-9a-f]{10}$/);
+    // Keys bounded, names whole: Bitbucket shows the name, which keeps the whole context.
+    expect(renderNotification(set(), mk('application-one'), opts('bitbucket')).commitStatus?.name).toBe(
+      'pko/prod-eu/a-rather-long-namespace/application-one',
+    );
+    expect(
+      renderNotification(set(), mk('application-one'), opts('github')).commitStatus?.name,
+    ).toBeUndefined();
     // Stable: the same Stack always gets the same key.
     expect(renderNotification(set(), mk('application-one'), opts('bitbucket')).commitStatus?.context).toBe(
       k1,
@@ -271,8 +304,10 @@ describe('chat message limits', () => {
     const m = renderNotification(set(), ev, opts(type)).message;
     expect(measure(m, unit)).toBeLessThanOrEqual(max);
     expect(m.startsWith('❌ Update of stack acme/app/dev failed')).toBe(true);
-    expect(m.endsWith('error: LAST')).toBe(true);
-    expect(m).toContain('[… truncated …]');
+    // The template's own lines stay; the output is cut in its middle, its end kept.
+    expect(m).toContain('Details: https://app.pulumi.com/acme/app/dev/updates/7');
+    expect(m).toMatch(/error: LAST(\n```)?$/);
+    expect(m).toMatch(/\[… [\d,]+ characters cut …\]/);
   });
 
   it('generic webhooks are not cut', () => {
@@ -345,7 +380,7 @@ describe('built-in templates (golden: catches accidental reformatting of templat
     expect(r.commitStatus).toEqual({
       state: 'failure',
       context: 'pko/prod-eu/team-a/app',
-      description: 'Update of stack acme/app/dev failed',
+      description: 'Update of stack acme/app/dev failed: error: resource failed',
       targetURL: 'https://app.pulumi.com/acme/app/dev/updates/7',
     });
   });
@@ -358,7 +393,7 @@ describe('built-in templates (golden: catches accidental reformatting of templat
         '',
         '| | |',
         '|---|---|',
-        '| **Stack** | `acme/app/dev` (`team-a/app`, cluster `prod-eu`) |',
+        '| **Stack** | `acme/app/dev` (team-a/app, cluster prod-eu) |',
         '| **Operation** | update |',
         '| **Result** | ❌ failed |',
         `| **Commit** | ${COMMIT} on \`main\` |`,

@@ -6,11 +6,13 @@
  * Auth: HTTP basic with an empty user name and the PAT (key `token`); with a username
  * (spec.username or key `username`), basic with it and `password` (or the token). Azure DevOps
  * answers an unauthenticated or badly authenticated call with 203 and a sign-in page: that is
- * reported as a final credentials error.
+ * an authentication failure (verdict `auth`: the Provider shows `Ready=False/AuthenticationFailed`,
+ * case N11).
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
+import { classifyAnswer } from '../../notifier/classify.ts';
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
@@ -97,10 +99,21 @@ export function azureClient(p: ResolvedProvider, http: ProviderHttp): AzureClien
       ...(acceptStatus !== undefined ? { acceptStatus } : {}),
       ...(signal !== undefined ? { signal } : {}),
     });
-    if (res.status === 203) {
+    // Azure DevOps answers expired or revoked credentials with 203 and its sign-in page (N11).
+    const signIn = classifyAnswer(
+      { status: res.status, headers: res.headers, body: res.text, expectJson: true },
+      Date.now(),
+    );
+    if (signIn?.verdict.kind === 'auth') {
       throw new ProviderError(
-        `${method} ${describeURL(url)} answered 203 with a sign-in page: Azure DevOps did not accept the credentials; check key 'token' (a PAT with Code read & write and Code status scopes) in the Provider's Secret`,
-        { code: 'HTTP_203', status: 203, retryable: false, secretValues },
+        `${method} ${describeURL(url)} answered ${res.status} with a sign-in page: Azure DevOps did not accept the credentials (expired or revoked?); check key 'token' (a PAT with Code read & write and Code status scopes) in the Provider's Secret`,
+        {
+          code: `HTTP_${res.status}`,
+          status: res.status,
+          retryable: false,
+          secretValues,
+          verdict: signIn.verdict,
+        },
       );
     }
     const ok = res.status >= 200 && res.status <= 299;

@@ -15,6 +15,11 @@ export const bitbucketLimits: ProviderLimits = {
     source:
       'Bitbucket Cloud: 400 "key: Ensure this value has at most 40 characters"; docs/providers/bitbucket.md',
   },
+  statusName: {
+    max: 255,
+    unit: 'codePoints',
+    source: 'chosen: Bitbucket Cloud documents no build status name limit; 255 as Data Center',
+  },
   comment: {
     max: 65_536,
     unit: 'utf16',

@@ -1,7 +1,7 @@
 /**
  * Bitbucket Cloud build statuses: `POST /repositories/{ws}/{repo}/commit/{sha}/statuses/build`
- * with `key` = the context (the renderer fits it to 40 characters by prefix + hash),
- * `name` = the context, `state` INPROGRESS|SUCCESSFUL|FAILED, `description`, and `url`. Bitbucket
+ * with `key` = the context fitted to 40 characters (prefix + hash: stable, never colliding),
+ * `name` = the whole context (keys bounded, names whole), `state` INPROGRESS|SUCCESSFUL|FAILED, `description`, and `url`. Bitbucket
  * requires `url`: the rendered link (permalink) when there is one, else the commit's page
  * (`https://bitbucket.org/{ws}/{repo}/commits/{sha}`). The same key overwrites, so deduplication
  * (F05) reads that one status on a cache miss: `GET …/statuses/build/{key}` (404 = none).
@@ -48,7 +48,7 @@ export function bitbucketStatuses(c: BitbucketClient): StatusPart<ForgeRepo, Bit
         body: {
           key: status.context,
           state: status.state,
-          name: status.context,
+          name: status.name,
           description: status.description,
           url: status.targetURL !== undefined && status.targetURL !== '' ? status.targetURL : fallback,
         },

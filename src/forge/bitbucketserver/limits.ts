@@ -14,6 +14,11 @@ export const bitbucketserverLimits: ProviderLimits = {
     overflow: 'hash',
     source: 'chosen: the Bitbucket Cloud key limit (40) also fits Data Center (key ≤ 255)',
   },
+  statusName: {
+    max: 255,
+    unit: 'utf16',
+    source: 'Bitbucket Data Center limits the build status name to 255 characters (BSERV-12804)',
+  },
   comment: {
     max: 32_768,
     unit: 'utf16',

@@ -1,7 +1,7 @@
 /**
  * Bitbucket Data Center build statuses: `POST /rest/api/latest/projects/{key}/repos/{slug}/commits/{sha}/builds`
- * with `key` = the context (the renderer fits it to 40 characters by prefix + hash), `name` = the
- * context, `state` INPROGRESS|SUCCESSFUL|FAILED, `description` and `url` (required: the rendered
+ * with `key` = the context fitted to 40 characters (prefix + hash), `name` = the whole context
+ * (keys bounded, names whole), `state` INPROGRESS|SUCCESSFUL|FAILED, `description` and `url` (required: the rendered
  * link, else the commit's page `…/projects/{key}/repos/{slug}/commits/{sha}`).
  *
  * Deduplication (cases F05/F06): on a cache miss, every page of the build statuses of the commit
@@ -60,7 +60,7 @@ export function bitbucketServerStatuses(
         body: {
           key: status.context,
           state: status.state,
-          name: status.context,
+          name: status.name,
           description: status.description,
           url: status.targetURL !== undefined && status.targetURL !== '' ? status.targetURL : fallback,
         },

@@ -17,20 +17,10 @@ export function giteaComments(c: GiteaClient): CommentPart<ForgeRepo, GiteaPullR
   return {
     async *comments(ctx, pr) {
       const me = await c.myId(ctx.repo, ctx.signal);
-      // Read inside onRepo (a moved repository answers the first request with a redirect). Gitea
-      // returns every comment in one answer (`limit`/`page` ignored, no `Link`; observed on
+      // Gitea returns every comment in one answer (`limit`/`page` ignored, no `Link`; observed on
       // Gitea 1.27.3), so collecting the pages costs nothing; a `Link` is still followed.
-      const all = await c.onRepo(ctx.repo, ctx.signal, (base) =>
-        collect(
-          linkPages(
-            c.http,
-            `${base}/issues/${pr.id}/comments`,
-            c.headers,
-            'Gitea issue comments',
-            ctx.signal,
-          ),
-        ),
-      );
+      const url = `${c.repoPath(ctx.repo)}/issues/${pr.id}/comments`;
+      const all = await collect(linkPages(c.http, url, c.headers, 'Gitea issue comments', ctx.signal));
       const out: ForgeComment[] = [];
       for (const cm of all) {
         const id = idOf(field(cm, 'id'));
@@ -41,36 +31,36 @@ export function giteaComments(c: GiteaClient): CommentPart<ForgeRepo, GiteaPullR
       yield out;
     },
 
-    createComment: (ctx, pr, body) =>
-      c.onRepo(ctx.repo, ctx.signal, async (base) => {
-        const { data } = await callJson(c.http, {
-          method: 'POST',
-          url: `${base}/issues/${pr.id}/comments`,
-          headers: c.headers,
-          body: { body },
-          signal: ctx.signal,
+    async createComment(ctx, pr, body) {
+      const base = c.repoPath(ctx.repo);
+      const { data } = await callJson(c.http, {
+        method: 'POST',
+        url: `${base}/issues/${pr.id}/comments`,
+        headers: c.headers,
+        body: { body },
+        signal: ctx.signal,
+      });
+      const id = idOf(field(data, 'id'));
+      if (id === undefined) {
+        throw new ProviderError('Gitea answered a comment creation without a comment id', {
+          code: 'BAD_RESPONSE',
+          retryable: false,
+          secretValues: c.secretValues,
         });
-        const id = idOf(field(data, 'id'));
-        if (id === undefined) {
-          throw new ProviderError('Gitea answered a comment creation without a comment id', {
-            code: 'BAD_RESPONSE',
-            retryable: false,
-            secretValues: c.secretValues,
-          });
-        }
-        return id;
-      }),
+      }
+      return id;
+    },
 
-    editComment: (ctx, _pr, ref, body) =>
-      c.onRepo(ctx.repo, ctx.signal, async (base) => {
-        await callJson(c.http, {
-          method: 'PATCH',
-          url: `${base}/issues/comments/${ref}`,
-          headers: c.headers,
-          body: { body },
-          signal: ctx.signal,
-        });
-        return ref;
-      }),
+    async editComment(ctx, _pr, ref, body) {
+      const base = c.repoPath(ctx.repo);
+      await callJson(c.http, {
+        method: 'PATCH',
+        url: `${base}/issues/comments/${ref}`,
+        headers: c.headers,
+        body: { body },
+        signal: ctx.signal,
+      });
+      return ref;
+    },
   };
 }

@@ -13,30 +13,30 @@ import { GITEA_PAGE_SIZE, type GiteaClient, type GiteaPullRequest } from './clie
 
 export function giteaPulls(c: GiteaClient): PullRequestPart<ForgeRepo, GiteaPullRequest> {
   return {
-    pullRequest: (ctx, index) =>
-      c.onRepo(ctx.repo, ctx.signal, async (base) => {
-        const { status } = await callJson(c.http, {
-          method: 'GET',
-          url: `${base}/pulls/${index}`,
-          headers: c.headers,
-          acceptStatus: [404],
-          signal: ctx.signal,
-        });
-        return status === 404 ? undefined : { id: index };
-      }),
+    async pullRequest(ctx, index) {
+      const base = c.repoPath(ctx.repo);
+      const { status } = await callJson(c.http, {
+        method: 'GET',
+        url: `${base}/pulls/${index}`,
+        headers: c.headers,
+        acceptStatus: [404],
+        signal: ctx.signal,
+      });
+      return status === 404 ? undefined : { id: index };
+    },
 
-    pullRequestsForCommit: (ctx) =>
-      c.onRepo(ctx.repo, ctx.signal, async (base) => {
-        const out: GiteaPullRequest[] = [];
-        const url = `${base}/pulls?state=open&limit=${GITEA_PAGE_SIZE}&page=1`;
-        for await (const page of linkPages(c.http, url, c.headers, 'Gitea pull requests', ctx.signal)) {
-          for (const pr of page) {
-            const n = idOf(field(pr, 'number'));
-            if (n !== undefined && str(field(field(pr, 'head'), 'sha')) === ctx.sha) out.push({ id: n });
-          }
+    async pullRequestsForCommit(ctx) {
+      const base = c.repoPath(ctx.repo);
+      const out: GiteaPullRequest[] = [];
+      const url = `${base}/pulls?state=open&limit=${GITEA_PAGE_SIZE}&page=1`;
+      for await (const page of linkPages(c.http, url, c.headers, 'Gitea pull requests', ctx.signal)) {
+        for (const pr of page) {
+          const n = idOf(field(pr, 'number'));
+          if (n !== undefined && str(field(field(pr, 'head'), 'sha')) === ctx.sha) out.push({ id: n });
         }
-        return out;
-      }),
+      }
+      return out;
+    },
   };
 }
 
@@ -57,8 +57,9 @@ export function giteaPulls(c: GiteaClient): PullRequestPart<ForgeRepo, GiteaPull
 export function giteaDiscovery(c: GiteaClient): PullRequestDiscovery<ForgeRepo> {
   const associations = new LRUCache<string, AuthorAssociation>({ max: 1_000, ttl: 5 * 60_000 });
   return {
-    listOpen: (repo, baseRef, _etag, signal) =>
-      c.onRepo(repo, signal, async (base) => {
+    async listOpen(repo, baseRef, _etag, signal) {
+      const base = c.repoPath(repo);
+      {
         const pulls: OpenPullRequest[] = [];
         const url = `${base}/pulls?state=open&base_branch=${encodeURIComponent(baseRef)}&limit=${GITEA_PAGE_SIZE}&page=1`;
         for await (const page of linkPages(c.http, url, c.headers, 'Gitea pull requests', signal)) {
@@ -87,7 +88,8 @@ export function giteaDiscovery(c: GiteaClient): PullRequestDiscovery<ForgeRepo> 
           }
         }
         return { changed: true, pulls, etag: undefined };
-      }),
+      }
+    },
 
     async association(repo, pull, signal) {
       const key = `${c.repoPath(repo).toLowerCase()}\u0000${pull.author.toLowerCase()}`;
@@ -96,7 +98,8 @@ export function giteaDiscovery(c: GiteaClient): PullRequestDiscovery<ForgeRepo> 
       if (pull.author === '') return 'NONE';
       if (repo.path[0]?.toLowerCase() === pull.author.toLowerCase()) return 'OWNER';
       const user = encodeURIComponent(pull.author);
-      const found = await c.onRepo(repo, signal, async (base): Promise<AuthorAssociation> => {
+      const base = c.repoPath(repo);
+      const found = await (async (): Promise<AuthorAssociation> => {
         const perm = await callJson(c.http, {
           method: 'GET',
           url: `${base}/collaborators/${user}/permission`,
@@ -109,7 +112,7 @@ export function giteaDiscovery(c: GiteaClient): PullRequestDiscovery<ForgeRepo> 
         if (perm.status !== 200) return 'NONE';
         const p = str(field(perm.data, 'permission'));
         return p === 'owner' || p === 'admin' ? 'OWNER' : p === 'write' ? 'COLLABORATOR' : 'NONE';
-      });
+      })();
       associations.set(key, found);
       return found;
     },

@@ -3,12 +3,8 @@
  * 403/429 carrying `Retry-After` or `x-ratelimit-*`, or saying "rate limit"), and what to do about
  * each, worded for the Provider's owner.
  */
-import {
-  isRetryableStatus,
-  ProviderError,
-  retryAfterFrom,
-  type HeaderReader,
-} from '../../notifier/errors.ts';
+import { classifyAnswer, type Verdict } from '../../notifier/classify.ts';
+import { ProviderError, type HeaderReader } from '../../notifier/errors.ts';
 
 /** Wait for a secondary rate limit that names no time (GitHub: "wait at least 60 s"). */
 export const SECONDARY_LIMIT_FALLBACK_MS = 60_000;
@@ -68,9 +64,9 @@ function gitHubMessage(data: unknown, fallback: string): string {
 /**
  * Maps whatever an Octokit call threw to a redacted `ProviderError`:
  * - a `ProviderError` from the transport (TLS, proxy, timeout; possibly wrapped by Octokit) as is;
- * - an HTTP error: `HTTP_<status>`, retryable per `isRetryableStatus`; a 403 carrying rate-limit
- *   headers or saying "rate limit" is retryable too; `retryAfterMs` from `Retry-After` /
- *   `x-ratelimit-reset`, else 60 s for a rate limit (docs/providers/github.md);
+ * - an HTTP error: `HTTP_<status>` with the verdict of src/notifier/classify.ts (status, headers
+ *   and GitHub's message: a 403 "issue is locked" is `locked`, not a permission problem, N02;
+ *   rate limits wait for `Retry-After` / `x-ratelimit-reset`, else 60 s: docs/providers/github.md);
  * - anything else (e.g. an unusable App private key): `GITHUB_CLIENT`, not retryable.
  */
 export function toProviderError(err: unknown, secretValues: readonly string[], nowMs: number): ProviderError {
@@ -98,15 +94,13 @@ export function toProviderError(err: unknown, secretValues: readonly string[], n
   }
   const headers = headerReader(re.response.headers);
   const said = gitHubMessage(re.response.data, re.message);
-  const rateLimited =
-    status === 429 ||
-    (status === 403 &&
-      (headers.get('retry-after') !== null ||
-        headers.get('x-ratelimit-remaining') === '0' ||
-        /rate limit/i.test(said)));
-  const retryable = isRetryableStatus(status) || rateLimited;
-  let retryAfterMs = retryable ? retryAfterFrom(headers, nowMs) : undefined;
-  if (rateLimited && retryAfterMs === undefined) retryAfterMs = SECONDARY_LIMIT_FALLBACK_MS;
+  const data = re.response.data;
+  const body = typeof data === 'string' ? data : JSON.stringify(data ?? null);
+  const classified = classifyAnswer({ status, headers, body }, nowMs);
+  let verdict: Verdict = classified?.verdict ?? { kind: 'badResponse', retry: false };
+  if (verdict.kind === 'rateLimited' && verdict.retryAfterMs === undefined) {
+    verdict = { ...verdict, retryAfterMs: SECONDARY_LIMIT_FALLBACK_MS };
+  }
   const path = safePath(url);
   // The App's own calls: the token exchange and GET /app (not a repository named "app").
   const appCall =
@@ -114,35 +108,50 @@ export function toProviderError(err: unknown, secretValues: readonly string[], n
     (/\/app$/.test(path) && !/\/repos\/[^/]+\/app$/.test(path));
 
   let hint: string;
-  if (rateLimited) {
-    hint = `rate limited by GitHub; will retry after ${Math.ceil((retryAfterMs ?? 0) / 1000)}s`;
-  } else if (status === 401) {
-    hint = appCall
-      ? "GitHub refused the App's credentials: check githubAppID, githubAppInstallationID and githubAppPrivateKey in the Provider's Secret"
-      : "GitHub refused the credentials: check key 'token' of the Provider's Secret (expired or revoked?)";
-  } else if (status === 403) {
-    hint =
-      'the credentials lack permission: a token needs commit statuses write (classic: repo:status) and, for comments, pull requests write; a GitHub App needs the same permissions on this repository';
-  } else if (status === 404) {
-    hint = appCall
-      ? 'the GitHub App or its installation was not found: check githubAppID, githubAppInstallationID and githubAppBaseURL'
-      : 'the repository does not exist or the credentials cannot see it: check the Provider address and the token’s repository access';
-  } else if (status === 422) {
-    hint = 'GitHub rejected the request (final)';
-  } else if (status >= 500) {
-    hint = 'GitHub failed; will retry';
-  } else if (status === 409) {
-    hint = 'conflict; will retry';
-  } else {
-    hint = 'GitHub rejected the request';
+  switch (verdict.kind) {
+    case 'rateLimited':
+      hint = `rate limited by GitHub; will retry after ${Math.ceil((verdict.retryAfterMs ?? 0) / 1000)}s`;
+      break;
+    case 'auth':
+      hint =
+        status === 403
+          ? 'the token is not authorised for this organisation (SAML single sign-on): authorise it in GitHub, or use another token'
+          : appCall
+            ? "GitHub refused the App's credentials: check githubAppID, githubAppInstallationID and githubAppPrivateKey in the Provider's Secret"
+            : "GitHub refused the credentials: check key 'token' of the Provider's Secret (expired or revoked?)";
+      break;
+    case 'permission':
+      hint =
+        'the credentials lack permission: a token needs commit statuses write (classic: repo:status) and, for comments, pull requests write; a GitHub App needs the same permissions on this repository';
+      break;
+    case 'locked':
+      hint =
+        'the conversation is locked or the repository archived or read-only: not retried for this event (the credentials are fine)';
+      break;
+    case 'notFound':
+      hint = appCall
+        ? 'the GitHub App or its installation was not found: check githubAppID, githubAppInstallationID and githubAppBaseURL'
+        : 'the repository does not exist or the credentials cannot see it: check the Provider address and the token’s repository access';
+      break;
+    case 'validation':
+      hint = 'GitHub rejected the request (final)';
+      break;
+    case 'server':
+      hint = 'GitHub failed; will retry';
+      break;
+    case 'conflict':
+      hint = 'conflict; will retry';
+      break;
+    default:
+      hint = 'GitHub rejected the request';
   }
-  if (!retryable) retryAfterMs = undefined;
   return new ProviderError(`${method} ${url} answered ${status}: ${hint}. GitHub said: ${said}`, {
     code: `HTTP_${status}`,
     status,
-    retryable,
-    retryAfterMs,
+    retryable: verdict.retry,
+    retryAfterMs: verdict.retryAfterMs,
     secretValues,
+    verdict,
   });
 }
 

@@ -1,8 +1,10 @@
 /**
  * GitHub pull-request discovery: `metadata.pullRequest` when set (no call to confirm it: a wrong
  * number fails on the comment listing with a 404), else
- * `GET /repos/{o}/{r}/commits/{sha}/pulls` (open ones; 409/422 for an unknown commit → none),
- * remembered per commit (10 min, 2 min when none).
+ * `GET /repos/{o}/{r}/commits/{sha}/pulls`, which lists every pull request CONTAINING the commit
+ * (closed ones, forks, heads that moved on), of which only the open ones whose `head.sha` is the
+ * commit count (case N04; 409/422 for an unknown commit → none), remembered per commit (10 min,
+ * 2 min when none).
  */
 import { LRUCache } from 'lru-cache';
 import { MAX_PAGES, tooManyPages } from '../paging.ts';
@@ -43,8 +45,11 @@ export function githubPulls(c: GitHubClient): PullRequestPart<GitHubRepo, PullRe
           for await (const page of it) {
             if (++n > MAX_PAGES)
               throw tooManyPages(`${c.label}: listing the pull requests of ${ctx.sha}`, c.secretValues);
+            // GitHub lists every pull request CONTAINING the commit (closed ones, forks, heads
+            // that moved on): only an open one whose head is the commit gets the comment (N04).
             for (const pr of page.data)
-              if (pr.state === 'open') out.push({ id: String(pr.number), number: pr.number });
+              if (pr.state === 'open' && pr.head.sha.toLowerCase() === ctx.sha)
+                out.push({ id: String(pr.number), number: pr.number });
           }
         } catch (err) {
           // GitHub answers 409/422 for a commit it does not know (yet): no pull request.

@@ -32,6 +32,12 @@ export const PER_PAGE = 100;
 export interface MergeRequest {
   id: string;
   sourceBranch: string | undefined;
+  /**
+   * The merge request's head pipeline (single-MR endpoint `head_pipeline`): its id, commit and ref
+   * (`refs/merge-requests/<iid>/head` for a merge request pipeline). Undefined when it has none
+   * or it was not read.
+   */
+  headPipeline?: { id: number; sha: string; ref: string } | undefined;
 }
 
 /** The gitbeaker resources of one API base, bound to one send's signal. */

@@ -1,8 +1,10 @@
 /**
  * GitLab commit statuses: `POST /projects/{id}/statuses/{sha}` with states pending → `running`,
- * success → `success`, failure → `failed`; `name` = the context. `ref` is always sent when known:
- * `metadata.branch`, else the source branch of the merge request the commit belongs to; when
- * neither is known it is omitted and GitLab picks the first branch containing the commit.
+ * success → `success`, failure → `failed`; `name` = the context. When an open merge request of
+ * the commit has its head pipeline on this commit, the status joins it: `pipeline_id` and that
+ * pipeline's `ref` (case N09). Else `ref` is sent when known: `metadata.branch`, else the source
+ * branch of the merge request the commit belongs to; when neither is known it is omitted and
+ * GitLab picks the first branch containing the commit.
  *
  * Deduplication (cases F05/F06): on a cache miss the commit's statuses are listed filtered by
  * `name` (and `ref` when known), following every page; the newest one of our name decides. Same
@@ -30,12 +32,25 @@ const SAME_STATE = /Cannot transition status via :(?:run|enqueue) from :(?:runni
 
 const STATE: Record<CommitState, string> = { pending: 'running', success: 'success', failure: 'failed' };
 
-/** The branch a status is posted for: `metadata.branch`, else a merge request's source branch. */
-async function branchOf(ctx: SendContext<ForgeRepo, MergeRequest>): Promise<string | undefined> {
+/**
+ * Where the status goes: the head pipeline of a merge request of the commit when it runs for this
+ * very commit — `pipeline_id` with that pipeline's own `ref` (`refs/merge-requests/<iid>/head`;
+ * GitLab refuses a `pipeline_id` with another ref, and with a branch `ref` alone it would attach
+ * the status to a detached branch pipeline instead: case N09); else the branch —
+ * `metadata.branch`, or a merge request's source branch.
+ */
+async function targetOf(
+  ctx: SendContext<ForgeRepo, MergeRequest>,
+): Promise<{ ref: string | undefined; pipelineId?: number }> {
+  const mrs = await ctx.pullRequests();
+  for (const mr of mrs) {
+    const hp = mr.headPipeline;
+    if (hp !== undefined && hp.sha === ctx.sha) return { ref: hp.ref, pipelineId: hp.id };
+  }
   const b = ctx.ev.metadata.branch?.trim();
-  if (b !== undefined && b !== '') return b;
-  for (const mr of await ctx.pullRequests()) if (mr.sourceBranch !== undefined) return mr.sourceBranch;
-  return undefined;
+  if (b !== undefined && b !== '') return { ref: b };
+  for (const mr of mrs) if (mr.sourceBranch !== undefined) return { ref: mr.sourceBranch };
+  return { ref: undefined };
 }
 
 export function gitlabStatuses(c: GitLabClient): StatusPart<ForgeRepo, MergeRequest> {
@@ -44,7 +59,7 @@ export function gitlabStatuses(c: GitLabClient): StatusPart<ForgeRepo, MergeRequ
     readPolicy: 'perCommit',
 
     async readStatus(ctx, context) {
-      const ref = await branchOf(ctx);
+      const { ref } = await targetOf(ctx);
       const query = {
         name: context,
         perPage: PER_PAGE,
@@ -69,7 +84,7 @@ export function gitlabStatuses(c: GitLabClient): StatusPart<ForgeRepo, MergeRequ
     },
 
     async writeStatus(ctx, status) {
-      const ref = await branchOf(ctx);
+      const { ref, pipelineId } = await targetOf(ctx);
       try {
         await c
           .resources(ctx.repo, ctx.signal)
@@ -82,6 +97,7 @@ export function gitlabStatuses(c: GitLabClient): StatusPart<ForgeRepo, MergeRequ
               description: status.description,
               ...(status.targetURL !== undefined ? { targetUrl: status.targetURL } : {}),
               ...(ref !== undefined ? { ref } : {}),
+              ...(pipelineId !== undefined ? { pipelineId } : {}),
             },
           );
       } catch (err) {

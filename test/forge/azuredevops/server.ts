@@ -1,8 +1,11 @@
 /**
  * A stateful Azure DevOps (Git REST 7.1) contract server for notifier tests, serving one
  * organisation: `/{org}/{project}/_apis/git/repositories/{repo}/…` and `/{org}/_apis/connectionData`.
- * - auth: HTTP basic with any user name and a known PAT; a wrong PAT → 401; no credentials →
- *   203 with an HTML sign-in page (as Azure DevOps does);
+ * - auth: HTTP basic with any user name and a known PAT; a wrong PAT → 401; no credentials, or
+ *   a PAT expired with `expire(pat)` → 203 with Azure DevOps' HTML sign-in page (case N11; the
+ *   page: test/forge/answers.ts);
+ * - rate limits: `rateLimit(n)` answers the next n calls with 429, `Retry-After` and
+ *   `X-RateLimit-*` ("Rate and usage limits");
  * - every `_apis` call needs `api-version` (else 400);
  * - statuses: POST (state ∈ notSet|pending|succeeded|failed|error|notApplicable, `context.name`
  *   required; every post kept, ids increase); GET newest first with `top`/`skip` and
@@ -21,6 +24,7 @@ import {
   type Reply,
   type Route,
 } from '../kit.ts';
+import { azuredevops as AZ } from '../answers.ts';
 
 export interface AzureIdentity {
   id: string;
@@ -73,6 +77,10 @@ export interface AzureServerOptions {
 
 export interface AzureServer extends KitServer {
   repo(org: string, project: string, name: string): AzureRepo;
+  /** From now on every call with `pat` answers 203 with the sign-in page (an expired or revoked PAT). */
+  expire(pat: string): void;
+  /** The next `n` calls answer 429 with `Retry-After`. */
+  rateLimit(n?: number): void;
   addPull(
     org: string,
     project: string,
@@ -271,15 +279,16 @@ export async function startAzureServer(opts: AzureServerOptions): Promise<AzureS
     ],
   ];
 
+  const expired = new Set<string>();
+  const signIn: Reply = {
+    status: AZ.signIn.status,
+    headers: AZ.signIn.headers,
+    text: AZ.signIn.body,
+  };
   const server = await startKitServer(routes, {
     authenticate: (req) => {
-      if (basicCredentials(req) === undefined) {
-        return {
-          status: 203,
-          headers: { 'Content-Type': 'text/html; charset=utf-8' },
-          text: '<html><body>Sign In</body></html>',
-        };
-      }
+      const basic = basicCredentials(req);
+      if (basic === undefined || expired.has(basic.password)) return signIn;
       if (userOf(req) === undefined) return { status: 401, text: 'Unauthorized' };
       if (req.path.includes('/_apis/git/') && req.query.get('api-version') === null) {
         return err(400, 'No api-version was supplied for the request.');
@@ -290,6 +299,15 @@ export async function startAzureServer(opts: AzureServerOptions): Promise<AzureS
   return {
     ...server,
     repo,
+    expire(pat) {
+      expired.add(pat);
+    },
+    rateLimit(n = 1) {
+      server.failNext(
+        { status: AZ.rateLimited.status, headers: AZ.rateLimited.headers, text: AZ.rateLimited.body },
+        n,
+      );
+    },
     addPull(org, project, name, pr) {
       const full: AzurePull = { status: 'active', threads: [], ...pr };
       repo(org, project, name).pulls.push(full);

@@ -109,9 +109,11 @@ describe('bitbucket (Cloud)', () => {
     await n.send(event(SHA), render('team-a', 'UpdateSucceeded'));
     const statuses = [...s.repo('acme', 'infra').statuses.get(SHA)!.values()];
     expect(statuses).toHaveLength(2);
+    // Keys bounded, names whole: the key is the stable prefix + hash, the name the full context.
     for (const st of statuses) {
       expect(st.key.length).toBeLessThanOrEqual(40);
-      expect(st.name).toBe(st.key);
+      expect(st.key).toMatch(/~[0-9a-f]{10}$/);
+      expect(st.name).toMatch(/^pko-notification-controller\/team-[ab]\/web-x{30}\/web-x{30}$/);
     }
     expect(new Set(statuses.map((x) => x.key)).size).toBe(2);
     expect(statuses.map((x) => x.state)).toEqual(['SUCCESSFUL', 'FAILED']);

@@ -161,6 +161,9 @@ export async function startBitbucketServerDC(opts: BbsServerOptions): Promise<Bb
           return err(400, 'key must be 1-255 characters');
         if (typeof b.state !== 'string' || !STATES.has(b.state)) return err(400, 'state is invalid');
         if (typeof b.url !== 'string' || b.url === '') return err(400, 'url is required');
+        // The build status name is limited to 255 characters (BSERV-12804).
+        if (typeof b.name === 'string' && b.name.length > 255)
+          return err(400, 'name must be at most 255 characters');
         const byKey = builds.get(m[3] ?? '') ?? new Map<string, BbsBuild>();
         byKey.set(b.key, {
           key: b.key,

@@ -91,9 +91,14 @@ interface Setup {
  * with the owner address `<gitea>/acme` (plus `extra` spec), an Alert for every Stack, and
  * Stack `app` whose `spec.projectRepo` is `<gitea>/acme/<repo>.git`.
  */
-async function setup(prefix: string, repo: string, extra: Record<string, unknown> = {}): Promise<Setup> {
+async function setup(
+  prefix: string,
+  repo: string,
+  extra: Record<string, unknown> = {},
+  pulumiStack = 'acme/app/dev',
+): Promise<Setup> {
   const ns = await createTestNamespace(prefix);
-  return setupIn(ns, new Objects(ns), repo, extra);
+  return setupIn(ns, new Objects(ns), repo, extra, pulumiStack);
 }
 
 /** Waits until the newest status of `context` on `sha` is `state` (and there are at least `count`). */
@@ -325,6 +330,66 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
   );
 
   it(
+    'N01 on a real forge: hostile text in the comment mentions nobody and references no issue (Gitea renders it, a raw control does both)',
+    async () => {
+      const repo = 'hostile';
+      const { sha, pull } = await repoWithPull(repo);
+      const issue = (
+        await gitea.api<{ number: number }>('POST', `/repos/${ORG}/${repo}/issues`, {
+          body: { title: 'an unrelated issue' },
+          as: alice,
+          expect: [201],
+        })
+      ).data.number;
+      const hostile = `acme/app/dev @alice #${String(issue)} !${String(pull)} <b>x</b> [x](javascript:alert(1)) *b*`;
+      const s = await setup('gt-hostile', repo, {}, hostile);
+      const refs = async (): Promise<number> =>
+        (
+          await gitea.api<{ type: string }[] | null>(
+            'GET',
+            `/repos/${ORG}/${repo}/issues/${String(issue)}/timeline`,
+          )
+        ).data // Gitea answers null for an empty timeline.
+          ?.filter((e) => e.type.endsWith('_ref')).length ?? 0;
+      const render = async (text: string): Promise<string> =>
+        (
+          await gitea.api<string>('POST', '/markdown', {
+            body: { Text: text, Mode: 'gfm', Context: `${gitea.url}/${ORG}/${repo}` },
+          })
+        ).data;
+      try {
+        const run = await s.sim.startRun('app', { type: 'up', commit: sha });
+        await waitForState(repo, sha, contextOf(s.ns), 'pending', 1);
+        await s.sim.finishRun(run, 'failed', {
+          message: `up failed: exit status 1\nstderr: error: cc @alice, see #${String(issue)}\n<script>alert(1)</script>`,
+        });
+        await waitForState(repo, sha, contextOf(s.ns), 'failure', 2);
+        const ours = await waitForComment(repo, pull, 'failed');
+        // Gitea 1.27.3 renders a mention as a link to the user's page (observed).
+        const mention = new RegExp(`href="${gitea.url}/alice"`);
+        const html = await render(ours.body);
+        expect(html).not.toMatch(mention);
+        expect(html).not.toMatch(new RegExp(`/issues/${String(issue)}"`));
+        expect(html).not.toMatch(/<script|<b>x<\/b>|<em>b<\/em>|href="javascript/);
+        // The hostile stack name is shown, escaped, in the title.
+        expect(html).toMatch(/@.?alice/);
+        expect(await refs()).toBe(0);
+
+        // Control: the same words unescaped, commented by the bot, do mention and reference.
+        const raw = await gitea.addComment(ORG, repo, pull, `cc @alice, see #${String(issue)}`, bot);
+        expect(await render(raw.body)).toMatch(mention);
+        await waitFor(async () => ((await refs()) > 0 ? true : undefined), {
+          timeoutMs: WAIT_MS,
+          what: 'the control comment to reference the issue',
+        });
+      } finally {
+        await s.ctl.stop();
+      }
+    },
+    TEST_MS,
+  );
+
+  it(
     'a pull request from a fork: the status is set on the fork head commit in the base repository and the comment goes on the base PR',
     async () => {
       const repo = 'forked';
@@ -371,6 +436,7 @@ async function setupIn(
   obj: Objects,
   repo: string,
   extra: Record<string, unknown>,
+  pulumiStack = 'acme/app/dev',
 ): Promise<Setup> {
   const ctl = await startInProcess(ns, { flags: [`--cluster-name=${CLUSTER}`] });
   await obj.secret('gitea', { token: bot.token });
@@ -386,7 +452,7 @@ async function setupIn(
   await sim.createStack(
     'app',
     { git: { projectRepo: `${gitea.url}/${ORG}/${repo}.git`, branch: 'feature' } },
-    { stack: 'acme/app/dev' },
+    { stack: pulumiStack },
   );
   return { ns, obj, ctl, sim };
 }

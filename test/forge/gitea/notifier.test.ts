@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_MOVES } from '../../../src/forge/gitea/client.ts';
+import { MAX_REDIRECTS } from '../../../src/notifier/redirect.ts';
 import { startGiteaServer, type GiteaServer } from './server.ts';
 import {
   CONTEXT,
@@ -162,7 +162,7 @@ describe('gitea', () => {
   });
 
   describe('N07: renamed or transferred repositories (Gitea answers 301 on the old path for every method)', () => {
-    it('the status and the comment land on the moved repository, with the method and body kept; later sends go straight there', async () => {
+    it('N07: the status and the comment land on the moved repository, with the method and body kept; later calls go straight there', async () => {
       const s = await server();
       s.addPull('acme', 'infra', { number: 4, sha: SHA });
       const n = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
@@ -175,10 +175,9 @@ describe('gitea', () => {
       expect(moved.pulls[0]!.comments.map((c) => c.body)).toEqual([`${MARKER}\ndone`]);
       const after = s.requests.slice(s.requests.findIndex((r) => r.status === 301));
       expect(after.map((r) => `${r.method} ${r.path} → ${String(r.status)}`)).toEqual([
-        // The status POST is redirected; the new path is looked up once and the POST repeated.
+        // The status POST is redirected and repeated there (same method and body); the move is
+        // remembered, so the next calls go straight to the new path.
         `POST /api/v1/repos/acme/infra/statuses/${SHA} → 301`,
-        'GET /api/v1/repos/acme/infra → 301',
-        'GET /api/v1/repos/platform/infra-v2 → 200',
         `POST /api/v1/repos/platform/infra-v2/statuses/${SHA} → 201`,
         'GET /api/v1/repos/platform/infra-v2/pulls → 200',
         expect.stringMatching(/^PATCH \/api\/v1\/repos\/platform\/infra-v2\/issues\/comments\/\d+ → 200$/),
@@ -202,22 +201,22 @@ describe('gitea', () => {
       s.failNext(elsewhere, 2);
       const n = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
       const e = await failure(() => n.send(event(SHA), rendered('success')));
-      expect([e.code, e.retryable]).toEqual(['REDIRECT', false]);
-      expect(e.message).toMatch(/not a repository of the same Gitea/);
+      expect([e.code, e.retryable, e.verdict.kind]).toEqual(['REDIRECT', false, 'redirect']);
+      expect(e.message).toMatch(/another origin .*credentials are only sent where the Provider points/);
       expect(other.requests).toEqual([]);
       expect(s.writes()).toEqual([]);
     });
 
-    it(`redirects are followed at most ${String(MAX_MOVES)} hops`, async () => {
+    it(`redirects are followed at most ${String(MAX_REDIRECTS)} hops`, async () => {
       const s = await server();
       const hop = { status: 301, headers: { Location: '/api/v1/repos/acme/elsewhere' } };
       s.failNext(hop, 10);
       const n = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
       const e = await failure(() => n.send(event(SHA), rendered('success')));
       expect([e.code, e.retryable]).toEqual(['REDIRECT', false]);
-      expect(e.message).toMatch(/more than 3 times/);
-      // The first answer, then the lookups: the original path and MAX_MOVES hops.
-      expect(s.requests).toHaveLength(2 + MAX_MOVES);
+      expect(e.message).toMatch(/more than 5 times/);
+      // The first answer, then MAX_REDIRECTS hops.
+      expect(s.requests).toHaveLength(1 + MAX_REDIRECTS);
     });
   });
 });

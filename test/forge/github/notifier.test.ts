@@ -9,6 +9,7 @@ import { fetch as fetchUndici } from 'undici';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { NotificationEvent } from '../../../src/api/event.ts';
 import type { ResolvedProvider } from '../../../src/credential/provider.ts';
+import { problemReason } from '../../../src/delivery/health.ts';
 import { ProviderError } from '../../../src/notifier/errors.ts';
 import { createGitHubNotifier, type GitHubNotifierOptions } from '../../../src/forge/github/index.ts';
 import { githubLimits } from '../../../src/forge/github/limits.ts';
@@ -17,6 +18,7 @@ import { ProviderHttp } from '../../../src/notifier/http.ts';
 import { createNotifier, hasNotifier } from '../../../src/registry.ts';
 import type { Notifier, RenderedNotification } from '../../../src/notifier/types.ts';
 import { makeTestPKI, type TestPKI } from '../../support/pki.ts';
+import { resolvedFromSecret } from '../helpers.ts';
 import { startProxy, type TestProxy } from '../../support/proxy.ts';
 import { resolved, sampleEvent } from '../../notifier/fixtures.ts';
 import {
@@ -437,6 +439,94 @@ describe('sticky pull-request comment', () => {
     expect(s.violations).toEqual([]);
   });
 
+  it('N04: GitHub lists open PRs #3 (head C), #2 (head B), #1 (head A), all containing A: only #1 gets the comment; none when no PR has A as head', async () => {
+    const s = await server();
+    const [A, B, C] = [sha('n04-a'), sha('n04-b'), sha('n04-c')];
+    s.addPullRequest(REPO, { number: 3, headSha: C, commits: [A, B] });
+    s.addPullRequest(REPO, { number: 2, headSha: B, commits: [A] });
+    s.addPullRequest(REPO, { number: 1, headSha: A });
+    // Also listed by GitHub, never commented on: a closed PR and a merged one whose head is A.
+    s.addPullRequest(REPO, { number: 4, headSha: A, state: 'closed' });
+    s.addPullRequest(REPO, { number: 5, headSha: A, state: 'closed', merged: true });
+    const { notifier } = build(provider(s, newToken()));
+    await notifier.send(event(A), withComment(status('pending', 'Update started'), 'body'));
+    const commented = [1, 2, 3, 4, 5].filter((n) => s.comments(REPO, n).some((c) => c.login === 'pko-bot'));
+    expect(commented).toEqual([1]);
+
+    // A commit that is in pull requests but the head of none: no comment at all.
+    const D = sha('n04-d');
+    s.addPullRequest(REPO, { number: 6, headSha: sha('n04-e'), commits: [D] });
+    s.addPullRequest(REPO, { number: 7, headSha: sha('n04-f'), commits: [D], fork: true });
+    await notifier.send(event(D), withComment(status('pending', 'Update started'), 'body'));
+    expect([6, 7].filter((n) => s.comments(REPO, n).length > 0)).toEqual([]);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('N02: 403 "issue is locked" on the comment: the status is posted, the failure is final for that event and says so, the credentials are not blamed', async () => {
+    const s = await server();
+    const head = sha('n02');
+    s.addPullRequest(REPO, { number: 9, headSha: head });
+    s.addPullRequest(REPO, { number: 10, headSha: head });
+    s.lockIssue(REPO, 9);
+    const { notifier } = build(provider(s, newToken()));
+    const e = await failure(() =>
+      notifier.send(event(head), withComment(status('failure', 'Update failed'), 'body')),
+    );
+    expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['failure']);
+    expect(s.comments(REPO, 9)).toEqual([]);
+    // The other pull request of the commit still got its comment.
+    expect(s.comments(REPO, 10).map((c) => c.login)).toEqual(['pko-bot']);
+    expect([e.status, e.retryable]).toEqual([403, false]);
+    expect(e.verdict).toEqual({ kind: 'locked', retry: false });
+    expect(problemReason(e)).toBeUndefined(); // the Provider stays Ready
+    expect(e.message).toMatch(/commit status is set.*pull request #9.*issue is locked/);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('an archived repository refuses every write: final, the Provider is not blamed', async () => {
+    const s = await server();
+    s.archiveRepo(REPO);
+    const { notifier } = build(provider(s, newToken()));
+    const e = await failure(() => notifier.send(event(sha('arch')), status('success', 'ok')));
+    expect([e.status, e.verdict.kind, e.retryable]).toEqual([403, 'locked', false]);
+    expect(problemReason(e)).toBeUndefined();
+  });
+
+  it('N07: a renamed repository: status POST answers 307, status GET 301, to /repositories/<id>: followed with method and body, everything lands on the renamed repository', async () => {
+    const s = await server();
+    const head = sha('n07');
+    s.addPullRequest(REPO, { number: 12, headSha: head });
+    const { notifier, urls } = build(provider(s, newToken()));
+    await notifier.send(event(head), withComment(status('pending', 'Update started'), 'started'));
+    s.renameRepo(REPO, 'acme/app-renamed');
+    await notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'done'));
+    // After a restart the first call is a read: 301, remembered for the calls that follow.
+    const { notifier: restarted } = build(provider(s, newToken()));
+    await restarted.send(event(head), withComment(status('failure', 'Update failed'), 'failed'));
+
+    expect(s.statuses('acme/app-renamed', head).map((x) => x.state)).toEqual([
+      'failure',
+      'success',
+      'pending',
+    ]);
+    const mine = s.comments('acme/app-renamed', 12).filter((c) => c.login === 'pko-bot');
+    expect(mine.map((c) => c.body)).toEqual([
+      `${MARKER}
+failed`,
+    ]);
+    const answered = s.log.map(
+      (e) =>
+        `${e.method} ${e.path.replace(/[0-9a-f]{40}/, 'SHA').replace(/comments\/\d+/, 'comments/N')} ${String(e.status)}`,
+    );
+    expect(answered).toContain('POST /repos/acme/app/statuses/SHA 307');
+    expect(answered).toContain('POST /repositories/100/statuses/SHA 201');
+    expect(answered).toContain('PATCH /repos/acme/app/issues/comments/N 307');
+    expect(answered).toContain('GET /repos/acme/app/commits/SHA/statuses 301');
+    // Only the server's own origin was ever contacted.
+    expect(new Set(urls.map((u) => new URL(u).origin))).toEqual(new Set([s.origin]));
+    expect(s.violations).toEqual([]);
+  });
+
   it('an unknown commit has no pull requests (GitHub 422), not an error', async () => {
     const s = await server();
     s.commitNotIndexed(sha(11));
@@ -566,6 +656,26 @@ describe('GitHub App', () => {
     const { notifier: again } = build(appProvider(s, a));
     await again.send(event(sha(14)), withComment(status('success', 'Preview succeeded'), 'done again'));
     expect(s.comments(REPO, 5).map((c) => [c.body, c.edits])).toEqual([[`${MARKER}\ndone again`, 2]]);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('N06: a key pasted with literal \\n is accepted (normalised) and the App token exchange works', async () => {
+    const a = app();
+    const s = await server({ app: a });
+    const pasted = privatePem.trim().replace(/\n/g, '\\n');
+    expect(pasted).not.toContain('\n');
+    const p = await resolvedFromSecret(
+      { type: 'github', address: `https://github.com/${REPO}`, apiURL: s.apiBase },
+      {
+        githubAppID: String(a.id),
+        githubAppInstallationID: String(a.installationId),
+        githubAppPrivateKey: pasted,
+      },
+    );
+    expect(p.githubApp?.privateKey).toBe(privatePem);
+    const { notifier } = build(p);
+    await notifier.send(event(sha(21)), status('success', 'Update succeeded'));
+    expect(s.statuses(REPO, sha(21)).map((x) => x.creator)).toEqual([`${a.slug}[bot]`]);
     expect(s.violations).toEqual([]);
   });
 

@@ -24,6 +24,19 @@
  *
  * Rate limits are programmable (`throttle`): the next N matching requests get a 403 or 429 with
  * `retry-after` and GitHub's secondary-rate-limit message; those are logged, not violations.
+ *
+ * As strict as reality where the notifier can go wrong (each with its source):
+ * - "List pull requests associated with a commit" returns EVERY pull request that contains the
+ *   commit — open, closed or merged, from forks, and those whose head has moved on (case N04;
+ *   GitHub's docs: "the merged pull request that introduced the commit", "additionally returns
+ *   open pull requests associated with the commit"); only the caller can pick the one whose
+ *   `head.sha` is the commit.
+ * - A locked conversation refuses comments with 403 "Unable to create comment because issue is
+ *   locked." (case N02; a caller without write access), an archived repository every write with
+ *   403 "Repository was archived so is read-only." (bodies: test/forge/answers.ts).
+ * - A renamed or transferred repository answers its old path with 301 for GET/HEAD and 307 for
+ *   other methods, `Location` under `/repositories/{id}/…` (GitHub "Repository redirects";
+ *   case N07); `/repositories/{id}/…` is served as the repository's own path.
  */
 import { createPublicKey, verify as verifySignature, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -37,6 +50,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import { Ajv, type ValidateFunction } from 'ajv';
+import { github as GH, type RealAnswer } from '../answers.ts';
 import addFormats from 'ajv-formats';
 
 // ---------------------------------------------------------------------------------------------
@@ -239,8 +253,12 @@ export interface StoredComment {
 export interface StoredPull {
   number: number;
   headSha: string;
+  /** Every commit the pull request contains (its head included). */
+  commits: string[];
   state: 'open' | 'closed';
   merged: boolean;
+  /** Opened from a fork (`head.repo` is another repository). */
+  fork: boolean;
 }
 
 export interface LoggedRequest {
@@ -306,10 +324,27 @@ export interface GitHubContractServer {
   violations: Violation[];
   addRepo(fullName: string): void;
   addToken(token: string, login: string): void;
+  /**
+   * Adds a pull request; `commits` are the commits it contains besides its head (the head is
+   * always one of them).
+   */
   addPullRequest(
     repo: string,
-    pr: { number: number; headSha: string; state?: 'open' | 'closed'; merged?: boolean },
+    pr: {
+      number: number;
+      headSha: string;
+      commits?: string[];
+      state?: 'open' | 'closed';
+      merged?: boolean;
+      fork?: boolean;
+    },
   ): void;
+  /** Locks the conversation of issue or pull request `n`: comments are refused (403). */
+  lockIssue(repo: string, n: number): void;
+  /** Archives `repo`: every write is refused (403). */
+  archiveRepo(repo: string): void;
+  /** Renames or transfers `from` to `to` (`owner/repo`): the old path redirects (301/307). */
+  renameRepo(from: string, to: string): void;
   /** Adds a status as if another tool had posted it (appended: newest). */
   addStatus(
     repo: string,
@@ -380,6 +415,9 @@ const reject = (status: number, message: string, reason: string, errors?: unknow
 
 const codePoints = (s: string): number => Array.from(s).length;
 
+/** A refusal GitHub gives a well-formed request (not a contract violation): a real answer as it is. */
+const refusal = (a: RealAnswer): HttpAnswer => new HttpAnswer(a.status, JSON.parse(a.body) as unknown);
+
 /** Starts the contract server on 127.0.0.1 (random port). */
 export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise<GitHubContractServer> {
   const c = gitHubContract();
@@ -393,6 +431,10 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
   const credentials = new Map<string, Credential>();
   const throttles: (ThrottleSpec & { left: number })[] = [];
   const notIndexed = new Set<string>();
+  const locked = new Set<string>(); // repo#n
+  const archived = new Set<string>(); // repo key
+  const repoIds = new Map<string, number>(); // repo key → id
+  const movedFrom = new Map<string, string>(); // old repo key → canonical new name
   const app = opts.app;
   const appKey = app ? createPublicKey(app.publicKeyPem) : undefined;
   const tokenTtl = opts.installationTokenTtlMs ?? 3_600_000;
@@ -401,7 +443,16 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
   const repoKey = (r: string): string => r.toLowerCase();
   const addRepo = (r: string): void => {
     repos.set(repoKey(r), r);
+    if (!repoIds.has(repoKey(r))) repoIds.set(repoKey(r), 100 + repoIds.size);
   };
+  /** The canonical name of the repository with id `id`. */
+  const repoById = (id: number): string | undefined => {
+    for (const [k, v] of repoIds) if (v === id) return repos.get(k);
+    return undefined;
+  };
+  /** A write to an archived repository is refused, whatever the operation (answers.ts). */
+  const readOnly = (repo: string): HttpAnswer | undefined =>
+    archived.has(repoKey(repo)) ? refusal(GH.archived) : undefined;
   for (const r of opts.repos ?? ['acme/app']) addRepo(r);
   for (const [t, login] of Object.entries(opts.tokens ?? {})) {
     credentials.set(t, { kind: 'user', login, type: 'User', app: null, expiresAt: Number.POSITIVE_INFINITY });
@@ -452,8 +503,12 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     title: `PR ${p.number}`,
     html_url: `https://github.invalid/${repo}/pull/${p.number}`,
     merged_at: p.merged ? new Date().toISOString() : null,
-    head: { sha: p.headSha, ref: `feature-${p.number}` },
-    base: { ref: 'main' },
+    head: {
+      sha: p.headSha,
+      ref: `feature-${p.number}`,
+      repo: { full_name: p.fork ? `fork-owner/${repo.split('/')[1] ?? 'repo'}` : repo, fork: p.fork },
+    },
+    base: { ref: 'main', repo: { full_name: repo, fork: false } },
     user: userObject('octocat', 'User'),
   });
 
@@ -607,6 +662,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
       const repo = repoOf(ctx);
+      if (typeof repo === 'string' && readOnly(repo)) return readOnly(repo) as HttpAnswer;
       if (repo instanceof HttpAnswer) return repo;
       const sha = ctx.params.sha ?? '';
       if (!/^[0-9a-f]{40}$/i.test(sha))
@@ -682,7 +738,10 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
           status: '422',
         });
       }
-      const list = (pulls.get(repoKey(repo)) ?? []).filter((p) => p.headSha.toLowerCase() === sha);
+      // Every pull request containing the commit, whatever its state, head or origin (N04).
+      const list = (pulls.get(repoKey(repo)) ?? []).filter((p) =>
+        p.commits.some((c) => c.toLowerCase() === sha),
+      );
       const { page, headers } = paginate(list, ctx.query, ctx.self);
       return new HttpAnswer(
         200,
@@ -714,6 +773,9 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       if (repo instanceof HttpAnswer) return repo;
       const n = Number(ctx.params.issue_number);
       if (!issueExists(repo, n)) return reject(404, 'Not Found', `issue ${n} does not exist`);
+      const ro = readOnly(repo);
+      if (ro) return ro;
+      if (locked.has(`${repoKey(repo)}#${n}`)) return refusal(GH.locked);
       const body = (ctx.body as { body: string }).body;
       if (codePoints(body) > 65_536) {
         return reject(422, 'Validation Failed', 'comment body over 65,536 characters', [
@@ -748,6 +810,9 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       if (repo instanceof HttpAnswer) return repo;
       const found = findComment(repo, Number(ctx.params.comment_id));
       if (!found) return reject(404, 'Not Found', `comment ${ctx.params.comment_id ?? ''} does not exist`);
+      const ro = readOnly(repo);
+      if (ro) return ro;
+      if (locked.has(`${repoKey(repo)}#${found.issue}`)) return refusal(GH.locked);
       const body = (ctx.body as { body: string }).body;
       if (codePoints(body) > 65_536) {
         return reject(422, 'Validation Failed', 'comment body over 65,536 characters', [
@@ -787,7 +852,29 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     if (basePath !== '' && !url.pathname.startsWith(`${basePath}/`)) {
       return reject(404, 'Not Found', `path outside the API base ${basePath}`);
     }
-    const path = url.pathname.slice(basePath.length) || '/';
+    let path = url.pathname.slice(basePath.length) || '/';
+    // Repository redirects (N07): the old path of a moved repository redirects to its id.
+    const old = /^\/repos\/([^/]+)\/([^/]+)(\/.*)?$/.exec(path);
+    const movedTo =
+      old === null
+        ? undefined
+        : movedFrom.get(repoKey(`${decodeURIComponent(old[1] ?? '')}/${decodeURIComponent(old[2] ?? '')}`));
+    if (old !== null && movedTo !== undefined) {
+      const location = `${url.origin}${basePath}/repositories/${String(repoIds.get(repoKey(movedTo)))}${old[3] ?? ''}${url.search}`;
+      const permanent = method === 'GET' || method === 'HEAD';
+      return new HttpAnswer(
+        permanent ? 301 : 307,
+        {
+          message: permanent ? 'Moved Permanently' : 'Temporary Redirect',
+          url: location,
+          documentation_url: 'https://docs.github.com/v3/#http-redirects',
+        },
+        { headers: { location } },
+      );
+    }
+    const byId = /^\/repositories\/(\d+)(\/.*)?$/.exec(path);
+    const idName = byId === null ? undefined : repoById(Number(byId[1]));
+    if (byId !== null && idName !== undefined) path = `/repos/${idName}${byId[2] ?? ''}`;
     const candidates = c.operations.filter((o) => o.regex.test(path));
     if (candidates.length === 0) return reject(404, 'Not Found', 'no such path in the GitHub REST API');
     const op = candidates.find((o) => o.method === method);
@@ -971,10 +1058,39 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       list.push({
         number: pr.number,
         headSha: pr.headSha,
+        commits: [...new Set([...(pr.commits ?? []), pr.headSha])],
         state: pr.state ?? 'open',
         merged: pr.merged ?? false,
+        fork: pr.fork ?? false,
       });
       pulls.set(repoKey(repo), list);
+    },
+    lockIssue: (repo, n) => {
+      locked.add(`${repoKey(repo)}#${String(n)}`);
+    },
+    archiveRepo: (repo) => {
+      archived.add(repoKey(repo));
+    },
+    renameRepo: (from, to) => {
+      const f = repoKey(from);
+      const t = repoKey(to);
+      const rekey = <V>(m: Map<string, V>, sep: string): void => {
+        for (const [k, v] of [...m]) {
+          if (k === f || k.startsWith(`${f}${sep}`)) {
+            m.delete(k);
+            m.set(`${t}${k.slice(f.length)}`, v);
+          }
+        }
+      };
+      rekey(statuses, '@');
+      rekey(comments, '#');
+      rekey(pulls, '\u0000');
+      for (const k of [...locked]) if (k.startsWith(`${f}#`)) locked.add(`${t}${k.slice(f.length)}`);
+      repos.delete(f);
+      repos.set(t, to);
+      repoIds.set(t, repoIds.get(f) ?? 100 + repoIds.size);
+      repoIds.delete(f);
+      movedFrom.set(f, to);
     },
     addStatus: (repo, sha, s) => {
       const st: StoredStatus = {

@@ -11,7 +11,7 @@ import {
   rendered,
   useCleanup,
 } from '../helpers.ts';
-import { sha } from '../kit.ts';
+import { sha, type ForgeRequest } from '../kit.ts';
 
 const later = useCleanup();
 const TOKEN = 'glpat-test-token-000111';
@@ -134,10 +134,15 @@ describe('gitlab', () => {
     const n = notifier(s);
     // First send reads (no status), then POSTs: fail the POST with the transition message.
     await n.send(event(sha('2'), { branch: 'main' }), rendered('success'));
-    s.failNext({ status: 400, json: { message: 'Cannot transition status via :enqueue from :pending' } });
+    const isPost = (r: ForgeRequest): boolean => r.method === 'POST';
+    s.failNext(
+      { status: 400, json: { message: 'Cannot transition status via :enqueue from :pending' } },
+      1,
+      isPost,
+    );
     await n.send(event(sha('2'), { branch: 'main' }), rendered('failure'));
     expect(s.requests.at(-1)!.status).toBe(400);
-    s.failNext({ status: 400, json: { message: { description: ['is invalid'] } } });
+    s.failNext({ status: 400, json: { message: { description: ['is invalid'] } } }, 1, isPost);
     const err = await failure(() => n.send(event(sha('2'), { branch: 'main' }), rendered('pending')));
     expect(err.status).toBe(400);
     expect(err.retryable).toBe(false);
@@ -190,15 +195,63 @@ describe('gitlab', () => {
     expect(s.writes()).toEqual([`POST /api/v4/projects/${ENCODED}/statuses/${SHA}`]);
   });
 
-  it('pullRequestComment disabled: no MR lookup and no note', async () => {
+  it('pullRequestComment disabled: merge requests are only read (for their pipeline), no note', async () => {
     const s = await server();
     s.addMR(PATH, { iid: 7, sha: SHA });
     await notifier(s, { pullRequestComment: false }).send(
       event(SHA, { branch: 'main' }),
       rendered('success', { comment: 'x' }),
     );
-    expect(s.requests.some((r) => r.path.includes('merge_requests'))).toBe(false);
+    expect(s.requests.filter((r) => r.path.includes('merge_requests')).map((r) => r.method)).not.toContain(
+      'POST',
+    );
+    expect(s.requests.some((r) => r.path.includes('/notes'))).toBe(false);
     expect(s.project(PATH).mrs[0]!.notes).toEqual([]);
+  });
+
+  it('N09: MR !3 (source feature/x) whose head pipeline 77 runs for the commit: the status POST carries pipeline_id=77 and lands in it', async () => {
+    const s = await server();
+    // GitLab ran a branch pipeline (70) and the merge request pipeline (77) for the commit.
+    s.addPipeline(PATH, { id: 70, sha: SHA, ref: 'feature/x' });
+    s.addPipeline(PATH, {
+      id: 77,
+      sha: SHA,
+      ref: 'refs/merge-requests/3/head',
+      source: 'merge_request_event',
+    });
+    s.addMR(PATH, { iid: 3, sha: SHA, source_branch: 'feature/x', head_pipeline_id: 77 });
+    await notifier(s).send(event(SHA, { branch: 'feature/x' }), rendered('pending', { comment: 'running' }));
+    const post = s.requests.find((r) => r.method === 'POST' && r.path.endsWith(`/statuses/${SHA}`));
+    expect(post?.json).toMatchObject({ pipeline_id: 77, ref: 'refs/merge-requests/3/head' });
+    const [st] = s.project(PATH).statuses;
+    expect([st?.pipeline_id, st?.status]).toEqual([77, 'running']);
+    // No detached pipeline was made for the status.
+    expect(s.project(PATH).pipelines.map((p) => p.id)).toEqual([70, 77]);
+  });
+
+  it('N09: without a merge request pipeline on the commit, ref is used as before', async () => {
+    const s = await server();
+    s.addPipeline(PATH, { id: 70, sha: SHA, ref: 'feature/x' });
+    // The MR's head pipeline ran for an older commit: not this one.
+    s.addPipeline(PATH, { id: 60, sha: sha('6'), ref: 'refs/merge-requests/3/head' });
+    s.addMR(PATH, { iid: 3, sha: SHA, source_branch: 'feature/x', head_pipeline_id: 60 });
+    await notifier(s).send(event(SHA, { branch: 'feature/x' }), rendered('success'));
+    const post = s.requests.find((r) => r.method === 'POST' && r.path.endsWith(`/statuses/${SHA}`));
+    expect(post?.json).toMatchObject({ ref: 'feature/x' });
+    expect(post?.json).not.toHaveProperty('pipeline_id');
+    expect(s.project(PATH).statuses.map((x) => x.pipeline_id)).toEqual([70]);
+  });
+
+  it('the contract server refuses a pipeline_id with another ref, as GitLab does', async () => {
+    const s = await server();
+    s.addPipeline(PATH, { id: 77, sha: SHA, ref: 'refs/merge-requests/3/head' });
+    const res = await fetch(`${s.url}/api/v4/projects/${ENCODED}/statuses/${SHA}`, {
+      method: 'POST',
+      headers: { 'PRIVATE-TOKEN': TOKEN, 'content-type': 'application/json' },
+      body: JSON.stringify({ state: 'running', name: 'x', ref: 'feature/x', pipeline_id: 77 }),
+    });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ message: '404 Pipeline for pipeline_id, sha and ref Not Found' });
   });
 
   it('F14: a note of exactly 1,000,000 characters is accepted', async () => {

@@ -12,6 +12,13 @@
  * - merge requests for a commit, single merge request, MR notes (list sorted `desc` by default,
  *   `sort=asc` honoured), note creation (body ≤ 1,000,000 characters else 400) and edit (only by
  *   the note's author, else 403);
+ * - pipelines (`Ci::CreateCommitStatusService`, gitlab-org/gitlab app/services/ci/
+ *   create_commit_status_service.rb): a status joins the newest pipeline of its commit that
+ *   matches the given `ref` and `pipeline_id`; a `pipeline_id` that matches none (e.g. with a `ref`
+ *   other than the pipeline's) answers 404 "Pipeline for pipeline_id, sha and ref"; without a
+ *   match a new external pipeline is created for the ref (a detached branch pipeline beside the
+ *   merge request's: case N09). `GET /projects/:id/merge_requests/:iid` carries `head_pipeline`;
+ *   the commit's merge request list does not;
  * - offset pagination on every list: `page`, `per_page` (default 20, max 100), headers `x-page`,
  *   `x-per-page`, `x-total`, `x-total-pages`, `x-next-page`, `x-prev-page` and `Link`.
  */
@@ -40,6 +47,8 @@ export interface GitLabStatus {
   description: string | null;
   created_at: string;
   author: GitLabUser;
+  /** The pipeline the status belongs to (not in GitLab's status entity; for tests). */
+  pipeline_id: number;
 }
 
 export interface GitLabNote {
@@ -50,11 +59,21 @@ export interface GitLabNote {
   created_at: string;
 }
 
+export interface GitLabPipeline {
+  id: number;
+  sha: string;
+  /** Branch name, or `refs/merge-requests/<iid>/head` for a merge request pipeline. */
+  ref: string;
+  source: 'push' | 'merge_request_event' | 'external';
+}
+
 export interface GitLabMR {
   iid: number;
   state: 'opened' | 'closed' | 'merged';
   sha: string;
   source_branch: string;
+  /** The merge request's head pipeline (shown by the single-MR endpoint). */
+  head_pipeline_id?: number;
   /** Commits contained in the MR (for "merge requests of a commit"). */
   commits: string[];
   notes: GitLabNote[];
@@ -65,6 +84,7 @@ export interface GitLabProject {
   path: string;
   statuses: GitLabStatus[];
   mrs: GitLabMR[];
+  pipelines: GitLabPipeline[];
 }
 
 export interface GitLabServerOptions {
@@ -79,6 +99,10 @@ export interface GitLabServer extends KitServer {
   /** Creates (or returns) the project with this full path. */
   project(path: string): GitLabProject;
   addMR(path: string, mr: Partial<GitLabMR> & Pick<GitLabMR, 'iid' | 'sha'>): GitLabMR;
+  addPipeline(
+    path: string,
+    p: Omit<GitLabPipeline, 'source'> & Partial<Pick<GitLabPipeline, 'source'>>,
+  ): GitLabPipeline;
   addStatus(
     path: string,
     s: Partial<GitLabStatus> & Pick<GitLabStatus, 'sha' | 'name' | 'status'>,
@@ -105,7 +129,7 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
   const project = (path: string): GitLabProject => {
     let p = projects.get(path.toLowerCase());
     if (!p) {
-      p = { id: nextId++, path, statuses: [], mrs: [] };
+      p = { id: nextId++, path, statuses: [], mrs: [], pipelines: [] };
       projects.set(path.toLowerCase(), p);
     }
     return p;
@@ -171,14 +195,37 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
         if (typeof state !== 'string' || !STATES.has(state)) return bad('state does not have a valid value');
         const name =
           typeof b.name === 'string' ? b.name : typeof b.context === 'string' ? b.context : 'default';
-        const ref = typeof b.ref === 'string' ? b.ref : 'main';
         const description = typeof b.description === 'string' ? b.description : null;
         if (description !== null && description.length > 255) {
           return bad({ description: ['is too long (maximum is 255 characters)'] });
         }
         const sha = m[2] ?? '';
+        // first_matching_pipeline: newest first, then by ref and pipeline_id when given.
+        const wantRef = typeof b.ref === 'string' ? b.ref : undefined;
+        const wantPipeline = b.pipeline_id === undefined ? undefined : Number(b.pipeline_id);
+        const matching = p.pipelines
+          .filter(
+            (x) =>
+              x.sha === sha &&
+              (wantRef === undefined || x.ref === wantRef) &&
+              (wantPipeline === undefined || x.id === wantPipeline),
+          )
+          .sort((a, z) => z.id - a.id)[0];
+        if (wantPipeline !== undefined && matching === undefined) {
+          return json(404, { message: '404 Pipeline for pipeline_id, sha and ref Not Found' });
+        }
+        // ref: params[:ref] || first_matching_pipeline.ref || a branch containing the commit.
+        const ref = wantRef ?? matching?.ref ?? 'main';
+        let pipeline = matching;
+        if (pipeline === undefined) {
+          pipeline = { id: nextId++, sha, ref, source: 'external' };
+          p.pipelines.push(pipeline);
+        }
+        const inPipeline = pipeline.id;
         const active = p.statuses
-          .filter((s) => s.sha === sha && s.name === name && s.ref === ref && ACTIVE.has(s.status))
+          .filter(
+            (s) => s.sha === sha && s.name === name && s.pipeline_id === inPipeline && ACTIVE.has(s.status),
+          )
           .at(-1);
         if (active) {
           if (state === 'pending') return bad(`Cannot transition status via :enqueue from :${active.status}`);
@@ -200,6 +247,7 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
           description,
           created_at: now(),
           author: userOf(req) ?? { id: 0, username: '?' },
+          pipeline_id: inPipeline,
         };
         p.statuses.push(s);
         return json(201, s);
@@ -237,8 +285,24 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
       'GET',
       /^\/api\/v4\/projects\/([^/]+)\/merge_requests\/(\d+)$/,
       (_req, m) => {
-        const mr = find(m[1] ?? '')?.mrs.find((x) => x.iid === Number(m[2]));
-        return mr ? json(200, mrJSON(mr)) : json(404, { message: '404 Not found' });
+        const p = find(m[1] ?? '');
+        const mr = p?.mrs.find((x) => x.iid === Number(m[2]));
+        if (!p || !mr) return json(404, { message: '404 Not found' });
+        const head = p.pipelines.find((x) => x.id === mr.head_pipeline_id);
+        return json(200, {
+          ...mrJSON(mr),
+          head_pipeline:
+            head === undefined
+              ? null
+              : {
+                  id: head.id,
+                  iid: head.id - 1000,
+                  sha: head.sha,
+                  ref: head.ref,
+                  status: 'running',
+                  source: head.source,
+                },
+        });
       },
     ],
     [
@@ -309,6 +373,11 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
       project(path).mrs.push(full);
       return full;
     },
+    addPipeline(path, pl) {
+      const full: GitLabPipeline = { source: 'push', ...pl };
+      project(path).pipelines.push(full);
+      return full;
+    },
     addStatus(path, s) {
       const full: GitLabStatus = {
         id: nextId++,
@@ -317,8 +386,18 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
         description: null,
         created_at: now(),
         author: { id: 1, username: 'ci' },
+        pipeline_id: 0,
         ...s,
       };
+      if (s.pipeline_id === undefined) {
+        const pr = project(path);
+        let pl = pr.pipelines.find((x) => x.sha === full.sha && x.ref === full.ref);
+        if (pl === undefined) {
+          pl = { id: nextId++, sha: full.sha, ref: full.ref ?? 'main', source: 'external' };
+          pr.pipelines.push(pl);
+        }
+        full.pipeline_id = pl.id;
+      }
       project(path).statuses.push(full);
       return full;
     },

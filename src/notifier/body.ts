@@ -1,0 +1,118 @@
+/**
+ * Response bodies, bounded (docs/threat-model.md, "Endpoints"): an endpoint chooses how much it
+ * answers, so the controller reads only what a call needs, streamed, up to a cap chosen for that
+ * use, and never more (case B03: eight 30 MB answers must not exhaust a 160 MiB heap).
+ *
+ * - A body nobody needs (a webhook's "ok") is drained up to {@link DRAIN_BYTES} without being kept,
+ *   so a small answer leaves the connection reusable, and cancelled beyond that (undici then
+ *   closes the connection).
+ * - A body that is needed is read up to the caller's cap; over it the call fails with
+ *   `RESPONSE_TOO_LARGE` instead of reading on.
+ */
+import { ReadableStream } from 'node:stream/web';
+
+/** Caps per use, in bytes. */
+export const RESPONSE_CAPS = {
+  /** A chat API's JSON answer (`{"ok":false,"error":"…"}`), e.g. Slack's chat.postMessage. */
+  chatAnswer: 64 * 1024,
+  /**
+   * A forge API answer: one object or one page of a list (100 statuses, or comments of up to
+   * 65,536 characters each on most forges).
+   */
+  apiPage: 8 * 1024 * 1024,
+  /** An error answer: only a recognised error message is ever shown (./reflect.ts). */
+  error: 16 * 1024,
+} as const;
+
+/** How much of an unneeded body is drained before the connection is given up instead. */
+export const DRAIN_BYTES = 64 * 1024;
+
+export interface BoundedText {
+  /** The body decoded as UTF-8 (the first `max` bytes when `truncated`). */
+  text: string;
+  /** Bytes read. */
+  bytes: number;
+  /** The body had more than `max` bytes; the rest was not read. */
+  truncated: boolean;
+}
+
+/** Reads at most `max` bytes of `body` as UTF-8; the rest is cancelled unread. */
+export async function readBounded(
+  body: ReadableStream<Uint8Array> | null,
+  max: number,
+): Promise<BoundedText> {
+  if (body === null) return { text: '', bytes: 0, truncated: false };
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let seen = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (seen + value.byteLength > max) {
+      text += decoder.decode(value.subarray(0, max - seen), { stream: true });
+      seen = max;
+      await reader.cancel();
+      return { text: text + decoder.decode(), bytes: seen, truncated: true };
+    }
+    seen += value.byteLength;
+    text += decoder.decode(value, { stream: true });
+  }
+  return { text: text + decoder.decode(), bytes: seen, truncated: false };
+}
+
+/**
+ * Disposes of a body nobody reads: up to {@link DRAIN_BYTES} are read and dropped (nothing is
+ * kept), then the rest is cancelled. Never rejects.
+ */
+export async function discardBody(body: ReadableStream<Uint8Array> | null): Promise<void> {
+  if (body === null) return;
+  const reader = body.getReader();
+  let seen = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      seen += value.byteLength;
+      if (seen > DRAIN_BYTES) {
+        await reader.cancel();
+        return;
+      }
+    }
+  } catch {
+    // The connection failed while draining: nothing to keep either way.
+  }
+}
+
+/**
+ * `body` passed through, failing with `tooLarge()` once more than `max` bytes went by (the rest
+ * is cancelled). For client libraries that read bodies themselves (Octokit through
+ * `ProviderHttp.fetch`).
+ */
+export function capStream(
+  body: ReadableStream<Uint8Array>,
+  max: number,
+  tooLarge: () => Error,
+): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let seen = 0;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      if (done) {
+        controller.close();
+        return;
+      }
+      seen += value.byteLength;
+      if (seen > max) {
+        await reader.cancel();
+        controller.error(tooLarge());
+        return;
+      }
+      controller.enqueue(value);
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+}

@@ -1,0 +1,215 @@
+/**
+ * Answer classification (src/notifier/classify.ts), table-tested per forge from real answers
+ * (test/forge/answers.ts, each with its source): kind, retry and wait, and what the answer says
+ * about the Provider (its `Ready` condition). Cases N02 and N11 are described in docs/cases.md.
+ */
+import { Headers } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { classifyAnswer, classifySlackError, type Verdict } from '../../src/notifier/classify.ts';
+import { httpError } from '../../src/notifier/http-errors.ts';
+import { problemReason } from '../../src/delivery/health.ts';
+import * as A from '../forge/answers.ts';
+
+const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
+const NOW_S = NOW / 1000;
+
+const headers = (h: Record<string, string>): Headers => new Headers(h);
+
+type Row = [name: string, answer: A.RealAnswer, want: Verdict];
+
+const AUTH: Partial<Verdict> = { condition: 'AuthenticationFailed' };
+
+const TABLE: Record<string, Row[]> = {
+  github: [
+    ['N02: 403 "issue is locked"', A.github.locked, { kind: 'locked', retry: false }],
+    ['403 archived repository', A.github.archived, { kind: 'locked', retry: false }],
+    [
+      '403 primary rate limit (x-ratelimit-remaining 0)',
+      A.github.primaryRateLimit(NOW_S + 120),
+      { kind: 'rateLimited', retry: true, retryAfterMs: 120_000 },
+    ],
+    [
+      '403 secondary rate limit with retry-after',
+      A.github.secondaryRateLimit(30),
+      { kind: 'rateLimited', retry: true, retryAfterMs: 30_000 },
+    ],
+    [
+      '403 secondary rate limit without retry-after: wait at least 60 s',
+      A.github.secondaryRateLimit(undefined),
+      { kind: 'rateLimited', retry: true, retryAfterMs: 60_000 },
+    ],
+    [
+      '429 secondary rate limit',
+      A.github.secondaryRateLimit(7, 429),
+      { kind: 'rateLimited', retry: true, retryAfterMs: 7_000 },
+    ],
+    [
+      '403 not accessible by integration',
+      A.github.notAccessible,
+      { kind: 'permission', retry: false, ...AUTH },
+    ],
+    ['403 SAML enforcement', A.github.sso, { kind: 'auth', retry: false, ...AUTH }],
+    ['401 bad credentials', A.github.badCredentials, { kind: 'auth', retry: false, ...AUTH }],
+    ['404', A.github.notFound, { kind: 'notFound', retry: false }],
+    ['422 description too long', A.github.descriptionTooLong, { kind: 'validation', retry: false }],
+    ['502 HTML', A.github.serverError, { kind: 'server', retry: true }],
+  ],
+  gitea: [
+    ['401 invalid token', A.gitea.badToken, { kind: 'auth', retry: false, ...AUTH }],
+    ['401 no token', A.gitea.noToken, { kind: 'auth', retry: false, ...AUTH }],
+    ['403 no write permission', A.gitea.noWrite, { kind: 'permission', retry: false, ...AUTH }],
+    ['403 locked issue', A.gitea.locked, { kind: 'locked', retry: false }],
+    ['423 archived repository', A.gitea.archived, { kind: 'locked', retry: false }],
+    ['404', A.gitea.notFound, { kind: 'notFound', retry: false }],
+    ['404 no route (text)', A.gitea.noRoute, { kind: 'notFound', retry: false }],
+  ],
+  gitlab: [
+    ['401', A.gitlab.unauthorized, { kind: 'auth', retry: false, ...AUTH }],
+    [
+      '403 (also locked discussions and archived projects: GitLab does not say)',
+      A.gitlab.forbidden,
+      { kind: 'permission', retry: false, ...AUTH },
+    ],
+    ['404', A.gitlab.projectNotFound, { kind: 'notFound', retry: false }],
+    [
+      '429 Retry later',
+      A.gitlab.rateLimited(NOW_S + 300),
+      { kind: 'rateLimited', retry: true, retryAfterMs: 60_000 },
+    ],
+    [
+      '400 same state twice (F15: the driver treats it as done)',
+      A.gitlab.sameState,
+      { kind: 'validation', retry: false },
+    ],
+    ['400 field errors', A.gitlab.validation, { kind: 'validation', retry: false }],
+    ['500', A.gitlab.serverError, { kind: 'server', retry: true }],
+  ],
+  bitbucket: [
+    ['401', A.bitbucket.unauthorized, { kind: 'auth', retry: false, ...AUTH }],
+    ['403 scopes', A.bitbucket.scopes, { kind: 'permission', retry: false, ...AUTH }],
+    ['404', A.bitbucket.notFound, { kind: 'notFound', retry: false }],
+    ['429', A.bitbucket.rateLimited, { kind: 'rateLimited', retry: true }],
+    ['400 key too long', A.bitbucket.keyTooLong, { kind: 'validation', retry: false }],
+  ],
+  bitbucketserver: [
+    ['401', A.bitbucketserver.unauthorized, { kind: 'auth', retry: false, ...AUTH }],
+    ['403', A.bitbucketserver.forbidden, { kind: 'permission', retry: false, ...AUTH }],
+    [
+      '429 with Retry-After',
+      A.bitbucketserver.rateLimited,
+      { kind: 'rateLimited', retry: true, retryAfterMs: 5_000 },
+    ],
+  ],
+  azuredevops: [
+    ['N11: 203 with the sign-in page', A.azuredevops.signIn, { kind: 'auth', retry: false, ...AUTH }],
+    ['401', A.azuredevops.unauthorized, { kind: 'auth', retry: false, ...AUTH }],
+    ['302 to the sign-in service', A.azuredevops.signInRedirect, { kind: 'auth', retry: false, ...AUTH }],
+    ['404 TF401019', A.azuredevops.repoNotFound, { kind: 'notFound', retry: false }],
+    ['403 TF401027', A.azuredevops.noContribute, { kind: 'permission', retry: false, ...AUTH }],
+    [
+      '429 with Retry-After',
+      A.azuredevops.rateLimited,
+      { kind: 'rateLimited', retry: true, retryAfterMs: 10_000 },
+    ],
+  ],
+  slack: [
+    ['webhook 404 no_service', A.slack.webhookNoService, { kind: 'notFound', retry: false }],
+    ['webhook 410 channel_is_archived', A.slack.webhookArchived, { kind: 'locked', retry: false }],
+    [
+      'webhook 403 action_prohibited',
+      A.slack.webhookProhibited,
+      { kind: 'permission', retry: false, ...AUTH },
+    ],
+    ['webhook 400 invalid_payload', A.slack.webhookInvalidPayload, { kind: 'validation', retry: false }],
+    ['webhook 429', A.slack.webhookRateLimited, { kind: 'rateLimited', retry: true, retryAfterMs: 30_000 }],
+  ],
+};
+
+describe('answer classification per forge, from real answers', () => {
+  for (const [forge, rows] of Object.entries(TABLE)) {
+    describe(forge, () => {
+      it.each(rows)('%s', (_name, answer, want) => {
+        const got = classifyAnswer(
+          { status: answer.status, headers: headers(answer.headers), body: answer.body },
+          NOW,
+        );
+        // GitHub's client adds its documented 60 s to a rate limit that names no wait.
+        const verdict =
+          forge === 'github' && got?.verdict.kind === 'rateLimited' && got.verdict.retryAfterMs === undefined
+            ? { ...got.verdict, retryAfterMs: 60_000 }
+            : got?.verdict;
+        expect(strip(verdict)).toEqual(want);
+        // The same verdict reaches the delivery layer through the shared HTTP client's error.
+        if (answer.status >= 400) {
+          const e = httpError(
+            { secretValues: [], now: () => NOW, timeoutMs: 1000, proxy: false, reflect: true },
+            'POST',
+            'https://forge.example/api',
+            answer.status,
+            headers(answer.headers),
+            answer.body,
+          );
+          expect(e.verdict.kind).toBe(want.kind);
+          expect(e.retryable).toBe(want.retry);
+          expect(problemReason(e)).toBe(want.condition);
+        }
+      });
+    });
+  }
+});
+
+/** The verdict without undefined fields (the table leaves them out). */
+function strip(v: Verdict | undefined): Verdict | undefined {
+  if (v === undefined) return undefined;
+  return Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined)) as unknown as Verdict;
+}
+
+describe('successful statuses that are not successes', () => {
+  it('N11: Azure DevOps 203 + sign-in page is an authentication failure, whatever the caller expected', () => {
+    const a = A.azuredevops.signIn;
+    expect(
+      strip(classifyAnswer({ status: 203, headers: headers(a.headers), body: a.body }, NOW)?.verdict),
+    ).toEqual({
+      kind: 'auth',
+      retry: false,
+      condition: 'AuthenticationFailed',
+    });
+  });
+
+  it('HTML where JSON was expected: a sign-in page is auth, the web UI is badResponse, JSON is a success', () => {
+    const signIn = { ...A.azuredevops.signIn, status: 200 };
+    expect(
+      classifyAnswer(
+        { status: 200, headers: headers(signIn.headers), body: signIn.body, expectJson: true },
+        NOW,
+      )?.verdict.kind,
+    ).toBe('auth');
+    const page = A.gitea.webPage;
+    expect(
+      classifyAnswer({ status: 200, headers: headers(page.headers), body: page.body, expectJson: true }, NOW)
+        ?.verdict,
+    ).toEqual({ kind: 'badResponse', retry: false });
+    expect(
+      classifyAnswer({ status: 200, headers: headers({}), body: '{"id":1}', expectJson: true }, NOW),
+    ).toBeUndefined();
+    // Without the expectation (a webhook answering `ok` as HTML), a 200 is a success.
+    expect(
+      classifyAnswer({ status: 200, headers: headers(page.headers), body: page.body }, NOW),
+    ).toBeUndefined();
+  });
+});
+
+describe('Slack Web API errors (HTTP 200, ok: false)', () => {
+  it.each([
+    ['invalid_auth', { kind: 'auth', retry: false, condition: 'AuthenticationFailed' }],
+    ['token_revoked', { kind: 'auth', retry: false, condition: 'AuthenticationFailed' }],
+    ['ratelimited', { kind: 'rateLimited', retry: true, retryAfterMs: 60_000 }],
+    ['channel_not_found', { kind: 'notFound', retry: false }],
+    ['is_archived', { kind: 'locked', retry: false }],
+    ['not_in_channel', { kind: 'permission', retry: false, condition: 'AuthenticationFailed' }],
+    ['internal_error', { kind: 'server', retry: true }],
+    ['msg_too_long', { kind: 'validation', retry: false }],
+  ] as const)('%s', (error, want) => {
+    expect(strip(classifySlackError(error, undefined))).toEqual(want);
+  });
+});
