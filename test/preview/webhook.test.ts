@@ -66,7 +66,9 @@ function post(
       },
       (res) => {
         res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('end', () => {
+          resolve(res.statusCode ?? 0);
+        });
       },
     );
     req.on('error', (err: NodeJS.ErrnoException) => {
