@@ -498,3 +498,53 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
     TEST_MS,
   );
 });
+
+describe('fork previews allowed explicitly (real Gitea)', () => {
+  it(
+    "P05: a fork's PR whose head branch is 'main' gets a preview Stack named by the PR number, pinned to the fork's head SHA (never the base main)",
+    async () => {
+      const s = await setup('pv-fork', 'forked', {
+        trust: { allowForks: true, authorAssociations: ['OWNER', 'MEMBER', 'COLLABORATOR', 'NONE'] },
+      });
+      try {
+        const baseMain = await gitea.branchSha(ORG, s.repo, 'main');
+        await gitea.fork(ORG, s.repo, mallory);
+        await waitFor(
+          async () =>
+            (await gitea.api('GET', `/repos/mallory/${s.repo}`, { expect: [200, 404] })).status === 200 ||
+            undefined,
+          { timeoutMs: WAIT_MS, what: 'the fork' },
+        );
+        const forkHead = await gitea.commit('mallory', s.repo, {
+          branch: 'main',
+          file: 'fork/Pulumi.yaml',
+          as: mallory,
+        });
+        const pr = await gitea.openPull(ORG, s.repo, {
+          head: 'mallory:main',
+          title: 'From a fork',
+          as: mallory,
+        });
+        const stack = await waitForStack(
+          s.sim,
+          `app-pr-${String(pr.number)}`,
+          () => true,
+          'created for the fork PR',
+        );
+        expect(stack.spec?.commit).toBe(forkHead);
+        expect(stack.spec?.commit).not.toBe(baseMain);
+        expect(stack.spec?.branch).toBeUndefined();
+        expect(stack.metadata.annotations?.['notification.pko.dev/head-ref']).toBe('main');
+        // Gitea keeps the fork's head in the base repository (refs/pull/<n>/head), where PKO fetches it.
+        const ref = await gitea.api<{ object: { sha: string } }[]>(
+          'GET',
+          `/repos/${ORG}/${s.repo}/git/refs/pull/${String(pr.number)}/head`,
+        );
+        expect(ref.data[0]?.object.sha).toBe(forkHead);
+      } finally {
+        await s.ctl.stop();
+      }
+    },
+    TEST_MS,
+  );
+});
