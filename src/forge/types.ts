@@ -126,6 +126,8 @@ export interface OpenPullRequest {
   fork: boolean;
   /** The author's login. */
   author: string;
+  /** The author's numeric id where the forge looks users up by id (GitLab). */
+  authorId?: string;
   /** GitHub's `author_association`; undefined when the forge needs a lookup ({@link PreviewForge.association}). */
   association: AuthorAssociation | undefined;
   labels: string[];
