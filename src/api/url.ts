@@ -1,7 +1,8 @@
 /**
  * What a valid URL is, once for the API server and the controller (one truth for validity): the
- * patterns below are the CRDs' `pattern`s (crds/, checked equal by test/api/url.test.ts), and
- * the CRDs' CEL rules add what a pattern cannot say (port range, IPv6 literals, `xn--` labels).
+ * patterns below are the CRDs' `pattern`s (crds/, checked equal by test/api/crd-enums.test.ts), and
+ * the CRDs' CEL rules add what a pattern cannot say (port range, IPv6 literals — IPv4-mapped ones
+ * refused, as CEL's isIP() does — and `xn--` labels).
  * The controller's parsers ({@link isHttpURL}, {@link isSshURL}) apply the same pattern, then
  * WHATWG's URL parser (what undici sends with) — and a property test (test/api/
  * validity.int.test.ts) runs generated values through both and requires the same verdict.
@@ -49,7 +50,10 @@ function hostChecks(s: string): boolean {
   if (/(^|\.)xn--/i.test(host)) return false;
   if (host.startsWith('[')) {
     try {
-      new URL(`http://${host}/`);
+      // The API server's CEL isIP() refuses IPv4-mapped IPv6 (`::ffff:a.b.c.d`, in any spelling:
+      // Kubernetes' CEL IP library, Go netip Is4In6): so does the controller. WHATWG writes the
+      // mapped forms as `[::ffff:xxxx:xxxx]`.
+      if (/^\[::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}\]$/i.test(new URL(`http://${host}/`).hostname)) return false;
     } catch {
       return false;
     }
@@ -57,9 +61,18 @@ function hostChecks(s: string): boolean {
   return true;
 }
 
-/** Whether `s` is an http(s) URL both the API server admits and undici can send to. */
-export function isHttpURL(s: string): boolean {
-  if (!HTTP_URL.test(s) || !hostChecks(s)) return false;
+/** RFC 3986 `userinfo@` right after the scheme: unreserved, pct-encoded, sub-delims and ':'. */
+const USERINFO = /^(https?:\/\/)[-A-Za-z0-9._~%!$&'()*+,;=:]*@/i;
+
+/**
+ * Whether `s` is an http(s) URL both the API server admits and undici can send to. With
+ * `userinfo`, credentials in the URL (`https://user:pass@host/…`) are accepted: for addresses
+ * held in a Secret (a webhook or proxy URL with its credentials, as Flux users write them), never
+ * for spec fields, which everyone who can read the object sees.
+ */
+export function isHttpURL(s: string, opts: { userinfo?: boolean } = {}): boolean {
+  const bare = opts.userinfo === true ? s.replace(USERINFO, '$1') : s;
+  if (!HTTP_URL.test(bare) || !hostChecks(bare)) return false;
   try {
     new URL(s);
     return true;

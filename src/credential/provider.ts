@@ -161,7 +161,7 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
   }
   const where = addressFromSecret ? `key 'address' of ${secretName}` : 'spec.address';
   const git = isGitProviderType(spec.type);
-  if (!(isHttpURL(address) || (git && isSshURL(address)))) {
+  if (!(isHttpURL(address, { userinfo: addressFromSecret }) || (git && isSshURL(address)))) {
     return fail(
       'InvalidAddress',
       `${where} is not a valid ${git ? 'http(s) or ssh repository' : 'http(s)'} URL`,
@@ -169,7 +169,11 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
   }
   const badPort = portProblem(address);
   if (badPort !== undefined) return fail('InvalidAddress', `${where}: ${badPort}`);
-  if (spec.type === 'msteams' && isHttpURL(address) && isRetiredTeamsHost(new URL(address).hostname)) {
+  if (
+    spec.type === 'msteams' &&
+    isHttpURL(address, { userinfo: true }) &&
+    isRetiredTeamsHost(new URL(address).hostname)
+  ) {
     return fail(
       'RetiredEndpoint',
       `${where} is an Office 365 connector webhook, which Microsoft retired; create a Teams Workflows webhook ("When a Teams webhook request is received") and use its URL`,
@@ -313,7 +317,7 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
     const pAddress = trimmed(s, 'address');
     if (pAddress === undefined)
       return fail('MissingSecretKey', `${proxyName} has no key 'address' (proxy URL)`);
-    if (!isHttpURL(pAddress))
+    if (!isHttpURL(pAddress, { userinfo: true }))
       return fail('InvalidProxy', `key 'address' of ${proxyName} is not an http(s) URL`);
     const badProxyPort = portProblem(pAddress);
     if (badProxyPort !== undefined)

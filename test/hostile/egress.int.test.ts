@@ -47,14 +47,28 @@ describe('B09: production defaults (no --egress-allow-loopback)', () => {
   it('metadata and link-local addresses, in any form, are Ready=False EgressDenied before any send', async () => {
     const addresses = {
       meta: 'http://169.254.169.254/latest/meta-data/iam/security-credentials/',
-      decimal: 'http://2852039166/latest/meta-data/',
-      mapped: 'http://[::ffff:169.254.169.254]/latest/meta-data/',
       gcp: 'http://metadata.google.internal/computeMetadata/v1/',
       ecs: 'http://169.254.170.2/v2/credentials',
     };
     for (const [name, address] of Object.entries(addresses)) {
       await obj.provider(name, { type: 'generic', address });
     }
+    // The decimal form (169.254.169.254 as one number) never gets as far as the egress check: a
+    // host whose last label is numeric is not a valid URL host (src/api/url.ts, one truth for the
+    // API server and the controller), refused when applied.
+    await expect(
+      obj.provider('decimal', { type: 'generic', address: 'http://2852039166/latest/meta-data/' }),
+    ).rejects.toThrow(/spec\.address must be an http:\/\/ or https:\/\/ URL/);
+    // Likewise IPv4-mapped IPv6 (CEL's isIP() refuses it; the controller's parser agrees). A name
+    // that resolves to such an address is refused by the egress policy (test/notifier/egress.test.ts).
+    await expect(
+      obj.provider('mapped', {
+        type: 'generic',
+        address: 'http://[::ffff:169.254.169.254]/latest/meta-data/',
+      }),
+    ).rejects.toThrow(
+      /the host must be an ASCII name without xn-- labels, an IPv4 address or a valid \[IPv6\] literal/,
+    );
     await obj.secret('hidden', { address: 'http://169.254.169.254/latest/api/token' });
     await obj.provider('hidden', { type: 'generic', secretRef: { name: 'hidden' } });
     for (const name of [...Object.keys(addresses), 'hidden']) {

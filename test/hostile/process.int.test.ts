@@ -222,8 +222,11 @@ describe('B01–B03 under --max-old-space-size=160 (real process)', () => {
           `peak RSS ${(peak.rss / 1048576).toFixed(1)} MiB (${(rssBefore / 1048576).toFixed(1)} MiB before the attack); /healthz ${String(healthy)} ok, ${String(unhealthy)} failed`,
       );
     } catch (err) {
-      console.log(p.logs().slice(-60).join('\n'));
+      console.log(p.logs().slice(-200).join('\n'));
       console.log(JSON.stringify(fast.requests.map((q) => [q.path, q.body.slice(0, 300)])));
+      console.log(
+        JSON.stringify(big.requests.map((q) => [q.time, q.headers['x-pko-event-id'], q.body.slice(0, 200)])),
+      );
       throw err;
     } finally {
       p.kill('SIGTERM');

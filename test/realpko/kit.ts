@@ -132,6 +132,8 @@ export async function startKit(major: PkoMajor, log: RunLog): Promise<Kit> {
         '--metrics-bind-address=127.0.0.1:0',
         '--health-probe-bind-address=127.0.0.1:0',
         `--cluster-name=${CLUSTER}`,
+        // The receiver and the GitHub contract server listen on 127.0.0.1 (refused by default).
+        '--egress-allow-loopback',
       ],
       {},
     );
