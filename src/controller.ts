@@ -269,6 +269,7 @@ export async function startController(
     registry,
     webhookBindAddress: opts.previewWebhookBindAddress,
     webhookMaxBodyBytes: opts.previewWebhookMaxBodyBytes,
+    isLeader: () => state.leading,
     ...(deps.previews ? { reconciler: deps.previews } : {}),
   });
 

@@ -6,11 +6,12 @@
  * as leader.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
+import { LRUCache } from 'lru-cache';
 import type { Registry } from 'prom-client';
 import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack } from '../api/pko.ts';
-import { isGitProviderType, type PullRequestPreview } from '../api/v1alpha1.ts';
+import { GROUP, VERSION, isGitProviderType, type PullRequestPreview } from '../api/v1alpha1.ts';
 import type { ResolvedProvider, SecretReader } from '../credential/provider.ts';
-import { kubeRequest, objectPath } from '../kube/client.ts';
+import { errorMessage, kubeRequest, objectPath } from '../kube/client.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
@@ -21,6 +22,14 @@ import { startWebhookReceiver, type WebhookForge, type WebhookReceiver } from '.
 
 /** Annotation that makes PKO run a Stack now (any new value). */
 export const RECONCILE_REQUEST_ANNOTATION = 'pulumi.com/reconciliation-request';
+/**
+ * Annotation a replica that is not the leader sets on a PullRequestPreview when it received a
+ * verified webhook delivery: the leader's informer sees the change and syncs (the forge may
+ * reach any replica behind the Service).
+ */
+export const SYNC_REQUEST_ANNOTATION = 'notification.pko.dev/sync-requested';
+/** How long a webhook Secret read is reused (unsigned requests cannot make us read it more often). */
+const SECRET_CACHE_MS = 10_000;
 
 export interface PreviewsOptions {
   kubeConfig: KubeConfig;
@@ -37,6 +46,8 @@ export interface PreviewsOptions {
   /** `host:port` of the webhook receiver; '' = none. */
   webhookBindAddress: string;
   webhookMaxBodyBytes: number;
+  /** Whether this replica leads (only the leader reconciles); default: always. */
+  isLeader?: () => boolean;
   /** Test hooks: forge access, clock, not-ready retry. */
   reconciler?: Partial<Pick<PreviewReconcilerOptions, 'forgeFor' | 'now' | 'notReadyRetryMs'>>;
   now?: () => number;
@@ -77,6 +88,8 @@ export class Previews {
       if (
         p.metadata.generation !== old.metadata.generation ||
         p.metadata.deletionTimestamp !== old.metadata.deletionTimestamp ||
+        p.metadata.annotations?.[SYNC_REQUEST_ANNOTATION] !==
+          old.metadata.annotations?.[SYNC_REQUEST_ANNOTATION] ||
         p.status?.observedGeneration === undefined
       )
         this.queue.add(keyOf(p));
@@ -112,6 +125,15 @@ export class Previews {
   async listen(): Promise<void> {
     const o = this.#o;
     if (o.webhookBindAddress === '') return;
+    const secrets = new LRUCache<string, { value: string | undefined }>({ max: 1_000, ttl: SECRET_CACHE_MS });
+    const readToken = async (namespace: string, name: string): Promise<string | undefined> => {
+      const key = `${namespace}/${name}`;
+      const hit = secrets.get(key);
+      if (hit !== undefined) return hit.value;
+      const value = (await o.readSecret(namespace, name))?.['token']?.trim();
+      secrets.set(key, { value });
+      return value;
+    };
     this.#receiver = await startWebhookReceiver({
       bindAddress: o.webhookBindAddress,
       maxBodyBytes: o.webhookMaxBodyBytes,
@@ -127,14 +149,39 @@ export class Previews {
             ? provider.type
             : undefined;
         if (forge === undefined) return undefined;
-        const secret = (await o.readSecret(namespace, secretName))?.['token']?.trim();
+        const secret = await readToken(namespace, secretName);
         if (secret === undefined || secret === '') return undefined;
         const base = o.stacks.get(namespace, prp.spec.stackRef.name);
         const branch = prp.spec.branch ?? base?.spec?.branch?.replace(/^refs\/heads\//, '');
         return { forge, secret, branch, reconcileBaseOnPush: prp.spec.webhook?.reconcileBaseOnPush === true };
       },
       onDelivery: (namespace, name) => {
-        this.queue.add(`${namespace}/${name}`);
+        if (o.isLeader?.() ?? true) {
+          this.queue.add(`${namespace}/${name}`);
+          return;
+        }
+        // Not the leader: tell it through the object (best effort; the poll is the fallback).
+        kubeRequest(o.kubeConfig, {
+          method: 'PATCH',
+          path: objectPath({
+            group: GROUP,
+            version: VERSION,
+            plural: 'pullrequestpreviews',
+            namespace,
+            name,
+          }),
+          body: {
+            metadata: {
+              annotations: { [SYNC_REQUEST_ANNOTATION]: new Date(o.now?.() ?? Date.now()).toISOString() },
+            },
+          },
+          contentType: 'application/merge-patch+json',
+        }).catch((err: unknown) => {
+          o.logger.warn(
+            { preview: `${namespace}/${name}`, err: errorMessage(err) },
+            'cannot pass the webhook delivery to the leader',
+          );
+        });
       },
       onPushToBase: async (namespace, name) => {
         const prp = o.previews.get(namespace, name);
