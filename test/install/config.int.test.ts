@@ -59,6 +59,7 @@ describe('config/default', () => {
         'ClusterRoleBinding/pko-notification-controller',
         'CustomResourceDefinition/alerts.notification.pko.dev',
         'CustomResourceDefinition/providers.notification.pko.dev',
+        'CustomResourceDefinition/pullrequestpreviews.notification.pko.dev',
         'Deployment/pko-notification-controller',
         `Namespace/${NS}`,
         'PodDisruptionBudget/pko-notification-controller',

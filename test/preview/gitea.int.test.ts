@@ -462,10 +462,23 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
   );
 
   it(
-    'P04: deleting a PullRequestPreview with 3 preview Stacks removes all 3 (finalizer; this control plane runs no garbage collector) and says so in an Event',
+    'P04: deleting a PullRequestPreview with 3 preview Stacks removes all 3 (finalizer; this control plane runs no garbage collector) and says so in an Event; reconcileBaseOnPush: a push to main asks PKO to run the base Stack',
     async () => {
-      const s = await setup('pv-final', 'final');
+      const s = await setup('pv-final', 'final', {
+        webhook: { secretRef: { name: 'hook' }, reconcileBaseOnPush: true },
+      });
       try {
+        // A signed push to the base branch sets pulumi.com/reconciliation-request on the base Stack.
+        expect(
+          (await s.sim.getStack('app')).metadata.annotations?.['pulumi.com/reconciliation-request'],
+        ).toBeUndefined();
+        await gitea.commit(ORG, s.repo, { branch: 'main', file: 'base/change.txt' });
+        await waitFor(
+          async () =>
+            (await s.sim.getStack('app')).metadata.annotations?.['pulumi.com/reconciliation-request'],
+          { timeoutMs: WAIT_MS, what: 'the reconcile request on the base Stack' },
+        );
+
         const numbers: number[] = [];
         for (const b of ['one', 'two', 'three']) {
           await branchWithCommit(s.repo, b);
