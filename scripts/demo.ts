@@ -9,9 +9,18 @@
  *    Update objects and their status the way PKO v2 does; nothing runs Pulumi) — one preview,
  *    then one update — and prints what the receiver got.
  * Everything started is stopped at the end. `--keep` leaves it running until Ctrl-C.
+ *
+ * `--real-pko` plays PKO with the real PKO v1 manager instead (built by scripts/realpko-build.sh
+ * into the cache, with the Pulumi CLI and its YAML language host; the PKO v1 CRDs are read from
+ * `../shared/pko-crds` beside the checkout, as the `real-pko` test project does): a control plane
+ * with only PKO v1's CRDs, one Stack on a Pulumi YAML program in a local git repository with a
+ * `file://` state backend; PKO runs `pulumi up` on a first commit (succeeds), then on a broken
+ * one (fails). The parts come from test/support/realpko.ts and test/support/git-repo.ts. Without
+ * the flag, when those parts are present, the demo says that this run is available.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, openSync, writeSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, openSync, writeSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -20,13 +29,30 @@ import { CustomObjectsApi, KubernetesObjectApi, KubeConfig, PatchStrategy } from
 import { parseAllDocuments } from 'yaml';
 import { startControlPlane } from '../src/envtest/controlplane.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from '../src/kube/crds.ts';
+import { GitRepo } from '../test/support/git-repo.ts';
 import { PkoSimulator } from '../test/support/pko.ts';
+import {
+  REALPKO_VERSIONS,
+  SHARED_PKO_CRDS,
+  createStack,
+  operatorLock,
+  realPkoBinaries,
+  realPkoCacheRoot,
+  requestReconcile,
+  stackSpecBase,
+  startPkoV1,
+  startRealPkoPlane,
+  yamlProgram,
+  type RealPkoBinaries,
+} from '../test/support/realpko.ts';
 import { startReceiver } from '../test/support/receiver.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const NS = 'demo';
 const COMMIT = '7c1f0e3a9b2d4c5e6f708192a3b4c5d6e7f80912';
 const keep = process.argv.includes('--keep');
+const realPko = process.argv.includes('--real-pko');
+const V = REALPKO_VERSIONS;
 
 const t0 = performance.now();
 const secs = (from = t0): string => `${((performance.now() - from) / 1000).toFixed(1)} s`;
@@ -50,28 +76,166 @@ async function waitFor<T>(what: string, timeoutMs: number, fn: () => Promise<T |
   }
 }
 
+/**
+ * The real PKO v1 parts, or what is missing: the binaries scripts/realpko-build.sh builds into
+ * `<cache>/pulumi-<v>-yaml-<v>-pko-<v1>-<v2>/` and PKO v1.16's CRDs in `../shared/pko-crds/v1.16.0`.
+ */
+function findRealPko(): { bins: RealPkoBinaries } | { missing: string } {
+  const dir = path.join(
+    realPkoCacheRoot(),
+    `pulumi-${V.pulumi}-yaml-${V.pulumiYaml}-pko-${V.pkoV1}-${V.pkoV2}`,
+  );
+  let bins: RealPkoBinaries;
+  try {
+    bins = realPkoBinaries(dir);
+  } catch (err) {
+    return {
+      missing: (err as Error).message.replace('scripts/realpko-build.sh', 'npm run realpko:build'),
+    };
+  }
+  const crds = path.join(SHARED_PKO_CRDS, `v${V.pkoV1}`);
+  if (!existsSync(crds))
+    return { missing: `PKO v${V.pkoV1} CRDs not found in ${crds} (reference data kept beside the checkout)` };
+  return { bins };
+}
+
 const cleanups: (() => Promise<void> | void)[] = [];
+
+type DeliveredBy = (reason: string, timeoutMs?: number) => Promise<true>;
+/** A real `pulumi up` by PKO v1 took 16 s here (first commit, measured); a loaded machine needs more. */
+const REAL_RUN_TIMEOUT_MS = 300_000;
+
+/** One preview and one update of two Stacks, played by the PKO simulator (PKO v2's status). */
+async function simulatedRuns(kc: KubeConfig, deliveredBy: DeliveredBy): Promise<void> {
+  const sim = new PkoSimulator(kc, NS, { version: 'v2' });
+  // PKO v2 previews run on a Stack of their own (`spec.preview: true`), e.g. one per pull request.
+  const repo = 'https://github.com/acme/demo-app';
+  await sim.createStack(
+    'demo-app-pr-42',
+    { git: { projectRepo: repo, branch: 'feature' } },
+    { preview: true },
+  );
+  await sim.createStack('demo-app', { git: { projectRepo: repo, branch: 'main' } });
+  say(
+    `[simulated PKO] created Stacks demo-app-pr-42 (preview: true, branch feature) and demo-app (branch main) for ${repo}`,
+  );
+  for (const [stack, type] of [
+    ['demo-app-pr-42', 'preview'],
+    ['demo-app', 'up'],
+  ] as const) {
+    const label = type === 'up' ? 'update' : 'preview';
+    const run = await sim.startRun(stack, { type, commit: COMMIT });
+    say(`[simulated PKO] ${label} ${run.name} of Stack ${stack} started at ${COMMIT.slice(0, 7)}`);
+    const tRun = performance.now();
+    await deliveredBy(type === 'up' ? 'UpdateStarted' : 'PreviewStarted');
+    await sim.finishRun(run, 'succeeded');
+    say(`[simulated PKO] ${label} ${run.name} succeeded`);
+    await deliveredBy(type === 'up' ? 'UpdateSucceeded' : 'PreviewSucceeded');
+    say(`delivered: ${label} started and succeeded (${secs(tRun)} after the run started)`);
+  }
+}
+
+/**
+ * Real PKO v1: a git repository with a Pulumi YAML program (outputs only: no provider plugin
+ * needed), a `file://` state backend, one Stack; PKO deploys the first commit (UpdateSucceeded),
+ * then a broken commit, picked up at once through PKO's reconcile-request annotation (UpdateFailed
+ * with the Pulumi CLI's error text; PKO v1 marks no run start, so there are no Started events).
+ */
+async function realPkoV1Runs(
+  kc: KubeConfig,
+  bins: RealPkoBinaries,
+  kubeconfigPath: string,
+  logDir: string,
+  deliveredBy: DeliveredBy,
+): Promise<void> {
+  const pkoLog = path.join(logDir, 'pko-v1.log');
+  const pko = await startPkoV1({
+    bins,
+    kubeconfigPath,
+    namespace: NS,
+    log: (line) => {
+      appendFileSync(pkoLog, `${line}\n`);
+    },
+  });
+  cleanups.push(() => pko.stop());
+  say(`[real PKO] PKO v${V.pkoV1} manager started, watching namespace ${NS} (its log: ${pkoLog})`);
+  const work = mkdtempSync(path.join(tmpdir(), 'pko-nc-demo-pko-'));
+  const repo = await GitRepo.create(path.join(work, 'repo'));
+  const first = await repo.commit('first commit', yamlProgram(1));
+  const backend = path.join(work, 'state');
+  await mkdir(backend, { recursive: true });
+  await createStack(kc, NS, 'demo-app', { ...stackSpecBase(backend), projectRepo: `file://${repo.dir}` });
+  say(
+    `[real PKO] created Stack demo-app: branch main of file://${repo.dir} (a Pulumi YAML program), state in file://${backend}`,
+  );
+  const tUp = performance.now();
+  say(`[real PKO] waiting for PKO to run \`pulumi up\` on ${first.slice(0, 7)} (16 s measured here)`);
+  await deliveredBy('UpdateSucceeded', REAL_RUN_TIMEOUT_MS);
+  say(`delivered: update succeeded (${secs(tUp)} after the Stack was created)`);
+  const broken = await repo.commit('broken commit', yamlProgram(2, { broken: true }));
+  await requestReconcile(kc, NS, 'demo-app');
+  const tFail = performance.now();
+  say(
+    `[real PKO] pushed ${broken.slice(0, 7)} (the program references an undefined variable) and requested a reconcile`,
+  );
+  await deliveredBy('UpdateFailed', REAL_RUN_TIMEOUT_MS);
+  say(`delivered: update failed (${secs(tFail)} after the commit; PKO keeps retrying it, one notification)`);
+}
+
 async function cleanup(): Promise<void> {
   for (const c of cleanups.reverse()) await c();
 }
 
 try {
+  const found = findRealPko();
+  let bins: RealPkoBinaries | undefined;
+  if (realPko) {
+    if ('missing' in found)
+      throw new Error(
+        `--real-pko needs the real PKO parts, and ${found.missing}. Without --real-pko the demo simulates PKO.`,
+      );
+    bins = found.bins;
+    say(
+      `real PKO run: PKO v${V.pkoV1} manager, Pulumi CLI v${V.pulumi}, pulumi-language-yaml v${V.pulumiYaml} (${bins.dir})`,
+    );
+  } else if ('bins' in found) {
+    say(
+      `real PKO parts found (${found.bins.dir}): \`npm run demo -- --real-pko\` runs real PKO v${V.pkoV1} instead of the simulator`,
+    );
+  }
+
+  // The PKO v1 manager binds port 8383 and writes work folders: one real operator at a time on
+  // this machine (the lock the real-PKO tests take too).
+  if (bins !== undefined) cleanups.push(await operatorLock(say));
   say('starting a local control plane (etcd + kube-apiserver; the first run builds them from Go modules)');
   const tPlane = performance.now();
-  const plane = await startControlPlane({
-    log: (line) => {
-      if (line.startsWith('envtest-build:')) say(line);
-    },
-  });
-  cleanups.push(() => plane.stop());
+  const onPlaneLine = (line: string): void => {
+    if (line.startsWith('envtest-build:')) say(line);
+  };
+  let kubeconfigPath: string;
+  let serverVersion: string;
+  if (bins === undefined) {
+    const plane = await startControlPlane({ log: onPlaneLine });
+    cleanups.push(() => plane.stop());
+    kubeconfigPath = plane.kubeconfigPath;
+    serverVersion = plane.serverVersion;
+    const kc0 = new KubeConfig();
+    kc0.loadFromFile(kubeconfigPath);
+    const crds = [
+      ...(await yamlFilesIn(path.join(ROOT, 'crds'))),
+      ...(await yamlFilesIn(path.join(ROOT, 'test', 'crds'))),
+    ];
+    await installCRDs(kc0, await readCRDs(crds));
+  } else {
+    // Our CRDs and only PKO v1.16's Stack and Program CRDs, as on a real PKO v1 cluster.
+    const plane = await startRealPkoPlane('v1', onPlaneLine);
+    cleanups.push(() => plane.stop());
+    kubeconfigPath = plane.cp.kubeconfigPath;
+    serverVersion = plane.cp.serverVersion;
+  }
   const kc = new KubeConfig();
-  kc.loadFromFile(plane.kubeconfigPath);
-  const crds = [
-    ...(await yamlFilesIn(path.join(ROOT, 'crds'))),
-    ...(await yamlFilesIn(path.join(ROOT, 'test', 'crds'))),
-  ];
-  await installCRDs(kc, await readCRDs(crds));
-  say(`control plane ${plane.serverVersion} ready in ${secs(tPlane)}; CRDs installed`);
+  kc.loadFromFile(kubeconfigPath);
+  say(`control plane ${serverVersion} ready in ${secs(tPlane)}; CRDs installed`);
 
   const receiver = await startReceiver();
   cleanups.push(() => receiver.close());
@@ -84,7 +248,7 @@ try {
     process.execPath,
     [
       path.join(ROOT, 'src', 'main.ts'),
-      `--kubeconfig=${plane.kubeconfigPath}`,
+      `--kubeconfig=${kubeconfigPath}`,
       '--dev-cluster=never',
       '--metrics-bind-address=127.0.0.1:0',
       '--health-probe-bind-address=127.0.0.1:0',
@@ -168,36 +332,16 @@ spec:
 
   const received = (): string[] =>
     receiver.requests.map((r) => (JSON.parse(r.body) as { reason: string }).reason);
-  const deliveredBy = (reason: string): Promise<true> =>
-    waitFor(`a delivery of ${reason}`, 30_000, () =>
+  const deliveredBy = (reason: string, timeoutMs = 30_000): Promise<true> =>
+    waitFor(`a delivery of ${reason}`, timeoutMs, () =>
       Promise.resolve(received().includes(reason) ? true : undefined),
     );
 
-  const sim = new PkoSimulator(kc, NS, { version: 'v2' });
-  // PKO v2 previews run on a Stack of their own (`spec.preview: true`), e.g. one per pull request.
-  const repo = 'https://github.com/acme/demo-app';
-  await sim.createStack(
-    'demo-app-pr-42',
-    { git: { projectRepo: repo, branch: 'feature' } },
-    { preview: true },
-  );
-  await sim.createStack('demo-app', { git: { projectRepo: repo, branch: 'main' } });
-  say(
-    `[simulated PKO] created Stacks demo-app-pr-42 (preview: true, branch feature) and demo-app (branch main) for ${repo}`,
-  );
-  for (const [stack, type] of [
-    ['demo-app-pr-42', 'preview'],
-    ['demo-app', 'up'],
-  ] as const) {
-    const label = type === 'up' ? 'update' : 'preview';
-    const run = await sim.startRun(stack, { type, commit: COMMIT });
-    say(`[simulated PKO] ${label} ${run.name} of Stack ${stack} started at ${COMMIT.slice(0, 7)}`);
-    const tRun = performance.now();
-    await deliveredBy(type === 'up' ? 'UpdateStarted' : 'PreviewStarted');
-    await sim.finishRun(run, 'succeeded');
-    say(`[simulated PKO] ${label} ${run.name} succeeded`);
-    await deliveredBy(type === 'up' ? 'UpdateSucceeded' : 'PreviewSucceeded');
-    say(`delivered: ${label} started and succeeded (${secs(tRun)} after the run started)`);
+  const logDir = path.dirname(logFile);
+  if (bins === undefined) {
+    await simulatedRuns(kc, deliveredBy);
+  } else {
+    await realPkoV1Runs(kc, bins, kubeconfigPath, logDir, deliveredBy);
   }
 
   console.log("\nWhat the receiver got (POST /hook, the generic Provider's JSON):");
@@ -220,12 +364,15 @@ spec:
     console.log(`      X-PKO-Event-Id: ${String(r.headers['x-pko-event-id'])}`);
   }
   console.log(
-    `\nThe PKO side was simulated (test/support/pko.ts writes Stack/Update status as PKO v2 does). ` +
-      `Demo done in ${secs()}.`,
+    bins === undefined
+      ? `\nThe PKO side was simulated (test/support/pko.ts writes Stack/Update status as PKO v2 does). ` +
+          `Demo done in ${secs()}.`
+      : `\nThe PKO side was real: PKO v${V.pkoV1}'s manager ran \`pulumi up\` (Pulumi CLI v${V.pulumi}) on both commits (it retries the broken one until stopped: one notification). ` +
+          `Demo done in ${secs()}.`,
   );
   if (keep) {
     console.log(
-      `\nStill running (--keep): export KUBECONFIG=${plane.kubeconfigPath}; npm run kubectl -- get pko-notification -n ${NS}\nCtrl-C stops everything.`,
+      `\nStill running (--keep): export KUBECONFIG=${kubeconfigPath}; npm run kubectl -- get pko-notification -n ${NS}\nCtrl-C stops everything.`,
     );
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);

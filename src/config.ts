@@ -43,6 +43,10 @@ export interface ControllerOptions {
   relistIntervalMs: number;
   /** Graceful shutdown deadline for in-flight work, milliseconds. Default 30 s. */
   shutdownTimeoutMs: number;
+  /** Re-read interval of a ready Provider's Secrets, milliseconds. Default 30 s. */
+  secretRefreshMs: number;
+  /** Pace GitHub writes (≥ 1 s apart) as GitHub's secondary rate limits ask. Default true. */
+  githubWritePacing: boolean;
   /** Start a local etcd + kube-apiserver when no cluster is configured (`npm start`). */
   devCluster: 'auto' | 'never' | 'always';
   /**
@@ -101,6 +105,8 @@ const USAGE = `pko-notification-controller [flags]
   --no-cross-namespace-refs           Alerts may only select sources in their own namespace
   --relist-interval=10m               periodic full relist of watched objects
   --shutdown-timeout=30s              deadline for in-flight work on SIGTERM
+  --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references
+  --github-write-pacing=true          space GitHub writes as GitHub asks (false: GHES without rate limits)
   --dev-cluster=auto|never|always     start a local control plane when no cluster is configured
   --dev-cluster-dir=DIR               where it keeps its data and kubeconfig across runs
                                       (default ~/.cache/pko-notification-controller/dev)
@@ -181,6 +187,8 @@ export function loadConfig(
         'no-cross-namespace-refs': { type: 'boolean', default: false },
         'relist-interval': { type: 'string', default: '10m' },
         'shutdown-timeout': { type: 'string', default: '30s' },
+        'secret-refresh-interval': { type: 'string', default: '30s' },
+        'github-write-pacing': { type: 'string', default: 'true' },
         'dev-cluster': { type: 'string', default: 'never' },
         'dev-cluster-dir': { type: 'string' },
         fresh: { type: 'boolean', default: false },
@@ -217,18 +225,24 @@ export function loadConfig(
   }
   let relistIntervalMs: number;
   let shutdownTimeoutMs: number;
+  let secretRefreshMs: number;
   let leaseDurationMs: number;
   let renewDeadlineMs: number;
   let retryPeriodMs: number;
   try {
     relistIntervalMs = parseDuration(v['relist-interval']);
     shutdownTimeoutMs = parseDuration(v['shutdown-timeout']);
+    secretRefreshMs = parseDuration(v['secret-refresh-interval']);
     leaseDurationMs = parseDuration(v['leader-election-lease-duration']);
     renewDeadlineMs = parseDuration(v['leader-election-renew-deadline']);
     retryPeriodMs = parseDuration(v['leader-election-retry-period']);
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
+  if (secretRefreshMs < 1000) throw new UsageError('--secret-refresh-interval must be at least 1s');
+  const pacing = v['github-write-pacing'];
+  if (pacing !== 'true' && pacing !== 'false')
+    throw new UsageError('--github-write-pacing must be true or false');
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
     throw new UsageError('leader election needs retry-period < renew-deadline < lease-duration');
   }
@@ -260,6 +274,8 @@ export function loadConfig(
     noCrossNamespaceRefs: v['no-cross-namespace-refs'],
     relistIntervalMs,
     shutdownTimeoutMs,
+    secretRefreshMs,
+    githubWritePacing: pacing === 'true',
     devCluster,
     devClusterDir: v['dev-cluster-dir'] ?? join(cacheHome, 'pko-notification-controller', 'dev'),
     fresh: v.fresh,

@@ -55,6 +55,8 @@ export interface ControllerDeps {
   registry?: Registry;
   /** Re-check interval for not-ready Providers/Alerts, ms (default 15 s). */
   notReadyRetryMs?: number;
+  /** Re-read interval of ready Providers' Secrets, ms (default: `--secret-refresh-interval`). */
+  secretRefreshMs?: number;
   /** Called when leadership is lost; the process should exit (controller-runtime does the same). */
   onLostLeadership?: () => void;
   /** Delivery retry policy overrides (tests shorten it). */
@@ -170,6 +172,7 @@ export async function startController(
     logger: child({ reconciler: 'provider' }),
     health,
     index: providerIndex,
+    secretRefreshMs: deps.secretRefreshMs ?? opts.secretRefreshMs,
     egress,
     ...notReady,
   });
@@ -220,11 +223,14 @@ export async function startController(
     kubeConfig: kc,
     logger: child({ component: 'ledger' }),
     registry,
-    stacks: liveStacks,
   });
   const statusWriter = new DeliveryStatusWriter(kc, child({ component: 'delivery-status' }));
   const sender = new Sender({
-    ports: { notifiers: deps.notifiers ?? createProviderRegistry({ egress }), health },
+    ports: {
+      notifiers:
+        deps.notifiers ?? createProviderRegistry({ egress, githubWritePacing: opts.githubWritePacing }),
+      health,
+    },
     clusterName: opts.clusterName,
     logger: child({ component: 'sender' }),
     redactor,
@@ -237,6 +243,7 @@ export async function startController(
     alerts: alertIndex,
     providers: providerIndex,
     sender,
+    credentials: providerReconciler,
     outcomes: statusWriter,
     redactor,
     registry,
@@ -276,12 +283,24 @@ export async function startController(
   // Connections.
   watchProviders(inf.providers, inf.alerts, { providers: providerQueue, alerts: alertQueue });
   watchAlerts(inf.alerts, alertQueue, dispatcher);
-  alertIndex.onChange(() => {
-    router.resyncAll();
+  alertIndex.onChange((key, alert) => {
+    // Deleted, suspended, replaced or changed: its waits and sends end now (B06).
+    dispatcher.cancelAlert(key);
+    if (alert) router.resyncAll();
+  });
+  providerIndex.onChange((key, resolved) => {
+    // Deleted, not usable (e.g. its Secret deleted) or suspended: its sends stop now (B06,
+    // N10); changed settings (a rotated token) or usable again: held events go now.
+    if (resolved === undefined || resolved.suspend) dispatcher.cancelProvider(key);
+    else dispatcher.wakeProvider(key);
   });
   // A Provider that became usable releases held events sooner than the retry timer.
   providerIndex.onUsable(() => {
     router.resyncAll();
+  });
+  // A deleted Stack's entries go (no per-entry liveness scans on writes).
+  liveStacks.onDelete((uid) => {
+    ledger.forgetStack(uid);
   });
   health.onChange((key) => {
     providerQueue.add(key);
@@ -316,6 +335,8 @@ export async function startController(
     for (const p of inf.providers.list()) providerQueue.add(keyOf(p));
     for (const a of inf.alerts.list()) alertQueue.add(keyOf(a));
     await ledger.loadWithRetry(namespace);
+    const pruned = ledger.pruneStacks((uid) => liveStacks.isAlive(uid) !== false);
+    if (pruned > 0) logger.info({ entries: pruned }, 'delivery-ledger entries of deleted Stacks dropped');
     state.ledgerLoaded = true;
     router.start();
     previews.start();

@@ -7,10 +7,11 @@ import { isGitProviderType, type ProviderType } from './api/v1alpha1.ts';
 import type { ResolvedProvider } from './credential/provider.ts';
 import type { NotifierRegistry } from './delivery/send.ts';
 import { FORGES } from './forge/registry.ts';
+import { createGitHubNotifier } from './forge/github/index.ts';
 import { EgressPolicy, type EgressOptions } from './notifier/egress.ts';
 import { ProviderHttp } from './notifier/http.ts';
 import { MESSAGE_PROVIDERS } from './notifier/registry.ts';
-import type { Notifier, NotifierFactory } from './notifier/types.ts';
+import type { Notifier, NotifierFactory, Serialize } from './notifier/types.ts';
 import type { ProviderLimits } from './template/rendered.ts';
 
 function entry(type: ProviderType): { limits: ProviderLimits; notifier?: NotifierFactory | undefined } {
@@ -28,12 +29,16 @@ export function hasNotifier(type: ProviderType): boolean {
 }
 
 /**
- * Builds the notifier for `p.type`. Without `deps`, creates the `ProviderHttp` for `p` itself
+ * Builds the notifier for `p.type`. Without `deps.http`, creates the `ProviderHttp` for `p` itself
  * (only once the type is known to be implemented). The notifier owns the HTTP client and closes
  * it in `close()`.
  * @throws Error when the type has no implementation yet, or the factory refuses `p`.
  */
-export function createNotifier(p: ResolvedProvider, deps?: { http: ProviderHttp }): Notifier {
+export function createNotifier(
+  p: ResolvedProvider,
+  deps: { http?: ProviderHttp; serialize?: Serialize } = {},
+  opts: RegistryOptions = {},
+): Notifier {
   const factory = entry(p.type).notifier;
   if (factory === undefined) {
     const implemented = [
@@ -46,22 +51,43 @@ export function createNotifier(p: ResolvedProvider, deps?: { http: ProviderHttp 
       `Provider ${p.namespace}/${p.name}: type '${p.type}' has no notifier in this version of pko-notification-controller (implemented: ${implemented.join(', ')})`,
     );
   }
-  const http = deps?.http ?? new ProviderHttp(p);
+  const http = deps.http ?? new ProviderHttp(p);
+  const d = { http, ...(deps.serialize ? { serialize: deps.serialize } : {}) };
   try {
-    return factory(p, { http });
+    if (p.type === 'github' && opts.githubWritePacing === false)
+      return createGitHubNotifier(p, d, { pacing: false });
+    return factory(p, d);
   } catch (err) {
-    if (deps === undefined) void http.close();
+    if (deps.http === undefined) void http.close();
     throw err;
   }
 }
 
+export interface RegistryOptions {
+  /**
+   * Pace GitHub writes as GitHub's secondary rate limits ask (≥ 1 s between writes; default
+   * true). `--github-write-pacing=false` turns it off for GitHub Enterprise Server instances whose
+   * rate limits are disabled.
+   */
+  githubWritePacing?: boolean;
+}
+
 /**
  * The registry the controller uses: every notifier's HTTP client obeys `egress` (where
- * connections may go; src/notifier/egress.ts).
+ * connections may go; src/notifier/egress.ts); `deps.serialize` orders read-modify-write on one
+ * target across the process.
  */
-export function createProviderRegistry(opts: { egress: EgressPolicy }): NotifierRegistry {
+export function createProviderRegistry(opts: { egress: EgressPolicy } & RegistryOptions): NotifierRegistry {
   return {
-    create: (p) => createNotifier(p, { http: new ProviderHttp(p, { egress: opts.egress }) }),
+    create: (p, deps) =>
+      createNotifier(
+        p,
+        {
+          http: new ProviderHttp(p, { egress: opts.egress }),
+          ...(deps?.serialize ? { serialize: deps.serialize } : {}),
+        },
+        opts,
+      ),
     limits: limitsFor,
   };
 }

@@ -15,8 +15,9 @@ import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
+import { parseResourceVersion } from '../delivery/order.ts';
 import { eventsForStack, type DeriveContext } from '../source/derive.ts';
-import { V1FailureTexts } from '../source/runs.ts';
+import { RunCommits, V1FailureTexts } from '../source/runs.ts';
 import { eventForAlert, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
 
@@ -64,6 +65,7 @@ export class Router {
   readonly #ctx: DeriveContext;
   /** PKO v1 error texts, seen in every stored Stack version (the condition showing them is brief). */
   readonly #v1Texts = new V1FailureTexts();
+  readonly #commits = new RunCommits();
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
@@ -79,18 +81,24 @@ export class Router {
       fluxRepositoryURL: (ns, name) => this.#flux.get(`${ns}/${name}`)?.url,
       pullRequest: (ns, name) => pullRequestOf(opts.stacks.get(ns, name)),
       v1FailureText: (uid, commit) => this.#v1Texts.text(uid, commit),
+      updateCommit: (uid, name) => this.#commits.commit(uid, name),
     };
     const stackKey = (s: Stack): string => `${s.metadata.namespace ?? ''}/${s.metadata.name ?? ''}`;
     opts.stacks.on('add', (s) => {
       this.#v1Texts.observe(s);
+      this.#commits.observe(s);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('update', (s) => {
       this.#v1Texts.observe(s);
+      this.#commits.observe(s);
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('delete', (s) => {
-      if (s.metadata.uid !== undefined) this.#v1Texts.forget(s.metadata.uid);
+      if (s.metadata.uid !== undefined) {
+        this.#v1Texts.forget(s.metadata.uid);
+        this.#commits.forget(s.metadata.uid);
+      }
       this.queue.add(stackKey(s));
     });
     opts.stacks.on('relist', () => {
@@ -172,15 +180,28 @@ export class Router {
     }
   }
 
-  /** Events the Stack `namespace/name` currently implies (its Updates' and its own status; see eventsForStack). */
-  eventsFor(stack: Stack): NotificationEvent[] {
+  /**
+   * Events the Stack `namespace/name` currently implies (its Updates' and its own status; see
+   * eventsForStack), each with the resourceVersion of the object it was derived from — the Update
+   * it names when that Update is known, else the Stack — the order delivery follows
+   * (src/delivery/order.ts; the dispatcher keeps the smallest seen per run).
+   */
+  eventsFor(stack: Stack): { event: NotificationEvent; observed?: number }[] {
     const ns = stack.metadata.namespace ?? '';
     const updates: Update[] = [];
     for (const name of this.#updatesByStack.get(`${ns}/${stack.metadata.name ?? ''}`) ?? []) {
       const u = this.#o.updates.get(ns, name);
       if (u) updates.push(u);
     }
-    return eventsForStack(stack, updates, this.#ctx);
+    const stackRv = parseResourceVersion(stack.metadata.resourceVersion);
+    const updateRv = new Map(
+      updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(u.metadata.resourceVersion)]),
+    );
+    return eventsForStack(stack, updates, this.#ctx).map((event) => {
+      const name = event.metadata.updateName;
+      const observed = (name !== undefined ? updateRv.get(name) : undefined) ?? stackRv;
+      return observed !== undefined ? { event, observed } : { event };
+    });
   }
 
   async reconcile(key: string): Promise<undefined> {
@@ -192,15 +213,17 @@ export class Router {
     if (events.length === 0) return undefined;
     for (const alert of this.#o.alerts.all()) {
       const matched: OfferedEvent[] = [];
-      for (const ev of events) {
+      for (const { event: ev, observed } of events) {
         if (whySkipped(alert.compiled, ev, ROUTING_CHECKS) !== undefined) continue;
         // A suspended Alert's events are routed all the same, to be recorded as skipped, so
         // resuming it does not replay what happened meanwhile (Flux drops them too).
         const suspended = whySkipped(alert.compiled, ev, [SUSPENDED]);
         const event = eventForAlert(alert.compiled, ev);
-        matched.push(
-          suspended ? { event, skip: { reason: suspended.check, message: suspended.message } } : { event },
-        );
+        matched.push({
+          event,
+          ...(suspended ? { skip: { reason: suspended.check, message: suspended.message } } : {}),
+          ...(observed !== undefined ? { observed } : {}),
+        });
       }
       if (matched.length > 0) this.#o.delivery.offer(alert, stack.metadata.uid, matched);
     }

@@ -120,16 +120,28 @@ export interface AlertSpec {
   suspend?: boolean;
 }
 
+/** `status.lastDelivery[].result` (docs/delivery.md, "Outcomes"). */
+export const DELIVERY_RESULTS = ['Delivered', 'Skipped', 'Failed', 'Unconfirmed', 'Retrying'] as const;
+
 export interface DeliveryOutcome {
   /** Provider name. */
   provider: string;
   /** RFC 3339 time of the last attempt. */
   lastAttemptTime: string;
-  /** `Delivered`, `Skipped` or `Failed`. */
-  result: 'Delivered' | 'Skipped' | 'Failed';
+  /**
+   * `Delivered`, `Skipped`, `Failed`, `Unconfirmed` (sent without an answer; not repeated), or
+   * `Retrying` while a retryable failure waits for its next attempt.
+   */
+  result: (typeof DELIVERY_RESULTS)[number];
   reason?: string;
   /** Redacted, bounded message (≤ 1024 characters). */
   message?: string;
+  /** The event: `<reason> <namespace>/<name>` of its Stack or Update. */
+  event?: string;
+  /** Attempts made for that event so far. */
+  attempts?: number;
+  /** `Retrying`: when the next attempt is due (RFC 3339). */
+  nextAttemptTime?: string;
 }
 
 export interface AlertStatus {

@@ -1,7 +1,8 @@
 /**
- * The usable Providers by `namespace/name`: set by the Provider reconciler after every reconcile,
- * read by delivery. Every usable Provider's secret values are handed to the process `Redactor`, so
- * a response that echoes another Provider's credentials is redacted too.
+ * The usable Providers by `namespace/name`: set by the Provider reconciler after every reconcile
+ * (and every periodic re-read of its Secrets), read by delivery. A re-read that finds the same
+ * settings keeps the stored object. Every usable Provider's secret values are handed to the
+ * process `Redactor`, so a response that echoes another Provider's credentials is redacted too.
  */
 import type { ResolvedProvider } from './provider.ts';
 import type { Redactor } from './redact.ts';
@@ -10,6 +11,7 @@ export class ProviderIndex {
   readonly #providers = new Map<string, ResolvedProvider>();
   readonly #redactor: Redactor;
   readonly #usable: ((key: string) => void)[] = [];
+  readonly #changed: ((key: string, resolved: ResolvedProvider | undefined) => void)[] = [];
 
   constructor(redactor: Redactor) {
     this.#redactor = redactor;
@@ -23,12 +25,22 @@ export class ProviderIndex {
   set(key: string, resolved: ResolvedProvider | undefined): void {
     const prev = this.#providers.get(key);
     if (!resolved) {
-      this.#providers.delete(key);
+      if (!this.#providers.delete(key)) return;
+      for (const l of this.#changed) l(key, undefined);
       return;
     }
+    // The same settings read again (a periodic re-read): keep the object, and with it the
+    // notifier and its caches that delivery built for it.
+    if (prev && sameSettings(prev, resolved)) return;
     this.#providers.set(key, resolved);
     this.#redactor.set(key, resolved.secretValues);
+    for (const l of this.#changed) l(key, resolved);
     if (!prev) for (const l of this.#usable) l(key);
+  }
+
+  /** Called when a Provider is stored with new settings or removed (undefined). */
+  onChange(listener: (key: string, resolved: ResolvedProvider | undefined) => void): void {
+    this.#changed.push(listener);
   }
 
   get(key: string): ResolvedProvider | undefined {
@@ -44,4 +56,9 @@ export class ProviderIndex {
   get all(): ReadonlyMap<string, ResolvedProvider> {
     return this.#providers;
   }
+}
+
+/** Whether two resolutions of a Provider are the same in every setting (Secret values included). */
+export function sameSettings(a: ResolvedProvider, b: ResolvedProvider): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
 }

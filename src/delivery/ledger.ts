@@ -1,50 +1,56 @@
 /**
- * The delivery ledger: what has been delivered, kept in ConfigMaps this controller owns — never in
- * annotations on PKO objects, which GitOps tools strip (docs/architecture.md, "Delivery").
+ * The delivery ledger store: what has been handled per (Alert, Stack), kept in `DeliveryLedger`
+ * objects of our own API group (crds/notification.pko.dev_deliveryledgers.yaml) — never in
+ * annotations on PKO objects, which GitOps tools strip, and never in ConfigMaps, which would need
+ * write access to ConfigMaps in every namespace (docs/delivery.md).
  *
- * Shape: per (Alert, Stack) one watermark, the position (`src/delivery/order.ts`) of the last
- * event handled — delivered, skipped with a stated reason, or given up after a final error.
- * Events of a Stack are handled in position order, so "at or before the watermark" means done.
- * That keeps the ledger to one short entry per Stack and Alert, whatever the number of runs.
+ * Layout: per Alert, objects in the Alert's namespace, owned by it (garbage-collected with it),
+ * named `pkonc-<alert uid>-r<bits>`, labelled `notification.pko.dev/alert-uid`. Each holds the
+ * entries (./ledger-entry.ts) of the Stacks whose SHA-1 of the uid starts with `spec.shard`
+ * (bits). An object whose entries outgrow {@link SPLIT_BYTES} splits in two (one more bit), so
+ * objects stay small whatever the number of Stacks and a write stores a few hundred bytes plus
+ * the object's metadata — the cost per delivered event does not grow with the Stacks (issue 15's
+ * ≤ 2 KB per event; `npm run bench:ledger` measures it). A split writes both halves before it
+ * deletes the whole; an interrupted one leaves objects that overlap, which `load` merges (entries
+ * are a join semilattice) and tidies.
  *
- * Storage: ConfigMaps `pkonc-ledger-<alert uid>-<shard>` in the Alert's namespace, owned by the
- * Alert (garbage-collected with it), labelled `notification.pko.dev/ledger=v1`; data key = Stack
- * uid, value = `<run>.<rank>.<sub>~<h>[,<h>…]` where each `h` is a short hash of an event id handled
- * at exactly that position: two events can share a position (PKO v1 runs are ordered by a
- * second-resolution time), and only the ones listed are done. Stacks are spread over `shards` (default 16) ConfigMaps by a
- * hash of their uid, so 10,000 Stacks make ~16 × 40 KB, far below the 1 MiB object limit.
+ * Writes: an entry changes only when an event is handled or marked in flight (never on relist or
+ * resync); changes to one object are batched for `flushDelayMs`; `record`/`markInFlight` resolve
+ * once the object is persisted. Every write is a full PUT conditioned on the object's
+ * resourceVersion: a conflict (another writer — a second leader) re-reads, merges and writes
+ * again, logged. A failed write is retried with backoff until it lands: the delivery already
+ * happened, and giving up would cause a repeat.
  *
- * Writes happen only when a watermark moves (never on relist or resync) and are batched per shard
- * for `flushDelayMs`; `advance()` resolves once the entry is persisted. A write conflict (409)
- * re-reads the ConfigMap and keeps the larger watermark of each entry. A failed write is retried
- * with backoff until it lands: the delivery already happened, so giving up would cause a repeat.
- *
- * Crash window: between a successful send and the ledger write (milliseconds), a SIGKILL makes
- * the event be sent again after restart (at-least-once there). Receivers can deduplicate by the
- * event id; forges deduplicate by comparing with their current state.
+ * Reads: `load` lists every DeliveryLedger (one paged LIST, consistent: no resourceVersion) before
+ * anything is sent; afterwards the store answers from memory only.
  */
 import { createHash } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Logger } from '../log.ts';
-import { KubeApiError, kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
+import type { Registry } from 'prom-client';
+import { API_VERSION, GROUP, VERSION } from '../api/v1alpha1.ts';
+import { KubeApiError, errorMessage, kubeRequest, objectPath } from '../kube/client.ts';
 import { jitteredBackoff, sleep, systemClock, type Clock } from '../kube/clock.ts';
-import type { EventPosition } from './order.ts';
+import { counter, gauge } from '../kube/metrics.ts';
+import type { Logger } from '../log.ts';
 import {
-  applyHandled,
   entriesEqual,
-  entryCovers,
   formatEntry,
   mergeEntries,
   parseEntry,
+  recordHandled,
+  recordInFlight,
   type Entry,
+  type EventRef,
 } from './ledger-entry.ts';
 
-import { API_VERSION } from '../api/v1alpha1.ts';
-import type { Registry } from 'prom-client';
-import { counter, gauge } from '../kube/metrics.ts';
-
-export const LEDGER_LABEL = 'notification.pko.dev/ledger';
 export const LEDGER_ALERT_UID_LABEL = 'notification.pko.dev/alert-uid';
+export const LEDGER_PLURAL = 'deliveryledgers';
+export const LEDGER_KIND = 'DeliveryLedger';
+
+/** An object's `spec.entries` above this many bytes splits in two. */
+export const SPLIT_BYTES = 1024;
+/** Deepest split (2^20 objects per Alert: far beyond any cluster). */
+const MAX_DEPTH = 20;
 
 export interface LedgerAlertRef {
   namespace: string;
@@ -55,135 +61,271 @@ export interface LedgerAlertRef {
 export interface LedgerOptions {
   kubeConfig: KubeConfig;
   logger: Logger;
-  /** ConfigMaps per Alert (default 16). Changing it re-homes entries on their next write. */
-  shards?: number;
-  /** Batch window for writes, ms (default 10). */
+  /** Batch window for writes to one object, ms (default 5). */
   flushDelayMs?: number;
-  /** Exposes `pkonc_ledger_writes_total{result}` and `pkonc_ledger_entries`. */
+  /** Entries per object before a split, bytes of `spec.entries` (default {@link SPLIT_BYTES}). */
+  splitBytes?: number;
+  /** Exposes `pkonc_ledger_writes_total{result}`, `pkonc_ledger_write_bytes_total`, `pkonc_ledger_entries`, `pkonc_ledger_objects`. */
   registry?: Registry;
-  /** Whether a Stack exists (src/source/stacks.ts): entries of Stacks known to be gone are pruned on the next write. */
-  stacks?: { isAlive(stackUid: string): boolean | undefined };
   clock?: Clock;
 }
 
-interface ConfigMapBody {
-  apiVersion: 'v1';
-  kind: 'ConfigMap';
+interface LedgerObject {
+  apiVersion: string;
+  kind: string;
   metadata: {
     name: string;
     namespace: string;
     resourceVersion?: string;
     labels?: Record<string, string>;
-    annotations?: Record<string, string>;
     ownerReferences?: object[];
   };
-  data?: Record<string, string>;
+  spec: { alert: string; shard: string; entries: string };
 }
 
 interface Shard {
-  alert: LedgerAlertRef;
-  name: string;
-  /** Stack uid → entry, parsed once when read from the ConfigMap (formatted only to write). */
-  data: Map<string, Entry>;
-  resourceVersion: string | undefined;
+  prefix: string;
+  /** Stack uid → entry. */
+  entries: Map<string, Entry>;
+  /** resourceVersion of the stored object; undefined when it does not exist (yet). */
+  rv: string | undefined;
   dirty: boolean;
-  /** Keys changed in memory since the last successful write (sent as a merge patch). */
-  changed: Set<string>;
   timer: unknown;
   flushing: Promise<void> | undefined;
   waiters: (() => void)[];
+  /** Split into two halves: only its stored object (if any) remains to be deleted. */
+  retired: boolean;
+  /** Settles when both halves of a split are persisted. */
+  halves?: Promise<void>;
+}
+
+interface AlertLedger {
+  ref: LedgerAlertRef;
+  /** Prefix-free cover of the hash space: prefix → shard. */
+  shards: Map<string, Shard>;
+}
+
+/** 32 leading bits of SHA-1 of `stackUid`, as a string of `0`/`1`. */
+function hashBits(stackUid: string): string {
+  return createHash('sha1').update(stackUid).digest().readUInt32BE(0).toString(2).padStart(32, '0');
 }
 
 export class Ledger {
-  readonly #o: Required<Omit<LedgerOptions, 'stacks' | 'registry'>> &
-    Pick<LedgerOptions, 'stacks' | 'registry'>;
-  /** alert uid → shard index → shard */
-  readonly #shards = new Map<string, Map<number, Shard>>();
+  readonly #o: LedgerOptions;
+  readonly #clock: Clock;
+  readonly #flushDelayMs: number;
+  readonly #splitBytes: number;
+  readonly #alerts = new Map<string, AlertLedger>();
+  readonly #bits = new Map<string, string>();
   #writes = 0;
+  #bytes = 0;
+  #conflicts = 0;
   #stopped = false;
-
   readonly #m;
 
   constructor(opts: LedgerOptions) {
-    this.#o = { shards: 16, flushDelayMs: 10, clock: systemClock, ...opts };
+    this.#o = opts;
+    this.#clock = opts.clock ?? systemClock;
+    this.#flushDelayMs = opts.flushDelayMs ?? 5;
+    this.#splitBytes = opts.splitBytes ?? SPLIT_BYTES;
+    const r = opts.registry;
     this.#m = {
-      writes: counter(
-        opts.registry,
-        'pkonc_ledger_writes_total',
-        'Delivery-ledger ConfigMap writes by result',
-        ['result'],
-      ),
-      entries: gauge(
-        opts.registry,
-        'pkonc_ledger_entries',
-        '(Alert, Stack) entries held by the delivery ledger',
+      writes: counter(r, 'pkonc_ledger_writes_total', 'Delivery-ledger object writes by result', ['result']),
+      bytes: counter(
+        r,
+        'pkonc_ledger_write_bytes_total',
+        'Bytes of delivery-ledger objects written (as stored)',
         [],
       ),
+      entries: gauge(r, 'pkonc_ledger_entries', '(Alert, Stack) entries held by the delivery ledger', []),
+      objects: gauge(r, 'pkonc_ledger_objects', 'DeliveryLedger objects in use', []),
     };
   }
 
-  /** ConfigMap writes since construction (for benchmarks and tests). */
+  /** Object writes since construction (for benchmarks and tests). */
   get writes(): number {
     return this.#writes;
+  }
+
+  /** Bytes of the objects written since construction, as the API server stored them (JSON). */
+  get bytesWritten(): number {
+    return this.#bytes;
+  }
+
+  /** Writes that met another writer's change (409) since construction. */
+  get conflicts(): number {
+    return this.#conflicts;
   }
 
   /** Number of (Alert, Stack) entries held. */
   get size(): number {
     let n = 0;
-    for (const m of this.#shards.values()) for (const s of m.values()) n += s.data.size;
+    for (const a of this.#alerts.values()) for (const s of a.shards.values()) n += s.entries.size;
     return n;
   }
 
-  static configMapName(alertUid: string, shard: number): string {
-    return `pkonc-ledger-${alertUid}-${shard.toString(16).padStart(2, '0')}`;
+  /** Number of objects (shards) in use, existing or about to be written. */
+  get objectCount(): number {
+    let n = 0;
+    for (const a of this.#alerts.values()) n += a.shards.size;
+    return n;
   }
 
-  #shardIndex(stackUid: string): number {
-    return createHash('sha1').update(stackUid).digest().readUInt32BE(0) % this.#o.shards;
+  static objectName(alertUid: string, prefix: string): string {
+    return `pkonc-${alertUid}-r${prefix}`;
   }
 
-  #shard(alert: LedgerAlertRef, index: number): Shard {
-    let byIndex = this.#shards.get(alert.uid);
-    if (!byIndex) {
-      byIndex = new Map();
-      this.#shards.set(alert.uid, byIndex);
+  #hashBits(stackUid: string): string {
+    let b = this.#bits.get(stackUid);
+    if (b === undefined) {
+      b = hashBits(stackUid);
+      this.#bits.set(stackUid, b);
     }
-    let s = byIndex.get(index);
-    if (!s) {
-      s = {
-        alert,
-        name: Ledger.configMapName(alert.uid, index),
-        data: new Map(),
-        resourceVersion: undefined,
-        dirty: false,
-        changed: new Set(),
-        timer: undefined,
-        flushing: undefined,
-        waiters: [],
-      };
-      byIndex.set(index, s);
+    return b;
+  }
+
+  #alert(ref: LedgerAlertRef): AlertLedger {
+    let a = this.#alerts.get(ref.uid);
+    if (!a) {
+      a = { ref, shards: new Map([['', newShard('')]]) };
+      this.#alerts.set(ref.uid, a);
+    } else if (a.ref.name !== ref.name || a.ref.namespace !== ref.namespace) a.ref = ref;
+    return a;
+  }
+
+  #shardOf(a: AlertLedger, stackUid: string): Shard {
+    const bits = this.#hashBits(stackUid);
+    for (let d = 0; d <= MAX_DEPTH; d++) {
+      const s = a.shards.get(bits.slice(0, d));
+      if (s) return s;
     }
+    // The cover is complete by construction; recover from a broken one rather than lose entries.
+    const s = newShard('');
+    a.shards.set('', s);
     return s;
   }
 
+  /** The entry of (Alert, Stack), if any. */
+  entry(alertUid: string, stackUid: string): Entry | undefined {
+    const a = this.#alerts.get(alertUid);
+    return a ? this.#shardOf(a, stackUid).entries.get(stackUid) : undefined;
+  }
+
   /**
-   * Reads every ledger ConfigMap (all namespaces, or `namespace`), paged. Call before
-   * dispatching, e.g. on becoming leader. Entries already in memory keep the larger watermark.
+   * Records `q` as handled for (Alert, Stack), with the provider's `note` for its run when given,
+   * and resolves once persisted. Never rejects for API failures (retried with backoff, logged).
+   * @throws RangeError (synchronously) for a note over the bound.
+   */
+  record(alert: LedgerAlertRef, stackUid: string, q: EventRef, note?: string): Promise<void> {
+    return this.#change(alert, stackUid, (e) => recordHandled(e, q, note));
+  }
+
+  /** Records `q` as about to be sent (looked up on recovery); resolves once persisted. */
+  markInFlight(alert: LedgerAlertRef, stackUid: string, q: EventRef): Promise<void> {
+    return this.#change(alert, stackUid, (e) => recordInFlight(e, q));
+  }
+
+  #change(alert: LedgerAlertRef, stackUid: string, f: (e: Entry | undefined) => Entry): Promise<void> {
+    const a = this.#alert(alert);
+    const s = this.#shardOf(a, stackUid);
+    const cur = s.entries.get(stackUid);
+    const next = f(cur);
+    if (entriesEqual(next, cur) && !s.dirty && !s.flushing) return Promise.resolve();
+    s.entries.set(stackUid, next);
+    return this.#requestFlush(a, s);
+  }
+
+  /** Forgets a deleted Stack's entries (every Alert); written with the next flush of each object. */
+  forgetStack(stackUid: string): void {
+    for (const a of this.#alerts.values()) {
+      const s = this.#shardOf(a, stackUid);
+      if (s.entries.delete(stackUid)) void this.#requestFlush(a, s);
+    }
+    this.#bits.delete(stackUid);
+  }
+
+  /**
+   * Drops the entries of Stacks for which `isAlive` says false (once, after `load` and the Stack
+   * informer's first list — never per write).
+   * @returns how many were dropped.
+   */
+  pruneStacks(isAlive: (stackUid: string) => boolean): number {
+    let n = 0;
+    for (const a of this.#alerts.values()) {
+      for (const s of a.shards.values()) {
+        let changed = false;
+        for (const k of [...s.entries.keys()]) {
+          if (!isAlive(k)) {
+            s.entries.delete(k);
+            changed = true;
+            n++;
+          }
+        }
+        if (changed) void this.#requestFlush(a, s);
+      }
+    }
+    return n;
+  }
+
+  /** Forgets a deleted Alert (its objects go with it through their owner reference). */
+  dropAlert(alertUid: string): void {
+    const a = this.#alerts.get(alertUid);
+    if (!a) return;
+    for (const s of a.shards.values()) {
+      if (s.timer !== undefined) this.#clock.clearTimeout(s.timer);
+      s.timer = undefined;
+      for (const w of s.waiters.splice(0)) w();
+    }
+    this.#alerts.delete(alertUid);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Loading
+
+  #path(namespace: string | undefined, name?: string): string {
+    return objectPath({
+      group: GROUP,
+      version: VERSION,
+      plural: LEDGER_PLURAL,
+      namespace,
+      ...(name !== undefined ? { name } : {}),
+    });
+  }
+
+  /**
+   * Reads every DeliveryLedger (all namespaces, or `namespace`), paged, and merges it into memory;
+   * then tidies what an interrupted split left (overlapping objects): their entries are written to
+   * the objects that cover them now and the overlapping ones deleted. Call before dispatching.
    */
   async load(namespace?: string): Promise<void> {
+    const found = new Map<string, { ref: LedgerAlertRef; objects: LedgerObject[] }>();
     let cont: string | undefined;
     do {
-      const list = await kubeRequest<{ metadata?: { continue?: string }; items: ConfigMapBody[] }>(
+      const list = await kubeRequest<{ metadata?: { continue?: string }; items: LedgerObject[] }>(
         this.#o.kubeConfig,
         {
           method: 'GET',
-          path: objectPath({ group: '', version: 'v1', plural: 'configmaps', namespace }),
-          query: { labelSelector: `${LEDGER_LABEL}=v1`, limit: 500, continue: cont },
+          path: this.#path(namespace),
+          query: { labelSelector: LEDGER_ALERT_UID_LABEL, limit: 500, continue: cont },
         },
       );
-      for (const cm of list.items) this.#absorb(cm);
+      for (const obj of list.items) {
+        const uid = obj.metadata.labels?.[LEDGER_ALERT_UID_LABEL];
+        if (uid === undefined || !/^[01]*$/.test(obj.spec.shard)) continue;
+        let f = found.get(uid);
+        if (!f) {
+          f = { ref: { uid, name: obj.spec.alert, namespace: obj.metadata.namespace }, objects: [] };
+          found.set(uid, f);
+        }
+        f.objects.push(obj);
+      }
       cont = list.metadata?.continue === '' ? undefined : list.metadata?.continue;
     } while (cont !== undefined);
+
+    const repairs: Promise<void>[] = [];
+    for (const { ref, objects } of found.values()) repairs.push(...this.#absorb(ref, objects));
+    await Promise.all(repairs);
+    this.#gauges();
   }
 
   /**
@@ -197,224 +339,301 @@ export class Ledger {
         return;
       } catch (err) {
         this.#o.logger.warn({ err: errorMessage(err), attempt }, 'cannot read the delivery ledger; retrying');
-        await sleep(this.#o.clock, Math.min(30_000, 500 * 2 ** attempt));
+        await sleep(this.#clock, Math.min(30_000, 500 * 2 ** attempt));
       }
     }
   }
 
-  #absorb(cm: ConfigMapBody): void {
-    const uid = cm.metadata.labels?.[LEDGER_ALERT_UID_LABEL];
-    const alertName = cm.metadata.annotations?.['notification.pko.dev/alert-name'];
-    if (uid === undefined || alertName === undefined) return;
-    const alert = { namespace: cm.metadata.namespace, name: alertName, uid };
-    const index = Number.parseInt(cm.metadata.name.slice(cm.metadata.name.lastIndexOf('-') + 1), 16);
-    const shard = this.#shard(alert, Number.isFinite(index) ? index : 0);
-    if (shard.name === cm.metadata.name) shard.resourceVersion = cm.metadata.resourceVersion;
-    for (const [stackUid, value] of Object.entries(cm.data ?? {})) {
-      // Entries may sit in another shard after a shard-count change: re-home them in memory.
-      const target = this.#shard(alert, this.#shardIndex(stackUid));
-      if (target !== shard) {
-        target.dirty = true;
-        target.changed.add(stackUid);
+  /** Merges the objects of one Alert into memory; returns the writes/deletes that tidy overlaps. */
+  #absorb(ref: LedgerAlertRef, objects: LedgerObject[]): Promise<void>[] {
+    const existing = new Map(objects.map((o) => [o.spec.shard, o]));
+    const a = this.#alert(ref);
+    const prefixes = [...existing.keys()];
+    const hasBelow = (n: string): boolean => prefixes.some((p) => p.length > n.length && p.startsWith(n));
+    // The cover: existing objects without existing descendants, plus new ones for gaps.
+    const cover = new Map<string, Shard>();
+    const walk = (n: string): void => {
+      const below = hasBelow(n);
+      if (existing.has(n) && !below) {
+        const s = a.shards.get(n) ?? newShard(n);
+        s.rv = existing.get(n)?.metadata.resourceVersion;
+        cover.set(n, s);
+      } else if (below && n.length < MAX_DEPTH) {
+        walk(`${n}0`);
+        walk(`${n}1`);
+      } else cover.set(n, a.shards.get(n) ?? newShard(n));
+    };
+    walk('');
+    // Entries already in memory (none on a fresh leader) join those read.
+    const carried: [string, Entry][] = [];
+    for (const s of a.shards.values()) carried.push(...s.entries);
+    a.shards = cover;
+    for (const [k, e] of carried) this.#join(a, k, e, false);
+    const stale: LedgerObject[] = [];
+    for (const obj of objects) {
+      const inCover = cover.has(obj.spec.shard);
+      if (!inCover) stale.push(obj);
+      for (const line of obj.spec.entries.split('\n')) {
+        const i = line.indexOf('=');
+        if (i <= 0) continue;
+        const e = parseEntry(line.slice(i + 1));
+        if (!e) {
+          this.#o.logger.warn(
+            { object: `${obj.metadata.namespace}/${obj.metadata.name}` },
+            'unreadable delivery-ledger entry ignored',
+          );
+          continue;
+        }
+        this.#join(a, line.slice(0, i), e, !inCover);
       }
-      const e = parseEntry(value);
-      if (e) this.#raise(target.data, stackUid, e);
     }
+    if (stale.length === 0) return [];
+    this.#o.logger.info(
+      { alert: `${ref.namespace}/${ref.name}`, objects: stale.map((o) => o.metadata.name) },
+      'tidying delivery-ledger objects left by an interrupted split',
+    );
+    const flushes = [...cover.values()].filter((s) => s.dirty).map((s) => this.#flushNow(a, s));
+    return [
+      Promise.all(flushes).then(async () => {
+        for (const obj of stale) await this.#delete(ref.namespace, obj.metadata.name);
+      }),
+    ];
   }
 
-  /** Merges `next` into the entry of `key`; true when the stored entry changed. */
-  #raise(data: Map<string, Entry>, key: string, next: Entry): boolean {
-    const cur = data.get(key);
-    const merged = mergeEntries(cur, next);
-    if (entriesEqual(merged, cur)) return false;
-    data.set(key, merged);
-    return true;
+  #join(a: AlertLedger, stackUid: string, e: Entry, markDirty: boolean): void {
+    const s = this.#shardOf(a, stackUid);
+    const cur = s.entries.get(stackUid);
+    const merged = mergeEntries(cur, e);
+    if (!entriesEqual(merged, cur)) s.entries.set(stackUid, merged);
+    // Entries found outside the object that covers them now must be written there.
+    if (markDirty) s.dirty = true;
   }
 
-  #entry(alertUid: string, stackUid: string): Entry | undefined {
-    return this.#shards.get(alertUid)?.get(this.#shardIndex(stackUid))?.data.get(stackUid);
-  }
+  // ---------------------------------------------------------------------------------------------
+  // Writing
 
-  /** The watermark of (Alert, Stack), if any. */
-  position(alertUid: string, stackUid: string): EventPosition | undefined {
-    return this.#entry(alertUid, stackUid)?.pos;
-  }
-
-  /** True when the event `eventId` at `pos` has been handled for (Alert, Stack). */
-  isDone(alertUid: string, stackUid: string, pos: EventPosition, eventId: string): boolean {
-    return entryCovers(this.#entry(alertUid, stackUid), pos, eventId);
-  }
-
-  /**
-   * Moves the watermark of (Alert, Stack) to `pos`, recording `eventId` as handled there (never
-   * backwards), and resolves once that is persisted. Never rejects: write failures are retried
-   * with backoff (logged).
-   */
-  advance(alert: LedgerAlertRef, stackUid: string, pos: EventPosition, eventId: string): Promise<void> {
-    const shard = this.#shard(alert, this.#shardIndex(stackUid));
-    shard.alert = alert;
-    const cur = shard.data.get(stackUid);
-    const next = applyHandled(cur, pos, eventId);
-    if (entriesEqual(next, cur) && !shard.dirty) return Promise.resolve();
-    shard.data.set(stackUid, next);
-    shard.changed.add(stackUid);
-    shard.dirty = true;
-    const done = new Promise<void>((resolve) => shard.waiters.push(resolve));
-    this.#schedule(shard);
+  #requestFlush(a: AlertLedger, s: Shard): Promise<void> {
+    s.dirty = true;
+    const done = new Promise<void>((resolve) => s.waiters.push(resolve));
+    this.#schedule(a, s);
     return done;
   }
 
-  #schedule(shard: Shard): void {
-    if (shard.timer !== undefined || shard.flushing) return;
-    shard.timer = this.#o.clock.setTimeout(() => {
-      shard.timer = undefined;
-      shard.flushing = this.#flush(shard).finally(() => {
-        shard.flushing = undefined;
-        if (shard.dirty && !this.#stopped) this.#schedule(shard);
-      });
-    }, this.#o.flushDelayMs);
+  /** Writes `s` now (behind a write already running), not after the batch window. */
+  async #flushNow(a: AlertLedger, s: Shard): Promise<void> {
+    if (s.timer !== undefined) {
+      this.#clock.clearTimeout(s.timer);
+      s.timer = undefined;
+    }
+    while (s.flushing) await s.flushing;
+    s.dirty = true;
+    const p = this.#flush(a, s);
+    s.flushing = p.finally(() => {
+      s.flushing = undefined;
+      if (s.dirty && !this.#stopped && a.shards.get(s.prefix) === s) this.#schedule(a, s);
+    });
+    await p;
   }
 
-  async #flush(shard: Shard): Promise<void> {
+  #schedule(a: AlertLedger, s: Shard): void {
+    if (s.timer !== undefined || s.flushing || this.#stopped) return;
+    s.timer = this.#clock.setTimeout(() => {
+      s.timer = undefined;
+      s.flushing = this.#flush(a, s).finally(() => {
+        s.flushing = undefined;
+        if (s.dirty && !this.#stopped && a.shards.get(s.prefix) === s) this.#schedule(a, s);
+      });
+    }, this.#flushDelayMs);
+  }
+
+  #text(s: Shard): string {
+    return [...s.entries.keys()]
+      .sort()
+      .map((k) => `${k}=${formatEntry(s.entries.get(k) as Entry)}`)
+      .join('\n');
+  }
+
+  async #flush(a: AlertLedger, s: Shard): Promise<void> {
     for (let attempt = 0; !this.#stopped; attempt++) {
-      const waiters = shard.waiters.splice(0);
-      shard.dirty = false;
+      const waiters = s.waiters.splice(0);
+      s.dirty = false;
       try {
-        await this.#write(shard);
+        if (s.retired) {
+          await this.#retire(a, s);
+        } else if (
+          Buffer.byteLength(this.#text(s), 'utf8') > this.#splitBytes &&
+          s.prefix.length < MAX_DEPTH
+        ) {
+          await this.#split(a, s);
+        } else {
+          await this.#write(a, s);
+        }
         for (const w of waiters) w();
         return;
       } catch (err) {
         this.#m.writes.inc({ result: 'error' });
-        shard.waiters.unshift(...waiters);
-        shard.dirty = true;
+        s.waiters.unshift(...waiters);
+        s.dirty = true;
         this.#o.logger.warn(
-          { configMap: `${shard.alert.namespace}/${shard.name}`, err: errorMessage(err) },
+          { object: `${a.ref.namespace}/${Ledger.objectName(a.ref.uid, s.prefix)}`, err: errorMessage(err) },
           'ledger write failed; retrying',
         );
-        await sleep(this.#o.clock, jitteredBackoff(attempt, 200, 10_000));
+        await sleep(this.#clock, jitteredBackoff(attempt, 200, 10_000));
       }
     }
   }
 
-  /** Drops entries of Stacks known to be gone; returns their keys. */
-  #prune(shard: Shard): string[] {
-    const dead: string[] = [];
-    for (const k of shard.data.keys()) {
-      if (this.#o.stacks?.isAlive(k) === false) dead.push(k);
+  /** Replaces `s` by its two halves: both written, then `s` deleted. */
+  async #split(a: AlertLedger, s: Shard): Promise<void> {
+    const halves = [newShard(`${s.prefix}0`), newShard(`${s.prefix}1`)] as const;
+    for (const [k, e] of s.entries) {
+      halves[this.#hashBits(k)[s.prefix.length] === '0' ? 0 : 1].entries.set(k, e);
     }
-    for (const k of dead) shard.data.delete(k);
-    return dead;
+    a.shards.delete(s.prefix);
+    for (const h of halves) a.shards.set(h.prefix, h);
+    s.entries = new Map();
+    s.retired = true;
+    // Through each half's own flush, so that later changes to it queue behind this write.
+    s.halves = Promise.all(halves.map((h) => this.#requestFlush(a, h))).then(() => undefined);
+    await this.#retire(a, s);
+    this.#gauges();
   }
 
-  #body(shard: Shard): ConfigMapBody {
-    const data: Record<string, string> = {};
-    for (const [k, v] of shard.data) data[k] = formatEntry(v);
+  /** Once both halves of a split are persisted, deletes the whole's object. */
+  async #retire(a: AlertLedger, s: Shard): Promise<void> {
+    await s.halves;
+    if (s.rv !== undefined) await this.#delete(a.ref.namespace, Ledger.objectName(a.ref.uid, s.prefix));
+    s.rv = undefined;
+  }
+
+  async #delete(namespace: string, name: string): Promise<void> {
+    try {
+      await kubeRequest(this.#o.kubeConfig, { method: 'DELETE', path: this.#path(namespace, name) });
+    } catch (err) {
+      if (!(err instanceof KubeApiError && err.statusCode === 404)) throw err;
+    }
+  }
+
+  #body(a: AlertLedger, s: Shard, text: string): LedgerObject {
     return {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
+      apiVersion: API_VERSION,
+      kind: LEDGER_KIND,
       metadata: {
-        name: shard.name,
-        namespace: shard.alert.namespace,
-        ...(shard.resourceVersion !== undefined ? { resourceVersion: shard.resourceVersion } : {}),
-        labels: {
-          [LEDGER_LABEL]: 'v1',
-          [LEDGER_ALERT_UID_LABEL]: shard.alert.uid,
-          'app.kubernetes.io/managed-by': 'pko-notification-controller',
-        },
-        annotations: { 'notification.pko.dev/alert-name': shard.alert.name },
+        name: Ledger.objectName(a.ref.uid, s.prefix),
+        namespace: a.ref.namespace,
+        ...(s.rv !== undefined ? { resourceVersion: s.rv } : {}),
+        labels: { [LEDGER_ALERT_UID_LABEL]: a.ref.uid },
         ownerReferences: [
           {
             apiVersion: API_VERSION,
             kind: 'Alert',
-            name: shard.alert.name,
-            uid: shard.alert.uid,
+            name: a.ref.name,
+            uid: a.ref.uid,
             blockOwnerDeletion: false,
           },
         ],
       },
-      data,
+      spec: { alert: a.ref.name, shard: s.prefix, entries: text },
     };
   }
 
-  async #write(shard: Shard): Promise<void> {
+  async #write(a: AlertLedger, s: Shard): Promise<void> {
     const kc = this.#o.kubeConfig;
-    const path = objectPath({
-      group: '',
-      version: 'v1',
-      plural: 'configmaps',
-      namespace: shard.alert.namespace,
-    });
-    const dead = this.#prune(shard);
+    const name = Ledger.objectName(a.ref.uid, s.prefix);
     for (let i = 0; i < 5; i++) {
-      // Only what changed goes over the wire (a merge patch conditioned on resourceVersion):
-      // rewriting a whole 40 KB shard per delivery would cost the API server and our heap.
-      const keys = [...shard.changed];
-      const sent = new Map(keys.map((k) => [k, shard.data.get(k)]));
+      const sent = new Map(s.entries);
+      const text = this.#text(s);
       try {
-        let res: ConfigMapBody;
-        if (shard.resourceVersion === undefined) {
-          res = await kubeRequest<ConfigMapBody>(kc, { method: 'POST', path, body: this.#body(shard) });
-        } else {
-          const data: Record<string, string | null> = {};
-          for (const k of keys) {
-            const e = shard.data.get(k);
-            data[k] = e === undefined ? null : formatEntry(e);
-          }
-          for (const k of dead) data[k] = null;
-          res = await kubeRequest<ConfigMapBody>(kc, {
-            method: 'PATCH',
-            path: `${path}/${encodeURIComponent(shard.name)}`,
-            contentType: 'application/merge-patch+json',
-            body: { metadata: { resourceVersion: shard.resourceVersion }, data },
-          });
-        }
+        const res =
+          s.rv === undefined
+            ? await kubeRequest<LedgerObject>(kc, {
+                method: 'POST',
+                path: this.#path(a.ref.namespace),
+                query: { fieldManager: 'pkonc' },
+                body: this.#body(a, s, text),
+              })
+            : await kubeRequest<LedgerObject>(kc, {
+                method: 'PUT',
+                path: this.#path(a.ref.namespace, name),
+                query: { fieldManager: 'pkonc' },
+                body: this.#body(a, s, text),
+              });
+        s.rv = res.metadata.resourceVersion;
         this.#writes++;
+        const bytes = Buffer.byteLength(JSON.stringify(res), 'utf8');
+        this.#bytes += bytes;
         this.#m.writes.inc({ result: 'success' });
-        this.#m.entries.set(this.size);
-        shard.resourceVersion = res.metadata.resourceVersion;
-        // A key changed again while the request was in flight stays to be written (entries are
-        // replaced, never mutated, so identity tells).
-        for (const k of keys) if (shard.data.get(k) === sent.get(k)) shard.changed.delete(k);
-        dead.length = 0;
+        this.#m.bytes.inc(bytes);
+        this.#gauges();
+        // Entries changed while the request was in flight stay to be written (they are replaced,
+        // never mutated, so identity tells).
+        for (const [k, e] of s.entries) if (sent.get(k) !== e) s.dirty = true;
         return;
       } catch (err) {
-        if (err instanceof KubeApiError && err.statusCode === 404 && shard.resourceVersion !== undefined) {
-          // Deleted under us (e.g. by hand): create it again with everything we hold.
-          shard.resourceVersion = undefined;
+        if (err instanceof KubeApiError && err.statusCode === 404 && s.rv !== undefined) {
+          // Deleted under us (by hand): create it again with everything we hold.
+          s.rv = undefined;
           continue;
         }
         if (!(err instanceof KubeApiError && err.statusCode === 409)) throw err;
-        // Someone else wrote it (a previous leader, or our create raced): merge and retry.
-        const current = await kubeRequest<ConfigMapBody>(kc, {
+        // Another writer (a previous leader still running, or our create raced): merge, retry.
+        this.#conflicts++;
+        this.#m.writes.inc({ result: 'conflict' });
+        this.#o.logger.warn(
+          { object: `${a.ref.namespace}/${name}` },
+          'delivery-ledger object changed by another writer (a second leader?): merging',
+        );
+        const current = await kubeRequest<LedgerObject>(kc, {
           method: 'GET',
-          path: `${path}/${encodeURIComponent(shard.name)}`,
+          path: this.#path(a.ref.namespace, name),
         });
-        shard.resourceVersion = current.metadata.resourceVersion;
-        for (const [k, v] of Object.entries(current.data ?? {})) {
-          const e = parseEntry(v);
-          if (e) this.#raise(shard.data, k, e);
+        s.rv = current.metadata.resourceVersion;
+        for (const line of current.spec.entries.split('\n')) {
+          const j = line.indexOf('=');
+          const e = j > 0 ? parseEntry(line.slice(j + 1)) : undefined;
+          if (!e) continue;
+          const k = line.slice(0, j);
+          const cur = s.entries.get(k);
+          const merged = mergeEntries(cur, e);
+          if (!entriesEqual(merged, cur)) s.entries.set(k, merged);
         }
       }
     }
-    throw new Error(
-      `ledger ConfigMap ${shard.alert.namespace}/${shard.name}: conflicts persisted after 5 attempts`,
-    );
+    throw new Error(`ledger object ${a.ref.namespace}/${name}: conflicts persisted after 5 attempts`);
+  }
+
+  #gauges(): void {
+    this.#m.entries.set(this.size);
+    this.#m.objects.set(this.objectCount);
   }
 
   /** Waits for pending writes (≤ `deadlineMs`), then stops retrying. */
   async close(deadlineMs = 5_000): Promise<void> {
     const pending: Promise<void>[] = [];
-    for (const m of this.#shards.values()) {
-      for (const s of m.values()) {
+    for (const a of this.#alerts.values()) {
+      for (const s of a.shards.values()) {
         if (s.timer !== undefined) {
-          this.#o.clock.clearTimeout(s.timer);
+          this.#clock.clearTimeout(s.timer);
           s.timer = undefined;
-          s.flushing = this.#flush(s);
+          s.flushing = this.#flush(a, s);
         }
         if (s.flushing) pending.push(s.flushing);
       }
     }
-    await Promise.race([Promise.all(pending), sleep(this.#o.clock, deadlineMs)]);
+    await Promise.race([Promise.all(pending), sleep(this.#clock, deadlineMs)]);
     this.#stopped = true;
   }
+}
+
+function newShard(prefix: string): Shard {
+  return {
+    prefix,
+    entries: new Map(),
+    rv: undefined,
+    dirty: false,
+    timer: undefined,
+    flushing: undefined,
+    waiters: [],
+    retired: false,
+  };
 }

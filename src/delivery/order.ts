@@ -1,25 +1,23 @@
 /**
- * Total order of the events of one Stack, used by the delivery ledger's watermark (see
- * docs/events.md, "Order").
+ * Order of the events of one Stack, from our own observation (docs/events.md, "Order"; case B04):
+ * never from Update names, PKO's timestamps (`lastResyncTime`, event times) or any other clock,
+ * which a skewed clock or an unusual name would turn into a watermark in the future.
  *
- * An event's position is `(run, rank, sub)`, read from its structured identity:
- * - `run`: when the run was created, in epoch milliseconds. PKO v2 names Updates
- *   `<stack>-<hex millis>`, so the name suffix gives the exact creation order of runs, and a
- *   run's Started and Succeeded share it even though their timestamps differ. PKO v1 runs use the
- *   run's `lastResyncTime` (which orders them but is not part of their id: see
- *   src/delivery/ledger-entry.ts for how a v1 outcome seen again is recognised). Anything else falls
- *   back to the event timestamp.
- * - `rank`: started 0, succeeded/failed 1, stalled 2 — the phases of one run in order.
- * - `sub`: for StackStalled, the Stack's observedGeneration (a later stall of the same run comes
- *   after an earlier one); 0 otherwise.
- *
- * Events of one Stack are delivered in this order, and the ledger keeps, per (Alert, Stack),
- * the position of the last event handled: everything at or before it is done.
+ * An event's position is `(rv, rank, sub)`:
+ * - `rv`: the resourceVersion at which its run was first observed — the smallest resourceVersion
+ *   of the object snapshots (the Update, or the Stack for runs only the Stack shows) the event
+ *   was derived from, as this process saw them, or the one the ledger recorded for the run.
+ *   resourceVersions are etcd revisions: one counter for every object of the cluster's storage,
+ *   comparable since Kubernetes 1.35 (KEP-5504) — which assumes Stacks and Updates share one
+ *   etcd, as they do unless the API server overrides the storage of one of them.
+ * - `rank`: Started 0, result 1, stall 2 — the phases of one run in order.
+ * - `sub`: for a stall, the Stack generation (a later stall of the same run after an earlier one).
  */
-import type { EventPhase, NotificationEvent, RunRef } from '../api/event.ts';
+import type { EventPhase, NotificationEvent } from '../api/event.ts';
 
 export interface EventPosition {
-  run: number;
+  /** Observation resourceVersion of the run. */
+  rv: number;
   rank: number;
   sub: number;
 }
@@ -31,54 +29,26 @@ export const RESULT_RANK = 1;
 /** Rank of a stall. */
 export const STALLED_RANK = 2;
 
-const HEX_MILLIS = /-([0-9a-f]{9,13})$/;
-
-/** Creation time (epoch ms) encoded in a PKO v2 Update name (`<stack>-<hex millis>`), if any. */
-export function runMillisFromUpdateName(name: string): number | undefined {
-  const m = HEX_MILLIS.exec(name);
-  if (!m?.[1]) return undefined;
-  const n = Number.parseInt(m[1], 16);
-  return Number.isSafeInteger(n) ? n : undefined;
-}
-
-function runMillis(run: RunRef): number | undefined {
-  switch (run.kind) {
-    case 'update':
-      return runMillisFromUpdateName(run.name);
-    case 'v1': {
-      const t = Date.parse(run.at);
-      return Number.isFinite(t) ? t : undefined;
-    }
-    case 'none':
-      return undefined;
-  }
-}
-
 function rankOf(phase: EventPhase): number {
   return phase.kind === 'started' ? STARTED_RANK : phase.kind === 'stalled' ? STALLED_RANK : RESULT_RANK;
 }
 
-/** Position of `ev` among its Stack's events (see the file header). */
-export function positionOf(ev: NotificationEvent): EventPosition {
-  const { run, phase } = ev.identity;
-  return {
-    run: runMillis(run) ?? (Date.parse(ev.timestamp) || 0),
-    rank: rankOf(phase),
-    sub: phase.kind === 'stalled' ? phase.generation : 0,
-  };
+/** Position of `ev` when its run's observation resourceVersion is `rv`. */
+export function positionOf(ev: NotificationEvent, rv: number): EventPosition {
+  const { phase } = ev.identity;
+  return { rv, rank: rankOf(phase), sub: phase.kind === 'stalled' ? phase.generation : 0 };
 }
 
 export function comparePositions(a: EventPosition, b: EventPosition): number {
-  return a.run - b.run || a.rank - b.rank || a.sub - b.sub;
+  return a.rv - b.rv || a.rank - b.rank || a.sub - b.sub;
 }
 
-/** Compact text form stored in the ledger: `<run>.<rank>.<sub>` (base 10). */
-export function formatPosition(p: EventPosition): string {
-  return `${p.run}.${p.rank}.${p.sub}`;
-}
-
-export function parsePosition(s: string): EventPosition | undefined {
-  const m = /^(\d+)\.(\d+)\.(\d+)$/.exec(s);
-  if (!m) return undefined;
-  return { run: Number(m[1]), rank: Number(m[2]), sub: Number(m[3]) };
+/**
+ * A resourceVersion as a number: a decimal without leading zeros, within 2^53 (KEP-5504's
+ * format); undefined for anything else (an API server whose versions are not comparable).
+ */
+export function parseResourceVersion(rv: string | undefined): number | undefined {
+  if (rv === undefined || !/^[1-9]\d{0,15}$/.test(rv)) return undefined;
+  const n = Number(rv);
+  return Number.isSafeInteger(n) ? n : undefined;
 }

@@ -19,19 +19,26 @@ import { systemClock, type Clock } from '../kube/clock.ts';
 import { counter, histogram } from '../kube/metrics.ts';
 import type { Logger } from '../log.ts';
 import { ProviderError } from '../notifier/errors.ts';
-import type { Notifier } from '../notifier/types.ts';
+import type { Verdict } from '../notifier/classify.ts';
+import type { Notifier, SendContext } from '../notifier/types.ts';
 import { TemplateBudgetError, type ProviderLimits, type RenderedNotification } from '../template/index.ts';
 import { CredentialGate } from './gate.ts';
 import { problemReason, type ProviderProblem } from './health.ts';
-import type { DeliveryAlert } from './types.ts';
+import { KeyedLock } from './locks.ts';
+import type { DeliveryAlert, DeliveryClass } from './types.ts';
+import { deliveryClass } from './verdict.ts';
 
 /** Provider type → implementation (src/registry.ts). */
 export interface NotifierRegistry {
   /**
-   * Builds the notifier of `p.type`, which owns its HTTP client from then on.
+   * Builds the notifier of `p.type`, which owns its HTTP client from then on. `deps.serialize`
+   * orders read-modify-write on one target across the process (src/notifier/types.ts).
    * @throws Error when the type has no implementation or refuses `p`; the message says why.
    */
-  create(p: ResolvedProvider): Notifier;
+  create(
+    p: ResolvedProvider,
+    deps?: { serialize?: <T>(key: string, fn: () => Promise<T>) => Promise<T> },
+  ): Notifier;
   /** The field limits of `type`: what the renderer fits every rendered field to. */
   limits(type: ProviderType): ProviderLimits;
 }
@@ -68,11 +75,13 @@ export interface PreparedSend {
   notifier: Notifier;
   /** `credentialKey(provider)`: the gate and pacing key. */
   credential: string;
+  /** What a repeat does to this target (./types.ts). */
+  cls: DeliveryClass;
 }
 
 export type AttemptResult =
-  | { kind: 'sent' }
-  | { kind: 'failed'; error: ProviderError }
+  | { kind: 'sent'; note?: string }
+  | { kind: 'failed'; error: ProviderError; verdict: Verdict }
   /** `stopping` aborted before the request left: nothing was sent. */
   | { kind: 'stopped' };
 
@@ -90,6 +99,7 @@ export class Sender {
   readonly #gate: CredentialGate;
   readonly #notifiers = new Map<string, { p: ResolvedProvider; n: Notifier }>();
   readonly #queues = new Map<string, PQueue>();
+  readonly #targets = new KeyedLock();
   readonly #m;
 
   constructor(opts: SenderOptions) {
@@ -124,7 +134,8 @@ export class Sender {
    * @returns the prepared send, or a final `ProviderError` whose code is the reason:
    *   `NotImplemented` when the Provider type has no notifier or refuses the Provider,
    *   `TemplateBudgetExceeded` when a template of the Alert ran out of its render budget
-   *   (docs/threat-model.md), `TemplateFailed` when the templates cannot be rendered at all.
+   *   (docs/threat-model.md; `retryable` when only time ran out), `TemplateFailed` when the
+   *   templates cannot be rendered at all.
    */
   async prepare(
     alert: DeliveryAlert,
@@ -165,12 +176,38 @@ export class Sender {
           : what,
         {
           code: budget ? 'TemplateBudgetExceeded' : 'TemplateFailed',
-          retryable: false,
+          // Out of time may be a loaded machine rather than the template (steps and output are
+          // counted exactly): the dispatcher renders again a few times before it gives up.
+          retryable: budget && err.kind === 'time',
           secretValues: p.secretValues,
         },
       );
     }
-    return { providerKey, provider: p, event: ev, rendered, notifier, credential: credentialKey(p) };
+    return {
+      providerKey,
+      provider: p,
+      event: ev,
+      rendered,
+      notifier,
+      credential: credentialKey(p),
+      cls: deliveryClass(p, notifier),
+    };
+  }
+
+  /**
+   * Asks the target whether it already holds the event (`Notifier.findDelivered`), through the
+   * credential gate. `true`/`false`, or the failure that kept it from answering.
+   */
+  async lookup(s: PreparedSend, signal: AbortSignal): Promise<boolean | ProviderError> {
+    if (s.notifier.findDelivered === undefined) return false;
+    await this.#gate.wait(s.credential, signal);
+    try {
+      return await s.notifier.findDelivered(s.event, signal);
+    } catch (err) {
+      const pe = this.#asProviderError(err, s.provider);
+      if (pe.retryAfterMs !== undefined) this.#gate.block(s.credential, this.#clock.now() + pe.retryAfterMs);
+      return pe;
+    }
   }
 
   /**
@@ -180,8 +217,14 @@ export class Sender {
    * @param stopping ends the gate wait, and a send still queued behind others sends nothing
    *   (result `stopped`).
    * @param cancel aborts a send already on the wire (it fails with code `ABORTED`).
+   * @param ctx what delivery tells the notifier (the run's note).
    */
-  async attempt(s: PreparedSend, stopping: AbortSignal, cancel: AbortSignal): Promise<AttemptResult> {
+  async attempt(
+    s: PreparedSend,
+    stopping: AbortSignal,
+    cancel: AbortSignal,
+    ctx: SendContext = {},
+  ): Promise<AttemptResult> {
     await this.#gate.wait(s.credential, stopping);
     if (stopping.aborted) return { kind: 'stopped' };
     const type = s.provider.type;
@@ -191,7 +234,7 @@ export class Sender {
       // on). A queued send that starts after `stopping` sends nothing; a running one finishes or
       // is cancelled through `cancel`.
       const sent = await this.#queue(s.providerKey, s.provider).add(async () => {
-        if (stopping.aborted) return false;
+        if (stopping.aborted) return undefined;
         started = this.#clock.now();
         // A signal of this send's own, so nothing below ties per-request signals to the
         // dispatcher's long-lived one.
@@ -202,25 +245,32 @@ export class Sender {
         cancel.addEventListener('abort', abort, { once: true });
         if (cancel.aborted) own.abort();
         try {
-          await s.notifier.send(s.event, s.rendered, own.signal);
+          const out = await s.notifier.send(s.event, s.rendered, own.signal, ctx);
+          return { note: out?.note };
         } finally {
           cancel.removeEventListener('abort', abort);
         }
-        return true;
       });
       if (!sent) return { kind: 'stopped' };
+      this.#m.duration.observe({ provider_type: type }, (this.#clock.now() - started) / 1000);
+      this.#m.attempts.inc({ provider_type: type, outcome: 'success' });
+      this.#o.ports.health.report(s.providerKey, undefined);
+      return sent.note !== undefined ? { kind: 'sent', note: sent.note } : { kind: 'sent' };
     } catch (err) {
       const pe = this.#asProviderError(err, s.provider);
+      // The classification travels with the error (src/notifier/classify.ts).
+      const verdict = pe.verdict;
       this.#m.attempts.inc({ provider_type: type, outcome: pe.code });
       if (pe.retryAfterMs !== undefined) this.#gate.block(s.credential, this.#clock.now() + pe.retryAfterMs);
       const reason = problemReason(pe);
       if (reason) this.#o.ports.health.report(s.providerKey, { reason, message: this.#redact(pe.message) });
-      return { kind: 'failed', error: pe };
+      return { kind: 'failed', error: pe, verdict };
     }
-    this.#m.duration.observe({ provider_type: type }, (this.#clock.now() - started) / 1000);
-    this.#m.attempts.inc({ provider_type: type, outcome: 'success' });
-    this.#o.ports.health.report(s.providerKey, undefined);
-    return { kind: 'sent' };
+  }
+
+  /** Re-reports a Provider as healthy (after its credentials were re-read and a send works). */
+  healthy(providerKey: string): void {
+    this.#o.ports.health.report(providerKey, undefined);
   }
 
   /** Closes every notifier (and its HTTP client). */
@@ -247,7 +297,9 @@ export class Sender {
     const cached = this.#notifiers.get(key);
     if (cached?.p === p) return cached.n;
     if (cached) void cached.n.close();
-    const n = this.#o.ports.notifiers.create(p);
+    const n = this.#o.ports.notifiers.create(p, {
+      serialize: (k, fn) => this.#targets.run(k, fn),
+    });
     this.#notifiers.set(key, { p, n });
     return n;
   }

@@ -1,41 +1,63 @@
 /**
- * Writes each Alert's last delivery outcome to `status.lastDelivery` (one entry per Provider),
- * batched: at most one status write per Alert per `intervalMs`, whatever the event rate.
+ * Writes each Alert's delivery state to `status.lastDelivery` (one entry per Provider): the last
+ * outcome, or, while an event is retried, `Retrying` with the attempts so far, the reason and when
+ * the next attempt is due (docs/delivery.md, "What kubectl shows"). Batched: at most one status
+ * write per Alert per `intervalMs`, whatever the event rate.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { DeliveryOutcome } from '../api/v1alpha1.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { patchStatus } from '../kube/status.ts';
 import { errorMessage } from '../kube/client.ts';
+import { systemClock, type Clock } from '../kube/clock.ts';
 import type { Logger } from '../log.ts';
 import { boundText } from '../text.ts';
 import type { DeliveryOutcomeReport } from './types.ts';
+
+const rfc3339 = (ms: number): string => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
+
+/** The `lastDelivery` entry for a report (bounded, secrets already redacted by the reporter). */
+export function outcomeOf(r: DeliveryOutcomeReport, nowMs: number): DeliveryOutcome {
+  const o = r.event.involvedObject;
+  return {
+    provider: r.provider,
+    lastAttemptTime: rfc3339(nowMs),
+    result: r.result,
+    reason: r.reason,
+    message: boundText(r.message, 1024, 'utf16'),
+    event: boundText(`${r.event.reason} ${o.namespace}/${o.name}`, 512, 'utf16'),
+    ...(r.attempts !== undefined ? { attempts: r.attempts } : {}),
+    ...(r.nextAttemptMs !== undefined ? { nextAttemptTime: rfc3339(r.nextAttemptMs) } : {}),
+  };
+}
 
 export class DeliveryStatusWriter {
   readonly #kc: KubeConfig;
   readonly #log: Logger;
   readonly #intervalMs: number;
-  readonly #pending = new Map<string, DeliveryOutcome>();
-  readonly #timers = new Map<string, NodeJS.Timeout>();
+  readonly #clock: Clock;
+  /** Alert key → Provider name → latest outcome not yet written. */
+  readonly #pending = new Map<string, Map<string, DeliveryOutcome>>();
+  readonly #timers = new Map<string, unknown>();
 
-  constructor(kc: KubeConfig, logger: Logger, intervalMs = 1000) {
+  constructor(kc: KubeConfig, logger: Logger, intervalMs = 1000, clock: Clock = systemClock) {
     this.#kc = kc;
     this.#log = logger;
     this.#intervalMs = intervalMs;
+    this.#clock = clock;
   }
 
   record(r: DeliveryOutcomeReport): void {
-    this.#pending.set(r.alertKey, {
-      provider: r.provider,
-      lastAttemptTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-      result: r.result,
-      reason: r.reason,
-      message: boundText(r.message, 1024, 'utf16'),
-    });
+    let byProvider = this.#pending.get(r.alertKey);
+    if (!byProvider) {
+      byProvider = new Map();
+      this.#pending.set(r.alertKey, byProvider);
+    }
+    byProvider.set(r.provider, outcomeOf(r, this.#clock.now()));
     if (this.#timers.has(r.alertKey)) return;
     this.#timers.set(
       r.alertKey,
-      setTimeout(() => {
+      this.#clock.setTimeout(() => {
         this.#timers.delete(r.alertKey);
         void this.#flush(r.alertKey);
       }, this.#intervalMs),
@@ -43,8 +65,8 @@ export class DeliveryStatusWriter {
   }
 
   async #flush(alertKey: string): Promise<void> {
-    const outcome = this.#pending.get(alertKey);
-    if (!outcome) return;
+    const byProvider = this.#pending.get(alertKey);
+    if (!byProvider) return;
     this.#pending.delete(alertKey);
     const i = alertKey.indexOf('/');
     try {
@@ -57,7 +79,7 @@ export class DeliveryStatusWriter {
           namespace: alertKey.slice(0, i),
           name: alertKey.slice(i + 1),
         },
-        { lastDelivery: [outcome] },
+        { lastDelivery: [...byProvider.values()] },
       );
     } catch (err) {
       this.#log.warn(
@@ -69,7 +91,7 @@ export class DeliveryStatusWriter {
 
   async close(): Promise<void> {
     for (const [key, t] of this.#timers) {
-      clearTimeout(t);
+      this.#clock.clearTimeout(t);
       this.#timers.delete(key);
     }
     await Promise.all([...this.#pending.keys()].map((k) => this.#flush(k)));

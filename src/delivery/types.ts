@@ -30,6 +30,12 @@ export interface DeliveryAlert {
 export interface OfferedEvent {
   event: NotificationEvent;
   skip?: { reason: string; message: string };
+  /**
+   * resourceVersion of the object snapshot the event was derived from (the Update, or the Stack
+   * for what only the Stack shows): the event's run is ordered by the smallest one seen
+   * (./order.ts). Absent: ordered after everything observed.
+   */
+  observed?: number;
 }
 
 /** Where the router hands the events a Stack implies for an Alert (the dispatcher). */
@@ -41,18 +47,44 @@ export interface DeliveryQueue {
   offer(alert: DeliveryAlert, stackUid: string, events: readonly OfferedEvent[]): void;
 }
 
-export type DeliveryResult = 'Delivered' | 'Skipped' | 'Failed';
+/**
+ * How an event ended for one Alert: `Delivered` (the endpoint accepted it), `Skipped` (nothing to
+ * send, with a reason), `Failed` (a final error, or retries exhausted), `Unconfirmed` (sent, but
+ * the outcome is unknown — no answer after the request went out — and sending again could
+ * deliver it twice to a target that cannot tell: recorded, not repeated).
+ */
+export type DeliveryResult = 'Delivered' | 'Skipped' | 'Failed' | 'Unconfirmed';
 
 /** What happened to one event for one Alert, for `status.lastDelivery` and metrics. */
 export interface DeliveryOutcomeReport {
   alertKey: string;
   provider: string;
-  result: DeliveryResult;
+  /** A final result, or `Retrying` while a retryable failure waits for its next attempt. */
+  result: DeliveryResult | 'Retrying';
   reason: string;
   /** Redacted and bounded. */
   message: string;
   event: NotificationEvent;
+  /** Attempts made so far for this event (sends, not counting lookups). */
+  attempts?: number;
+  /** `Retrying`: when the next attempt is due, epoch ms. */
+  nextAttemptMs?: number;
 }
+
+/**
+ * What a repeated send does to a provider type's target, which decides what delivery may repeat
+ * (docs/delivery.md, "Guarantees"):
+ * - `idempotent` — a repeat changes nothing (git forges: statuses and sticky comments are read
+ *   before they are written). Sent concurrently; an ambiguous outcome is retried.
+ * - `event-id` — receivers can drop a repeat by its `X-PKO-Event-Id` (generic webhooks). One send
+ *   in flight per Provider; an ambiguous outcome is retried with the same id.
+ * - `lookup` — the target can be asked whether it has the event (`Notifier.findDelivered`). One
+ *   send in flight per Provider, recorded as in flight before it leaves; an ambiguous outcome or
+ *   an in-flight record left by a dead leader is looked up, not sent blind.
+ * - `once` — none of these (chat webhooks). One send in flight per Provider; an ambiguous
+ *   outcome is recorded as `Unconfirmed` and never repeated.
+ */
+export type DeliveryClass = 'idempotent' | 'event-id' | 'lookup' | 'once';
 
 export interface RetryPolicy {
   /** First backoff, ms (default 1 s). */
@@ -61,4 +93,6 @@ export interface RetryPolicy {
   maxMs: number;
   /** Give up (final failure) after this long, ms (default 24 h — the Update TTL). */
   maxElapsedMs: number;
+  /** A Warning Event on the Alert once an event failed this many attempts (default 3). */
+  warnAfterAttempts: number;
 }

@@ -68,6 +68,8 @@ export interface ControlPlane {
   serverVersion: string;
   /** `etcdserver` from etcd's `GET /version`, e.g. `3.6.16`. */
   etcdVersion: string;
+  /** etcd's client URL, `http://127.0.0.1:<port>` (its `/metrics` for benchmarks). */
+  etcdURL: string;
   /**
    * Writes (once) a kubeconfig for a pre-created token user and returns its path.
    * `controller` and `viewer` have no groups beyond `system:authenticated`, so RBAC denies
@@ -820,6 +822,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
 
     return {
       kubeconfigPath,
+      etcdURL: etcdUrl,
       server,
       serverVersion,
       etcdVersion: etcdVersion ?? 'unknown',

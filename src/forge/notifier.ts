@@ -9,7 +9,8 @@ import type { GitProviderType } from '../api/v1alpha1.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { assertFits, ProviderError } from '../notifier/errors.ts';
 import type { ProviderHttp } from '../notifier/http.ts';
-import type { Notifier } from '../notifier/types.ts';
+import type { Notifier, NotifierDeps, Serialize } from '../notifier/types.ts';
+import { credentialKey } from '../credential/key.ts';
 import type { ProviderLimits, RenderedNotification } from '../template/rendered.ts';
 import { resolveRepository, type ForgeRepo } from './address.ts';
 import { commentKey, newCommentCache, upsertStickyComment } from './comment.ts';
@@ -56,7 +57,25 @@ export interface ForgeNotifierOptions {
   label: string;
   /** The forge's limits (./<name>/limits.ts), asserted before sending. */
   limits: ProviderLimits;
+  /**
+   * Orders read-modify-write on one commit status context and one pull request's comment across
+   * every notifier of the process (case N03); with {@link credential} in the key, so that only
+   * Providers acting as the same account wait for each other. Default: no ordering.
+   */
+  serialize?: Serialize;
+  /** `credentialKey(p)`: who writes (the sticky comment is ours per author). */
+  credential?: string;
 }
+
+/** The {@link ForgeNotifierOptions} that order writes to one target (from the factory's deps). */
+export function targetOrdering(
+  p: ResolvedProvider,
+  deps: NotifierDeps,
+): Pick<ForgeNotifierOptions, 'serialize' | 'credential'> {
+  return deps.serialize ? { serialize: deps.serialize, credential: credentialKey(p) } : {};
+}
+
+const runNow: Serialize = (_key, fn) => fn();
 
 /**
  * Builds a `Notifier` from a forge's parts. `send`:
@@ -80,6 +99,8 @@ export function forgeNotifier<R, P extends { id: string }>(
   const comments = newCommentCache();
   const secretValues = http.secretValues;
   const { limits } = opts;
+  const serialize = opts.serialize ?? runNow;
+  const who = opts.credential ?? '';
 
   const check = (rendered: RenderedNotification): void => {
     const cs = rendered.commitStatus;
@@ -150,16 +171,20 @@ export function forgeNotifier<R, P extends { id: string }>(
           description: cs.description,
           targetURL: cs.targetURL,
         };
-        await syncCommitStatus({
-          cache: statuses,
-          repoKey,
-          sha,
-          context: cs.context,
-          want: { state: native.state, description: native.description },
-          readPolicy: adapter.readPolicy,
-          readCurrent: () => adapter.readStatus(ctx, cs.context),
-          write: () => adapter.writeStatus(ctx, native),
-        });
+        await serialize(
+          `status\u0000${who}\u0000${repoKey}\u0000${sha}\u0000${cs.context.toLowerCase()}`,
+          () =>
+            syncCommitStatus({
+              cache: statuses,
+              repoKey,
+              sha,
+              context: cs.context,
+              want: { state: native.state, description: native.description },
+              readPolicy: adapter.readPolicy,
+              readCurrent: () => adapter.readStatus(ctx, cs.context),
+              write: () => adapter.writeStatus(ctx, native),
+            }),
+        );
       }
 
       const comment = rendered.comment;
@@ -167,15 +192,17 @@ export function forgeNotifier<R, P extends { id: string }>(
         const refused: { pr: string; err: ProviderError }[] = [];
         for (const pr of await ctx.pullRequests()) {
           try {
-            await upsertStickyComment({
-              cache: comments,
-              key: commentKey(repoKey, pr.id, comment.marker),
-              marker: comment.marker,
-              body: comment.body,
-              pages: () => adapter.comments(ctx, pr),
-              create: (body) => adapter.createComment(ctx, pr, body),
-              edit: (ref, body) => adapter.editComment(ctx, pr, ref, body),
-            });
+            await serialize(`comment\u0000${who}\u0000${repoKey}\u0000${pr.id}\u0000${comment.marker}`, () =>
+              upsertStickyComment({
+                cache: comments,
+                key: commentKey(repoKey, pr.id, comment.marker),
+                marker: comment.marker,
+                body: comment.body,
+                pages: () => adapter.comments(ctx, pr),
+                create: (body) => adapter.createComment(ctx, pr, body),
+                edit: (ref, body) => adapter.editComment(ctx, pr, ref, body),
+              }),
+            );
           } catch (err) {
             // One pull request refusing for good (locked, gone) does not keep the comment from
             // the others; anything else (retryable, or about the Provider) fails the send now.

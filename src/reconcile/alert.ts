@@ -122,6 +122,16 @@ export class AlertReconciler {
           message: alert.spec.suspend ? 'Alert is ready (suspended: nothing is routed)' : 'Alert is ready',
         };
       }
+      // A Provider that is not Ready: the Alert says so in its own condition, and stays routed —
+      // its events are held and go out as soon as the Provider is usable again.
+      const pc = provider.status?.conditions?.find((x) => x.type === 'Ready');
+      if (state.ready && pc?.status === 'False') {
+        state = {
+          ready: false,
+          reason: 'ProviderNotReady',
+          message: `Provider '${namespace}/${alert.spec.providerRef.name}' is not ready (${pc.reason}): ${pc.message}; events are held until it is`,
+        };
+      }
     }
     this.#d.index.set(
       key,

@@ -2,9 +2,13 @@
  * Provider reconciler: validates the spec and the referenced Secrets and writes
  * `status.observedGeneration` plus a `Ready` condition. It sends nothing.
  *
- * Secrets are not watched (caching every Secret of the cluster is a cost and a risk): a
- * Provider that is not ready is re-checked every `notReadyRetryMs`, so creating the missing
- * Secret turns it Ready without a restart.
+ * Secrets are not watched (that needs list/watch on every Secret of the cluster, a cost and a
+ * risk; RBAC gives `get` only). Instead they are read again (case N10): every
+ * `secretRefreshMs` for a Provider that references one — a rotated token or a changed address
+ * takes effect then, and a deleted Secret makes the Provider `Ready=False/SecretNotFound` and
+ * stops its sends — and at once through `refresh()`, which delivery calls on a 401/403 before it
+ * takes the failure as final. A Provider that is not ready is re-checked every `notReadyRetryMs`,
+ * so creating the missing Secret turns it Ready without a restart.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Alert, Provider } from '../api/v1alpha1.ts';
@@ -23,6 +27,8 @@ export interface ProviderReconcilerDeps {
   logger: Logger;
   /** Re-check interval for a Provider that is not ready, milliseconds (default 15 s). */
   notReadyRetryMs?: number;
+  /** Re-read interval of a ready Provider's Secrets, milliseconds (default 30 s). */
+  secretRefreshMs?: number;
   now?: () => Date;
   /**
    * What deliveries last learned about a Provider that its spec cannot show (a TLS verification
@@ -30,7 +36,10 @@ export interface ProviderReconcilerDeps {
    */
   health?: { problem(key: string): { reason: string; message: string } | undefined };
   /** Told after every reconcile whether the Provider is usable (src/credential/providers.ts). */
-  index: { set(key: string, resolved: ResolvedProvider | undefined): void };
+  index: {
+    set(key: string, resolved: ResolvedProvider | undefined): void;
+    get(key: string): ResolvedProvider | undefined;
+  };
   /**
    * The egress policy (src/notifier/egress.ts): an address it refuses by its host alone (a
    * literal address, a denied host name) makes the Provider `Ready=False` (`EgressDenied`) before
@@ -110,7 +119,27 @@ export class ProviderReconciler {
       }
     }
     this.#d.index.set(key, result.ok ? result.provider : undefined);
-    return result.ok ? undefined : { requeueAfterMs: this.#d.notReadyRetryMs ?? 15_000 };
+    if (!result.ok) return { requeueAfterMs: this.#d.notReadyRetryMs ?? 15_000 };
+    const s = provider.spec;
+    const readsSecrets =
+      s.secretRef !== undefined || s.certSecretRef !== undefined || s.proxySecretRef !== undefined;
+    return readsSecrets ? { requeueAfterMs: this.#d.secretRefreshMs ?? 30_000 } : undefined;
+  }
+
+  /**
+   * Reads the Provider and its Secrets again now (delivery calls it on a 401/403 before taking the
+   * failure as final); resolves with the Provider as now usable, or undefined.
+   */
+  async refresh(key: string): Promise<ResolvedProvider | undefined> {
+    try {
+      await this.reconcile(key);
+    } catch (err) {
+      this.#d.logger.warn(
+        { provider: key, err: err instanceof Error ? err.message : String(err) },
+        'cannot read the Provider’s Secrets again',
+      );
+    }
+    return this.#d.index.get(key);
   }
 }
 

@@ -104,6 +104,11 @@ export interface DeriveContext {
    * shows it.
    */
   v1FailureText?: (stackUid: string, commit: string) => string | undefined;
+  /**
+   * PKO v2: the commit the Stack with this uid named for Update `updateName` when it was its
+   * current or last run (`RunCommits` in src/source/runs.ts), used when the Stack has moved on.
+   */
+  updateCommit?: (stackUid: string, updateName: string) => string | undefined;
 }
 
 const STACK_API_VERSION = `${STACK_GROUP}/${STACK_VERSION}`;
@@ -319,7 +324,10 @@ export function eventsFromUpdate(
       ? current.commit
       : lastIsThis
         ? last.lastAttemptedCommit
-        : revisionFromUpdateMessage(update.spec?.message);
+        : (revisionFromUpdateMessage(update.spec?.message) ??
+          (theStack?.metadata.uid !== undefined
+            ? ctx.updateCommit?.(theStack.metadata.uid, updateName)
+            : undefined));
 
   const metadata: Record<string, string> = {};
   sourceMetadata(metadata, theStack, revision, ctx);

@@ -175,3 +175,51 @@ export class V1FailureTexts {
     return this.#byStack.size;
   }
 }
+
+/**
+ * PKO v2: the commit the Stack named for each of its recent runs (`currentUpdate.commit` while a
+ * run is current, `lastUpdate.lastAttemptedCommit` once it is the last one), remembered from every
+ * Stack version the informer delivers. An Update does not carry its commit, and the Stack names
+ * only its current and last run: when the controller falls behind (a burst; Stack reconciles
+ * coalesce to the newest version) a run two runs back would otherwise have no commit — and a git
+ * Provider could not report it at all. Bounded: {@link RunCommits.PER_STACK} runs per Stack.
+ */
+export class RunCommits {
+  static readonly PER_STACK = 16;
+  readonly #byStack = new Map<string, Map<string, string>>();
+
+  /** Records the commits `stack`'s status names for its current and last run. */
+  observe(stack: Stack): void {
+    const uid = stack.metadata.uid;
+    if (uid === undefined) return;
+    const cur = stack.status?.currentUpdate;
+    const last = stack.status?.lastUpdate;
+    if (cur?.name !== undefined && cur.name !== '' && cur.commit) this.#put(uid, cur.name, cur.commit);
+    if (last?.name !== undefined && last.name !== '' && last.lastAttemptedCommit)
+      this.#put(uid, last.name, last.lastAttemptedCommit);
+  }
+
+  #put(uid: string, updateName: string, commit: string): void {
+    let runs = this.#byStack.get(uid);
+    if (!runs) {
+      runs = new Map();
+      this.#byStack.set(uid, runs);
+    }
+    if (runs.get(updateName) === commit) return;
+    runs.delete(updateName);
+    runs.set(updateName, commit);
+    if (runs.size > RunCommits.PER_STACK) {
+      const oldest = runs.keys().next().value;
+      if (oldest !== undefined) runs.delete(oldest);
+    }
+  }
+
+  /** The commit last seen for Update `updateName` of the Stack `uid`, if any. */
+  commit(uid: string, updateName: string): string | undefined {
+    return this.#byStack.get(uid)?.get(updateName);
+  }
+
+  forget(uid: string): void {
+    this.#byStack.delete(uid);
+  }
+}

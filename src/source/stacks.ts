@@ -17,6 +17,7 @@ export function slimStack(s: Stack): Stack {
 export class LiveStacks {
   readonly #uids = new Set<string>();
   readonly #stacks: Informer<Stack>;
+  readonly #deleted: ((uid: string) => void)[] = [];
 
   constructor(stacks: Informer<Stack>) {
     this.#stacks = stacks;
@@ -24,8 +25,16 @@ export class LiveStacks {
       if (s.metadata.uid) this.#uids.add(s.metadata.uid);
     });
     stacks.on('delete', (s) => {
-      if (s.metadata.uid) this.#uids.delete(s.metadata.uid);
+      const uid = s.metadata.uid;
+      if (!uid) return;
+      this.#uids.delete(uid);
+      for (const l of this.#deleted) l(uid);
     });
+  }
+
+  /** Called with the uid of every Stack that goes away. */
+  onDelete(listener: (uid: string) => void): void {
+    this.#deleted.push(listener);
   }
 
   /** Whether a Stack with `uid` exists; undefined until the informer has synced (not known yet). */

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import {
   AUTHOR_ASSOCIATIONS,
+  DELIVERY_RESULTS,
   EVENT_REASONS,
   GIT_PROVIDER_TYPES,
   GROUP,
@@ -236,10 +237,13 @@ describe('Alert CRD matches src/api/v1alpha1.ts', () => {
 
   it('lastDelivery result enum equals DeliveryOutcome.result', () => {
     const item = at(rootSchema(alert), 'status.lastDelivery.[]');
-    expect(at(item, 'result').enum).toEqual(['Delivered', 'Skipped', 'Failed']);
+    expect(at(item, 'result').enum).toEqual([...DELIVERY_RESULTS]);
     expect(Object.keys(item.properties ?? {}).sort()).toEqual([
+      'attempts',
+      'event',
       'lastAttemptTime',
       'message',
+      'nextAttemptTime',
       'provider',
       'reason',
       'result',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { eventId, type EventPhase, type NotificationEvent, type RunRef } from '../../src/api/event.ts';
-import { comparePositions, formatPosition, parsePosition, positionOf } from '../../src/delivery/order.ts';
+import { comparePositions, parseResourceVersion, positionOf } from '../../src/delivery/order.ts';
 
 function ev(run: RunRef, phase: EventPhase, timestamp: string): NotificationEvent {
   const identity = { stack: 'u1', run, phase };
@@ -19,59 +19,61 @@ function ev(run: RunRef, phase: EventPhase, timestamp: string): NotificationEven
 }
 const update = (name: string): RunRef => ({ kind: 'update', name });
 
-describe('event positions', () => {
-  it('orders runs by the hex millis in PKO Update names, phases within a run', () => {
-    // Run A starts and ends in the same second as run B starts: names, not timestamps, decide.
-    const aStart = positionOf(ev(update('app-198c70e4c21'), { kind: 'started' }, '2026-08-20T11:00:00Z'));
-    const aEnd = positionOf(ev(update('app-198c70e4c21'), { kind: 'succeeded' }, '2026-08-20T11:00:05Z'));
-    const bStart = positionOf(ev(update('app-198c70e5000'), { kind: 'started' }, '2026-08-20T11:00:05Z'));
-    expect(aStart.run).toBe(0x198c70e4c21);
+describe('event positions (B04: from observation, never names or clocks)', () => {
+  it('orders runs by the resourceVersion they were observed at, phases within a run', () => {
+    // Names and timestamps say the opposite; only the observation counts.
+    const aStart = positionOf(
+      ev(update('app-fffffffffff'), { kind: 'started' }, '2030-01-01T00:00:00Z'),
+      100,
+    );
+    const aEnd = positionOf(
+      ev(update('app-fffffffffff'), { kind: 'succeeded' }, '2030-01-01T00:00:05Z'),
+      100,
+    );
+    const bStart = positionOf(
+      ev(update('app-manual-refresh-000000001'), { kind: 'started' }, '2001-01-01T00:00:00Z'),
+      140,
+    );
     expect(comparePositions(aStart, aEnd)).toBeLessThan(0);
     expect(comparePositions(aEnd, bStart)).toBeLessThan(0);
   });
 
-  it('puts a stall after the run it belongs to, later stalls after earlier ones', () => {
+  it('a stall comes after its run’s result, and a later stall (higher generation) after an earlier one', () => {
     const run = update('app-198c70e4c21');
-    const end = positionOf(ev(run, { kind: 'failed' }, '2026-08-20T11:00:05Z'));
-    const stall3 = positionOf(
-      ev(run, { kind: 'stalled', reason: 'UpdateFailed', generation: 3 }, '2026-08-20T11:10:00Z'),
-    );
-    const stall4 = positionOf(
-      ev(run, { kind: 'stalled', reason: 'SourceUnavailable', generation: 4 }, '2026-08-20T11:20:00Z'),
-    );
-    expect(stall3).toEqual({ run: 0x198c70e4c21, rank: 2, sub: 3 });
+    const end = positionOf(ev(run, { kind: 'failed' }, '2026-08-20T11:00:05Z'), 7);
+    const stall3 = positionOf(ev(run, { kind: 'stalled', reason: 'UpdateFailed', generation: 3 }, 'x'), 7);
+    const stall4 = positionOf(ev(run, { kind: 'stalled', reason: 'UpdateFailed', generation: 4 }, 'x'), 7);
     expect(comparePositions(end, stall3)).toBeLessThan(0);
     expect(comparePositions(stall3, stall4)).toBeLessThan(0);
   });
 
-  it('orders PKO v1 runs by lastResyncTime', () => {
-    const r1 = positionOf(
+  it('v1 runs whose lastResyncTime moves backwards are ordered by observation too', () => {
+    const first = positionOf(
       ev(
-        { kind: 'v1', commit: 'abc', at: '2026-08-20T11:00:00Z' },
-        { kind: 'succeeded' },
+        { kind: 'v1', commit: 'c1', at: '2026-08-20T12:00:00Z' },
+        { kind: 'failed' },
+        '2026-08-20T12:00:00Z',
+      ),
+      50,
+    );
+    const second = positionOf(
+      ev(
+        { kind: 'v1', commit: 'c2', at: '2026-08-20T11:00:00Z' },
+        { kind: 'failed' },
         '2026-08-20T11:00:00Z',
       ),
+      60,
     );
-    const r2 = positionOf(
-      ev(
-        { kind: 'v1', commit: 'abc', at: '2026-08-20T11:01:00Z' },
-        { kind: 'succeeded' },
-        '2026-08-20T11:01:00Z',
-      ),
-    );
-    expect(r1.run).toBe(Date.parse('2026-08-20T11:00:00Z'));
-    expect(comparePositions(r1, r2)).toBeLessThan(0);
+    expect(comparePositions(first, second)).toBeLessThan(0);
   });
 
-  it('falls back to the event timestamp when the run carries no time (a stall before any run, a v1 generation)', () => {
-    const none = positionOf(
-      ev({ kind: 'none' }, { kind: 'stalled', reason: 'SpecInvalid', generation: 2 }, '2026-08-20T11:00:00Z'),
-    );
-    const v1g = positionOf(
-      ev({ kind: 'v1', commit: 'abc', at: 'g3' }, { kind: 'failed' }, '2026-08-20T12:00:00Z'),
-    );
-    expect(none).toEqual({ run: Date.parse('2026-08-20T11:00:00Z'), rank: 2, sub: 2 });
-    expect(v1g.run).toBe(Date.parse('2026-08-20T12:00:00Z'));
+  it('reads resourceVersions as KEP-5504 defines them (positive decimal, no leading zeros)', () => {
+    expect(parseResourceVersion('12345')).toBe(12345);
+    expect(parseResourceVersion('0')).toBeUndefined();
+    expect(parseResourceVersion('0123')).toBeUndefined();
+    expect(parseResourceVersion('abc')).toBeUndefined();
+    expect(parseResourceVersion(undefined)).toBeUndefined();
+    expect(parseResourceVersion('99999999999999999999')).toBeUndefined();
   });
 
   it('derives the id from the identity, run URI-encoded', () => {
@@ -83,12 +85,5 @@ describe('event positions', () => {
     expect(ev({ kind: 'none' }, { kind: 'stalled', reason: 'SpecInvalid', generation: 2 }, '').id).toBe(
       'u1/-/stalled:SpecInvalid@2',
     );
-  });
-
-  it('round-trips the stored form and rejects garbage', () => {
-    const p = { run: 1755687600123, rank: 1, sub: 0 };
-    expect(formatPosition(p)).toBe('1755687600123.1.0');
-    expect(parsePosition(formatPosition(p))).toEqual(p);
-    expect(parsePosition('x.1.0')).toBeUndefined();
   });
 });

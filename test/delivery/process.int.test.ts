@@ -1,6 +1,7 @@
 /**
  * Restart safety and leader election with the controller as real OS processes (SIGKILL, not a
- * polite stop): case F17 and the two-replica handover.
+ * polite stop): case F17 and the two-replica handover (issue 9: a new leader must not re-send
+ * what the old one recorded; at most the one send in flight at the kill goes again).
  */
 import { createServer } from 'node:net';
 import { afterAll, describe, expect, inject, it } from 'vitest';
@@ -9,7 +10,7 @@ import { PkoSimulator } from '../support/pko.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { Objects, bindControllerRole } from '../support/controller.ts';
 import { startControllerProcess, stopAll, type ControllerProcess } from '../support/controller-process.ts';
-import { LEDGER_LABEL } from '../../src/delivery/ledger.ts';
+import { resultRecorded, storedLedger } from '../support/ledger.ts';
 
 const SHA = 'a1b2c3d4e5f60718293a4b5c6d7e8f9012345678';
 /** The `n`-th of a series of commits: each run of the leader test is a new commit, hence a new run. */
@@ -57,14 +58,16 @@ async function controller(
 async function setup(
   prefix: string,
   address: string,
-): Promise<{ ns: string; obj: Objects; sim: PkoSimulator }> {
+): Promise<{ ns: string; obj: Objects; sim: PkoSimulator; stackUid: string }> {
   const ns = await createTestNamespace(prefix);
   const obj = new Objects(ns);
   await obj.provider('hook', { type: 'generic', address });
   await obj.alert('all', { providerRef: { name: 'hook' }, eventSources: [{ kind: 'Stack' }] });
   const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
-  await sim.createStack('app', { git: { projectRepo: 'https://github.com/acme/app', branch: 'main' } });
-  return { ns, obj, sim };
+  const stack = await sim.createStack('app', {
+    git: { projectRepo: 'https://github.com/acme/app', branch: 'main' },
+  });
+  return { ns, obj, sim, stackUid: stack.metadata.uid ?? '' };
 }
 
 describe('F17: SIGKILL', () => {
@@ -102,7 +105,7 @@ describe('F17: SIGKILL', () => {
   it('killed right after a delivery (recorded in the ledger): not delivered again', async () => {
     const receiver = await startReceiver();
     try {
-      const { ns, sim } = await setup('f17-after', `${receiver.url}/hook`);
+      const { ns, sim, stackUid } = await setup('f17-after', `${receiver.url}/hook`);
       const a = await controller(ns);
       const run = await sim.startRun('app', { type: 'up', commit: SHA });
       await sim.finishRun(run, 'succeeded');
@@ -111,17 +114,11 @@ describe('F17: SIGKILL', () => {
         what: 'UpdateSucceeded',
       });
       // The ledger write follows the send within milliseconds: kill as soon as it is there.
-      const core = new Objects(ns).core;
-      await waitFor(
-        async () => {
-          const cms = await core.listNamespacedConfigMap({
-            namespace: ns,
-            labelSelector: `${LEDGER_LABEL}=v1`,
-          });
-          return cms.items.some((cm) => Object.values(cm.data ?? {}).some((v) => v.split('.')[1] === '1'));
-        },
-        { timeoutMs: 10_000, intervalMs: 20, what: 'ledger entry for the delivered result' },
-      );
+      await waitFor(async () => resultRecorded(await storedLedger(ns), stackUid, run.name), {
+        timeoutMs: 10_000,
+        intervalMs: 20,
+        what: 'ledger entry for the delivered result',
+      });
       a.kill('SIGKILL');
       await a.exited;
       const before = receiver.requests.length;
@@ -138,10 +135,10 @@ describe('F17: SIGKILL', () => {
 });
 
 describe('leader election with two processes', () => {
-  it('exactly one delivers; SIGKILL of the leader hands over within 15 s; nothing lost or repeated', async () => {
+  it('exactly one delivers; SIGKILL of the leader hands over within 15 s; nothing lost; nothing recorded before the kill sent again, at most the one in flight', async () => {
     const receiver = await startReceiver();
     try {
-      const { ns, sim } = await setup('le-two', `${receiver.url}/hook`);
+      const { ns, sim, stackUid } = await setup('le-two', `${receiver.url}/hook`);
       const timing = [
         '--leader-elect',
         `--leader-election-namespace=${ns}`,
@@ -153,10 +150,9 @@ describe('leader election with two processes', () => {
         controller(ns, timing, { POD_NAME: 'replica-1' }),
         controller(ns, timing, { POD_NAME: 'replica-2' }),
       ]);
-      const leaderRecord = await Promise.race(
+      const leader: ControllerProcess = await Promise.race(
         [p1, p2].map((p) => p.waitForLog((r) => r.msg === 'became leader', 30_000).then(() => p)),
       );
-      const leader = leaderRecord;
       const follower = leader === p1 ? p2 : p1;
 
       const names: string[] = [];
@@ -169,30 +165,14 @@ describe('leader election with two processes', () => {
         () => Promise.resolve(events(receiver).filter((e) => e.reason === 'UpdateSucceeded').length >= 3),
         { timeoutMs: 20_000, what: '3 results from the leader' },
       );
-      // Kill once the third result is in the ledger (milliseconds after its send): killing between
-      // a send and its ledger write is the documented crash window, covered by the F17 tests; here
-      // the handover is under test.
-      const third = names[2] ?? '';
-      const thirdRun = Number.parseInt(third.slice(third.lastIndexOf('-') + 1), 16);
-      const core = new Objects(ns).core;
-      await waitFor(
-        async () => {
-          const cms = await core.listNamespacedConfigMap({
-            namespace: ns,
-            labelSelector: `${LEDGER_LABEL}=v1`,
-          });
-          return cms.items.some((cm) =>
-            Object.values(cm.data ?? {}).some((v) => {
-              const [run = 0, rank = 0] = (v.split('~')[0] ?? '').split('.').map(Number);
-              return run > thirdRun || (run === thirdRun && rank >= 1);
-            }),
-          );
-        },
-        { timeoutMs: 10_000, intervalMs: 20, what: 'ledger entry for the third result' },
-      );
-
+      // Kill at once — the third result's ledger write may or may not have landed: that send is
+      // the one in flight. Everything recorded by now must never be sent again.
       const killedAt = Date.now();
       leader.kill('SIGKILL');
+      await leader.exited;
+      const recordedAtKill = await storedLedger(ns);
+      const sentAtKill = events(receiver).map((e) => e.id);
+
       // Runs that finish while nobody leads must be delivered by the next leader.
       for (let i = 3; i < 5; i++) {
         const run = await sim.startRun('app', { type: 'up', commit: commitN(i) });
@@ -209,12 +189,21 @@ describe('leader election with two processes', () => {
         { timeoutMs: 20_000, what: '5 results' },
       );
       await new Promise((r) => setTimeout(r, 2000));
-      const results = events(receiver)
-        .filter((e) => e.reason === 'UpdateSucceeded')
-        .map((e) => e.metadata.updateName);
-      expect(results.sort()).toEqual([...names].sort());
+      const results = events(receiver).filter((e) => e.reason === 'UpdateSucceeded');
+      expect(new Set(results.map((e) => e.metadata.updateName))).toEqual(new Set(names));
       const ids = events(receiver).map((e) => e.id);
-      expect(new Set(ids).size).toBe(ids.length);
+      const again = ids.filter((id, i) => ids.indexOf(id) !== i);
+      // Nothing recorded before the kill was sent again; at most one event (the send in flight).
+      for (const id of again) {
+        const run = id.split('/')[1] ?? '';
+        const isResult = id.endsWith('/succeeded');
+        expect(
+          isResult && resultRecorded(recordedAtKill, stackUid, run),
+          `${id} was recorded before the kill`,
+        ).toBe(false);
+        expect(sentAtKill).toContain(id);
+      }
+      expect(again.length).toBeLessThanOrEqual(1);
       follower.kill('SIGTERM');
       expect((await follower.exited).code).toBe(0);
     } finally {

@@ -4,15 +4,26 @@
  * a recording Event recorder, a scripted notifier, and builders for Alerts and events.
  */
 import { Writable } from 'node:stream';
-import { eventId, type EventPhase, type NotificationEvent, type RunRef } from '../../src/api/event.ts';
+import {
+  eventId,
+  runKey,
+  type EventPhase,
+  type NotificationEvent,
+  type RunRef,
+} from '../../src/api/event.ts';
 import type { KubeObject } from '../../src/api/meta.ts';
 import type { DeliveryLedger, WarningRecorder } from '../../src/delivery/dispatcher.ts';
-import { applyHandled, entryCovers, type Entry } from '../../src/delivery/ledger-entry.ts';
+import {
+  recordHandled,
+  recordInFlight,
+  runHash,
+  type Entry,
+  type EventRef,
+} from '../../src/delivery/ledger-entry.ts';
 import type { LedgerAlertRef } from '../../src/delivery/ledger.ts';
-import type { EventPosition } from '../../src/delivery/order.ts';
 import type { DeliveryAlert } from '../../src/delivery/types.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
-import type { Notifier, RenderedNotification } from '../../src/notifier/types.ts';
+import type { Notifier, RenderedNotification, SendContext, SendOutcome } from '../../src/notifier/types.ts';
 import { compileTemplates, inlineTemplates } from '../../src/template/index.ts';
 
 /** A logger that writes nowhere. */
@@ -27,23 +38,37 @@ export function quietLogger(): Logger {
   });
 }
 
-/** The ledger's contract in memory (same entry algebra as the ConfigMap store). */
+/** The ledger's contract in memory (same entry algebra as the DeliveryLedger store). */
 export class MemoryLedger implements DeliveryLedger {
   readonly entries = new Map<string, Entry>();
+  /** `recorded(run, phase)` of every event recorded as handled, in order. */
   readonly advanced: string[] = [];
+  /** The same for every in-flight mark. */
+  readonly inFlight: string[] = [];
+  /** Notes stored with `record`, in order. */
+  readonly notes: string[] = [];
 
-  position(alertUid: string, stackUid: string): EventPosition | undefined {
-    return this.entries.get(`${alertUid}/${stackUid}`)?.pos;
+  entry(alertUid: string, stackUid: string): Entry | undefined {
+    return this.entries.get(`${alertUid}/${stackUid}`);
   }
-  isDone(alertUid: string, stackUid: string, pos: EventPosition, id: string): boolean {
-    return entryCovers(this.entries.get(`${alertUid}/${stackUid}`), pos, id);
-  }
-  advance(alert: LedgerAlertRef, stackUid: string, pos: EventPosition, id: string): Promise<void> {
+  record(alert: LedgerAlertRef, stackUid: string, q: EventRef, note?: string): Promise<void> {
     const key = `${alert.uid}/${stackUid}`;
-    this.entries.set(key, applyHandled(this.entries.get(key), pos, id));
-    this.advanced.push(id);
+    this.entries.set(key, recordHandled(this.entries.get(key), q, note));
+    this.advanced.push(`${q.run}/${q.phase}`);
+    if (note !== undefined) this.notes.push(note);
     return Promise.resolve();
   }
+  markInFlight(alert: LedgerAlertRef, stackUid: string, q: EventRef): Promise<void> {
+    const key = `${alert.uid}/${stackUid}`;
+    this.entries.set(key, recordInFlight(this.entries.get(key), q));
+    this.inFlight.push(`${q.run}/${q.phase}`);
+    return Promise.resolve();
+  }
+}
+
+/** How {@link MemoryLedger} lists an event of Stack `stack-uid`, run `run`. */
+export function recorded(run: string, phase: string, stack = 'stack-uid'): string {
+  return `${runHash(runKey({ stack, run: { kind: 'update', name: run }, phase: { kind: 'started' } }))}/${phase}`;
 }
 
 export class RecordingRecorder implements WarningRecorder {
@@ -54,12 +79,17 @@ export class RecordingRecorder implements WarningRecorder {
   }
 }
 
-/** What a scripted send does: resolve, reject, or wait until released or cancelled. */
-export type Step = 'ok' | Error | 'hang';
+/** What a scripted send does: resolve (optionally leaving a run note), reject, or wait until released or cancelled. */
+export type Step = 'ok' | { note: string } | Error | 'hang';
 
 /** A notifier whose sends follow `steps` (then `ok`), recording each send and its signal. */
 export class ScriptedNotifier implements Notifier {
-  readonly sends: { id: string; rendered: RenderedNotification; signal: AbortSignal | undefined }[] = [];
+  readonly sends: {
+    id: string;
+    rendered: RenderedNotification;
+    signal: AbortSignal | undefined;
+    ctx: SendContext | undefined;
+  }[] = [];
   readonly steps: Step[];
   closed = false;
   #release: (() => void)[] = [];
@@ -68,13 +98,21 @@ export class ScriptedNotifier implements Notifier {
     this.steps = steps;
   }
 
-  send(ev: NotificationEvent, rendered: RenderedNotification, signal?: AbortSignal): Promise<void> {
-    this.sends.push({ id: ev.id, rendered, signal });
+  send(
+    ev: NotificationEvent,
+    rendered: RenderedNotification,
+    signal?: AbortSignal,
+    ctx?: SendContext,
+  ): Promise<SendOutcome | undefined> {
+    this.sends.push({ id: ev.id, rendered, signal, ctx });
     const step = this.steps.shift() ?? 'ok';
-    if (step === 'ok') return Promise.resolve();
+    if (step === 'ok') return Promise.resolve(undefined);
     if (step instanceof Error) return Promise.reject(step);
+    if (step !== 'hang') return Promise.resolve({ note: step.note });
     return new Promise((resolve, reject) => {
-      this.#release.push(resolve);
+      this.#release.push(() => {
+        resolve(undefined);
+      });
       signal?.addEventListener('abort', () => {
         reject(Object.assign(new Error('cancelled'), { cancelled: true }));
       });

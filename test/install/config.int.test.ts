@@ -58,6 +58,7 @@ describe('config/default', () => {
         'ClusterRole/pko-notification-controller',
         'ClusterRoleBinding/pko-notification-controller',
         'CustomResourceDefinition/alerts.notification.pko.dev',
+        'CustomResourceDefinition/deliveryledgers.notification.pko.dev',
         'CustomResourceDefinition/providers.notification.pko.dev',
         'CustomResourceDefinition/pullrequestpreviews.notification.pko.dev',
         'Deployment/pko-notification-controller',

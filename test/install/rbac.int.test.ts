@@ -5,13 +5,15 @@
  * process with that token, the Deployment's args and NODE_OPTIONS, leader election in the
  * controller's namespace and no namespace restriction (as installed), through a full scenario:
  * Provider (address in a Secret) + Alert + a Stack's Update → delivered to a local receiver,
- * status written, ledger ConfigMap created, a Warning Event recorded, no call denied. Then calls outside the rules are
- * denied for the same token.
+ * status written, DeliveryLedger created, a Warning Event recorded, no call denied. Then calls
+ * outside the rules are denied for the same token — one per permission the controller does not
+ * have (case B08): no ConfigMap writes anywhere, no Lease outside its namespace, Secrets by name
+ * only, DeliveryLedgers without patch/watch.
  *
  * Other test files run controllers and Alerts in parallel on this control plane: this
  * controller serves only Providers/Alerts carrying this run's label (`--watch-label-selector`),
  * so it never delivers theirs, while it still lists and watches Stacks, Updates and ledger
- * ConfigMaps cluster-wide with the shipped permissions.
+ * DeliveryLedgers cluster-wide with the shipped permissions.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -27,7 +29,8 @@ import { PkoSimulator } from '../support/pko.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { kustomize } from '../support/kubectl.ts';
 import { errorStatusCode, kubeRequest, objectPath, type KubeRequest } from '../../src/kube/client.ts';
-import { LEDGER_LABEL } from '../../src/delivery/ledger.ts';
+import { GROUP, VERSION } from '../../src/api/v1alpha1.ts';
+import { LEDGER_PLURAL } from '../../src/delivery/ledger.ts';
 
 const SHA = '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c';
 
@@ -181,9 +184,10 @@ describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
       { what: 'Alert status.lastDelivery' },
     );
     expect(alert.status?.lastDelivery?.[0]?.result).toBe('Delivered');
-    const ledger = await obj.core.listNamespacedConfigMap({
-      namespace: tenant,
-      labelSelector: `${LEDGER_LABEL}=v1`,
+    const ledgers = objectPath({ group: GROUP, version: VERSION, plural: LEDGER_PLURAL, namespace: tenant });
+    const ledger = await kubeRequest<{ items: { metadata: { name: string } }[] }>(admin, {
+      method: 'GET',
+      path: ledgers,
     });
     expect(ledger.items.length).toBeGreaterThan(0);
     // Nothing the controller tried was refused.
@@ -240,16 +244,38 @@ describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
       body: { spec: { suspend: true } },
       contentType: 'application/merge-patch+json',
     });
-    await denied('delete a ledger ConfigMap', {
-      method: 'DELETE',
-      path: objectPath({
-        group: '',
-        version: 'v1',
-        plural: 'configmaps',
-        namespace: tenant,
-        name: ledger.items[0]!.metadata!.name!,
-      }),
+    // B08: the ledger is our own resource: no ConfigMap writes anywhere (templates are read only).
+    const configMaps = objectPath({ group: '', version: 'v1', plural: 'configmaps', namespace: tenant });
+    await obj.core.createNamespacedConfigMap({
+      namespace: tenant,
+      body: { metadata: { name: 'tpl' }, data: { message: 'x' } },
     });
+    const tpl = `${configMaps}/tpl`;
+    await denied('create a ConfigMap', {
+      method: 'POST',
+      path: configMaps,
+      body: { metadata: { name: 'y' }, data: {} },
+    });
+    await denied('update a ConfigMap', {
+      method: 'PUT',
+      path: tpl,
+      body: { metadata: { name: 'tpl' }, data: { message: 'y' } },
+    });
+    await denied('patch a ConfigMap', {
+      method: 'PATCH',
+      path: tpl,
+      body: { data: { message: 'y' } },
+      contentType: 'application/merge-patch+json',
+    });
+    await denied('delete a ConfigMap', { method: 'DELETE', path: tpl });
+    await denied('patch a DeliveryLedger (only whole-object updates)', {
+      method: 'PATCH',
+      path: `${ledgers}/${ledger.items[0]!.metadata.name}`,
+      body: { metadata: { labels: { x: 'y' } } },
+      contentType: 'application/merge-patch+json',
+    });
+    await denied('delete every DeliveryLedger at once', { method: 'DELETE', path: ledgers });
+    await denied('watch Secrets', { method: 'GET', path: secrets, query: { watch: 'true' } });
     await denied('a Lease outside the controller namespace', {
       method: 'POST',
       path: objectPath({ group: 'coordination.k8s.io', version: 'v1', plural: 'leases', namespace: tenant }),

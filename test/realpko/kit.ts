@@ -237,29 +237,8 @@ export function getStack(kc: KubeConfig, namespace: string, name: string): Promi
   });
 }
 
-/** Creates a Stack `pulumi.com/v1` with `spec`. */
-export async function createStack(
-  kc: KubeConfig,
-  namespace: string,
-  name: string,
-  spec: Record<string, unknown>,
-): Promise<Stack> {
-  return kubeRequest<Stack>(kc, {
-    method: 'POST',
-    path: objectPath({ group: 'pulumi.com', version: 'v1', plural: 'stacks', namespace }),
-    body: { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name }, spec },
-  });
-}
-
-/** Sets `pulumi.com/reconciliation-request` (PKO v1 and v2 reconcile at once when it changes). */
-export async function requestReconcile(kc: KubeConfig, namespace: string, name: string): Promise<void> {
-  await kubeRequest(kc, {
-    method: 'PATCH',
-    path: objectPath({ group: 'pulumi.com', version: 'v1', plural: 'stacks', namespace, name }),
-    contentType: 'application/merge-patch+json',
-    body: { metadata: { annotations: { 'pulumi.com/reconciliation-request': new Date().toISOString() } } },
-  });
-}
+// Shared with `npm run demo -- --real-pko` (scripts/demo.ts).
+export { createStack, requestReconcile } from '../support/realpko.ts';
 
 export async function deleteStack(kc: KubeConfig, namespace: string, name: string): Promise<void> {
   await kubeRequest(kc, {

@@ -3,8 +3,9 @@
  * `PKO_NC_RECORD_FIXTURES=1`, every stored version of the Stacks (and Updates) a real PKO v1.16.0
  * and v2.9.0 wrote during its scenarios, and what the controller delivered to a generic webhook
  * (test/fixtures/realpko/*.json). Here each recorded version is fed, in order, to the same pure
- * functions the controller uses — eventsForStack (src/source/derive.ts), positions
- * (src/delivery/order.ts) and the ledger's coverage rules (src/delivery/ledger.ts), with a
+ * functions the controller uses — eventsForStack (src/source/derive.ts), positions from the
+ * resourceVersions the objects were observed at (src/delivery/order.ts, as the router and
+ * dispatcher take them) and the ledger's coverage rules (src/delivery/ledger-entry.ts), with a
  * dispatcher that, like the real one, drops a Started whose run's result is already pending —
  * and the events that come out must be the ones the real run delivered, per Stack and in order.
  * A change to derivation that would make the controller behave differently against real PKO
@@ -15,8 +16,16 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { NotificationEvent } from '../../src/api/event.ts';
 import type { Stack, Update } from '../../src/api/pko.ts';
-import { applyHandled, entryCovers, type Entry } from '../../src/delivery/ledger-entry.ts';
-import { comparePositions, positionOf } from '../../src/delivery/order.ts';
+import {
+  entryCovers,
+  recordHandled,
+  runHash,
+  runRecord,
+  stallHash,
+  type Entry,
+  type EventRef,
+} from '../../src/delivery/ledger-entry.ts';
+import { comparePositions, parseResourceVersion, positionOf } from '../../src/delivery/order.ts';
 import { runKey } from '../../src/api/event.ts';
 import { stackNameOfUpdate } from '../../src/alert/router.ts';
 import { eventsForStack } from '../../src/source/derive.ts';
@@ -51,6 +60,7 @@ function replay(f: Fixture): NotificationEvent[] {
   const updates = new Map<string, Update>();
   const texts = new V1FailureTexts();
   const ledger = new Map<string, Entry>();
+  const firstSeen = new Map<string, number>();
   const ctx = {
     reportingController: 'pko-notification-controller',
     v1FailureText: (uid: string, commit: string) => texts.text(uid, commit),
@@ -79,20 +89,48 @@ function replay(f: Fixture): NotificationEvent[] {
     const uid = stack?.metadata.uid;
     if (stack === undefined || uid === undefined) continue;
     const mine = [...updates.values()].filter((u) => stackNameOfUpdate(u) === stackName);
-    const items = eventsForStack(stack, mine, ctx)
-      .map((ev) => ({ ev, pos: positionOf(ev) }))
+    // The router: each event with the resourceVersion of the Update it names, else the Stack's;
+    // the dispatcher: a run's first observation, or the one its ledger record keeps.
+    const stackRv = parseResourceVersion(stack.metadata.resourceVersion);
+    const updateRv = new Map(
+      mine.map((u) => [u.metadata.name ?? '', parseResourceVersion(u.metadata.resourceVersion)]),
+    );
+    const ref = (ev: NotificationEvent): EventRef => {
+      const rk = runKey(ev.identity);
+      const phase = ev.identity.phase;
+      return {
+        run: runHash(rk),
+        rv:
+          runRecord(ledger.get(uid), runHash(rk))?.rv ??
+          firstSeen.get(`${uid}/${rk}`) ??
+          Number.MAX_SAFE_INTEGER,
+        phase: phase.kind,
+        ...(phase.kind === 'stalled' ? { stall: { gen: phase.generation, h: stallHash(ev.id) } } : {}),
+        ...(ev.identity.run.kind === 'v1' ? { latestOnly: true } : {}),
+      };
+    };
+    const evs = eventsForStack(stack, mine, ctx);
+    for (const ev of evs) {
+      const name = ev.metadata.updateName;
+      const observed = (name !== undefined ? updateRv.get(name) : undefined) ?? stackRv;
+      const k = `${uid}/${runKey(ev.identity)}`;
+      const seen = firstSeen.get(k);
+      if (observed !== undefined && (seen === undefined || observed < seen)) firstSeen.set(k, observed);
+    }
+    const items = evs
+      .map((ev) => ({ ev, pos: positionOf(ev, ref(ev).rv) }))
       .sort((a, b) => comparePositions(a.pos, b.pos));
     const pendingResults = new Set(
       items
-        .filter((i) => i.pos.rank === 1 && !entryCovers(ledger.get(uid), i.pos, i.ev.id))
+        .filter((i) => i.pos.rank === 1 && !entryCovers(ledger.get(uid), ref(i.ev)))
         .map((i) => runKey(i.ev.identity)),
     );
     for (const i of items) {
       const entry = ledger.get(uid);
-      if (entryCovers(entry, i.pos, i.ev.id)) continue;
+      if (entryCovers(entry, ref(i.ev))) continue;
       // The dispatcher skips (and records) a Started whose run's result is already known.
       if (!(i.pos.rank === 0 && pendingResults.has(runKey(i.ev.identity)))) out.push(i.ev);
-      ledger.set(uid, applyHandled(entry, i.pos, i.ev.id));
+      ledger.set(uid, recordHandled(entry, ref(i.ev)));
     }
   }
   return out;

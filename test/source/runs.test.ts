@@ -5,10 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Stack, Update } from '../../src/api/pko.ts';
-import { applyHandled, entryCovers } from '../../src/delivery/ledger-entry.ts';
-import { positionOf } from '../../src/delivery/order.ts';
+import { runKey, type NotificationEvent } from '../../src/api/event.ts';
+import { entryCovers, recordHandled, runHash, type EventRef } from '../../src/delivery/ledger-entry.ts';
 import { eventsForStack } from '../../src/source/derive.ts';
 import {
+  RunCommits,
   V1FailureTexts,
   currentContinuesLast,
   isContinuation,
@@ -229,18 +230,57 @@ describe('PKO v1 outcomes', () => {
 });
 
 describe('ledger: the same event again is done', () => {
+  // As the dispatcher builds it: PKO v1 outcomes replace each other (latestOnly).
+  const ref = (ev: NotificationEvent, rv: number): EventRef => ({
+    run: runHash(runKey(ev.identity)),
+    rv,
+    phase: ev.identity.phase.kind,
+    latestOnly: ev.identity.run.kind === 'v1',
+  });
+
   it('a v1 failure seen again at a later lastResyncTime is covered; another outcome is not', () => {
     const at = (t: string, state: 'succeeded' | 'failed') => eventsForStack(v1Stack(state, t), [], ctx)[0]!;
     const first = at('2024-08-30T09:15:00Z', 'failed');
     const retry = at('2024-08-30T09:15:07Z', 'failed');
-    const entry = applyHandled(undefined, positionOf(first), first.id);
-    expect(positionOf(retry).run).toBeGreaterThan(positionOf(first).run);
-    expect(entryCovers(entry, positionOf(retry), retry.id)).toBe(true);
+    const entry = recordHandled(undefined, ref(first, 10));
+    // Observed later (a new resourceVersion), the same event all the same.
+    expect(retry.id).toBe(first.id);
+    expect(entryCovers(entry, ref(retry, 20))).toBe(true);
     const fixed = at('2024-08-30T09:16:00Z', 'succeeded');
-    expect(entryCovers(entry, positionOf(fixed), fixed.id)).toBe(false);
-    const after = applyHandled(entry, positionOf(fixed), fixed.id);
+    expect(entryCovers(entry, ref(fixed, 30))).toBe(false);
+    const after = recordHandled(entry, ref(fixed, 30));
     // Failing again later is a new event (the last one handled was the success).
     const again = at('2024-08-30T09:17:00Z', 'failed');
-    expect(entryCovers(after, positionOf(again), again.id)).toBe(false);
+    expect(entryCovers(after, ref(again, 40))).toBe(false);
+    // ...and once handled, that failure seen again is done.
+    expect(entryCovers(recordHandled(after, ref(again, 40)), ref(again, 50))).toBe(true);
+  });
+});
+
+describe('PKO v2: the commit of a run the Stack no longer names', () => {
+  it('is the one the Stack named while the run was current or last (RunCommits), bounded per Stack', () => {
+    const first = attempt(T, 'succeeded', 'Initial stack update');
+    const s = stack();
+    s.status!.currentUpdate = { name: first.metadata.name!, generation: 1, commit: SHA };
+    const commits = new RunCommits();
+    commits.observe(s);
+    // The Stack moved on two runs: neither current nor last names the first one any more.
+    s.status!.currentUpdate = { name: name(T + 2), generation: 1, commit: PREV_SHA };
+    s.status!.lastUpdate = { name: name(T + 1), lastAttemptedCommit: PREV_SHA, state: 'succeeded' };
+    const without = eventsForStack(s, [first], ctx);
+    expect(without.find((e) => e.reason === 'UpdateSucceeded')?.metadata.commit).toBeUndefined();
+    const withMemory = eventsForStack(s, [first], {
+      ...ctx,
+      updateCommit: (uid, n) => commits.commit(uid, n),
+    });
+    expect(withMemory.find((e) => e.reason === 'UpdateSucceeded')?.metadata.commit).toBe(SHA);
+
+    for (let i = 0; i < RunCommits.PER_STACK; i++) {
+      s.status!.currentUpdate = { name: name(T + 10 + i), generation: 1, commit: PREV_SHA };
+      commits.observe(s);
+    }
+    expect(commits.commit(s.metadata.uid!, first.metadata.name!)).toBeUndefined();
+    commits.forget(s.metadata.uid!);
+    expect(commits.commit(s.metadata.uid!, name(T + 20))).toBeUndefined();
   });
 });

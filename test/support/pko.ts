@@ -164,6 +164,11 @@ export interface StartRunOptions {
    * `Resync time elapsed: 1m0s` or `Backoff time elapsed: 30s`.
    */
   message?: string;
+  /**
+   * The Update's name instead of PKO's `<stackName>-<hex millis>` — e.g. one created by hand or by
+   * another tool (`<stack>-manual-refresh-000000001`; case B04).
+   */
+  name?: string;
 }
 
 /** A v2 run started by {@link PkoSimulator.startRun}. */
@@ -522,7 +527,7 @@ export class PkoSimulator {
     const reconcileRequest = stack.metadata.annotations?.[RECONCILE_REQUEST_ANNOTATION] ?? '';
     const millis = Math.max(this.#clock.now(), this.#lastMillis + 1);
     this.#lastMillis = millis;
-    const name = `${stackName}-${millis.toString(16)}`;
+    const name = opts.name ?? `${stackName}-${millis.toString(16)}`;
     const message = opts.message ?? syncMessage(stack, opts.commit);
     const pulumiStack = stack.spec?.stack ?? stackName;
     let version: number | undefined;

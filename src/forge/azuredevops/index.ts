@@ -3,7 +3,7 @@
  * sticky pull-request comment thread with plain `ProviderHttp` calls. What it does:
  * docs/providers/azuredevops.md.
  */
-import { forgeNotifier, repositoryFor } from '../notifier.ts';
+import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
 import type { ForgeDefinition } from '../types.ts';
 import { azuredevopsAddress } from './address.ts';
 import { azureClient } from './client.ts';
@@ -16,11 +16,17 @@ export const azuredevops: ForgeDefinition<'azuredevops'> = {
   type: 'azuredevops',
   address: azuredevopsAddress,
   limits: azuredevopsLimits,
-  notifier: (p, { http }) => {
+  notifier: (p, deps) => {
+    const { http } = deps;
     const c = azureClient(p, http);
     return forgeNotifier(
       http,
-      { pullRequestComment: p.pullRequestComment, label: 'azuredevops', limits: azuredevopsLimits },
+      {
+        pullRequestComment: p.pullRequestComment,
+        label: 'azuredevops',
+        limits: azuredevopsLimits,
+        ...targetOrdering(p, deps),
+      },
       {
         repository: (ev) => repositoryFor('azuredevops', p, ev, c.secretValues),
         repoKey: (r) => c.repoURL(r).toLowerCase(),

@@ -2,7 +2,7 @@
  * `bitbucketserver` (Bitbucket Data Center / Server): build statuses and the sticky pull-request
  * comment with plain `ProviderHttp` calls. What it does: docs/providers/bitbucketserver.md.
  */
-import { forgeNotifier, repositoryFor } from '../notifier.ts';
+import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
 import type { ForgeDefinition } from '../types.ts';
 import { bitbucketserverAddress } from './address.ts';
 import { bitbucketServerClient } from './client.ts';
@@ -15,11 +15,17 @@ export const bitbucketserver: ForgeDefinition<'bitbucketserver'> = {
   type: 'bitbucketserver',
   address: bitbucketserverAddress,
   limits: bitbucketserverLimits,
-  notifier: (p, { http }) => {
+  notifier: (p, deps) => {
+    const { http } = deps;
     const c = bitbucketServerClient(p, http);
     return forgeNotifier(
       http,
-      { pullRequestComment: p.pullRequestComment, label: 'bitbucketserver', limits: bitbucketserverLimits },
+      {
+        pullRequestComment: p.pullRequestComment,
+        label: 'bitbucketserver',
+        limits: bitbucketserverLimits,
+        ...targetOrdering(p, deps),
+      },
       {
         repository: (ev) => repositoryFor('bitbucketserver', p, ev, c.secretValues),
         repoKey: (r) => c.repoURL(r).toLowerCase(),

@@ -6,7 +6,7 @@ import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeAdapter, ForgeDefinition } from '../types.ts';
 import type { ForgeRepo } from '../address.ts';
-import { forgeNotifier, repositoryFor } from '../notifier.ts';
+import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
 import { previewForge } from '../preview.ts';
 import { giteaAddress } from './address.ts';
 import { giteaClient, type GiteaClient, type GiteaPullRequest } from './client.ts';
@@ -29,11 +29,17 @@ export const gitea: ForgeDefinition<'gitea'> = {
   type: 'gitea',
   address: giteaAddress,
   limits: giteaLimits,
-  notifier: (p, { http }) => {
+  notifier: (p, deps) => {
+    const { http } = deps;
     const c = giteaClient(p, http);
     return forgeNotifier(
       http,
-      { pullRequestComment: p.pullRequestComment, label: 'gitea', limits: giteaLimits },
+      {
+        pullRequestComment: p.pullRequestComment,
+        label: 'gitea',
+        limits: giteaLimits,
+        ...targetOrdering(p, deps),
+      },
       adapter(p, c),
     );
   },

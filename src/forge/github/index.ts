@@ -4,8 +4,8 @@
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
-import type { Notifier } from '../../notifier/types.ts';
-import { forgeNotifier } from '../notifier.ts';
+import type { Notifier, NotifierDeps } from '../../notifier/types.ts';
+import { forgeNotifier, targetOrdering } from '../notifier.ts';
 import type { ForgeAdapter, ForgeDefinition, PreviewForge } from '../types.ts';
 import { githubAddress } from './address.ts';
 import {
@@ -29,13 +29,18 @@ export type { GitHubNotifierOptions } from './client.ts';
  */
 export function createGitHubNotifier(
   p: ResolvedProvider,
-  deps: { http: ProviderHttp },
+  deps: NotifierDeps,
   opts: GitHubNotifierOptions = {},
 ): Notifier {
   const c = githubClient(p, deps.http, opts);
   return forgeNotifier(
     deps.http,
-    { pullRequestComment: p.pullRequestComment, label: c.label, limits: githubLimits },
+    {
+      pullRequestComment: p.pullRequestComment,
+      label: c.label,
+      limits: githubLimits,
+      ...targetOrdering(p, deps),
+    },
     adapter(c),
   );
 }

@@ -4,7 +4,7 @@
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ForgeRepo } from '../address.ts';
-import { forgeNotifier, repositoryFor } from '../notifier.ts';
+import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
 import { previewForge } from '../preview.ts';
 import type { ForgeAdapter, ForgeDefinition } from '../types.ts';
 import { gitlabAddress } from './address.ts';
@@ -18,11 +18,17 @@ export const gitlab: ForgeDefinition<'gitlab'> = {
   type: 'gitlab',
   address: gitlabAddress,
   limits: gitlabLimits,
-  notifier: (p, { http }) => {
+  notifier: (p, deps) => {
+    const { http } = deps;
     const c = gitlabClient(p, http);
     return forgeNotifier(
       http,
-      { pullRequestComment: p.pullRequestComment, label: 'gitlab', limits: gitlabLimits },
+      {
+        pullRequestComment: p.pullRequestComment,
+        label: 'gitlab',
+        limits: gitlabLimits,
+        ...targetOrdering(p, deps),
+      },
       adapter(p, c),
     );
   },

@@ -331,6 +331,8 @@ export interface GitHubContractServer {
   violations: Violation[];
   addRepo(fullName: string): void;
   addToken(token: string, login: string): void;
+  /** Revokes a personal token: requests carrying it get 401 "Bad credentials" from now on. */
+  revokeToken(token: string): void;
   /**
    * Adds a pull request; `commits` are the commits it contains besides its head (the head is
    * always one of them).
@@ -1108,6 +1110,9 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
         app: null,
         expiresAt: Number.POSITIVE_INFINITY,
       });
+    },
+    revokeToken: (token) => {
+      credentials.delete(token);
     },
     addPullRequest: (repo, pr) => {
       const list = pulls.get(repoKey(repo)) ?? [];
