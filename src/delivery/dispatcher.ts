@@ -474,7 +474,6 @@ export class Dispatcher implements DeliveryQueue {
           (o) => o.runKey === run && o.offered.event.identity.phase.kind !== 'started',
         )
       ) {
-        this.#m.outcomes.inc({ provider_type: p.type, result: 'Skipped', reason: 'Superseded' });
         log.info('run finished while its start was being retried: sending only the result');
         return this.#skip(
           lane,

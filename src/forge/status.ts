@@ -57,7 +57,8 @@ export interface SyncStatusOptions {
  * Cache hit equal to `want` → nothing is sent; cache miss → the forge's current status is read
  * (one listing, all pages; with `perContext`, only the first time the context is seen in the
  * repository) and `want` is posted only when it differs. The cache is updated after a successful
- * read or write; a failed write leaves it as it was.
+ * read or write; a failed write empties it for that status, so the retry reads the forge first (a
+ * write that timed out may have been stored).
  * @returns `'unchanged'` (nothing posted) or `'written'`.
  * @throws ProviderError from `readCurrent`/`write`.
  */
@@ -75,7 +76,15 @@ export async function syncCommitStatus(opts: SyncStatusOptions): Promise<'unchan
       if (sameStatus(current, opts.want)) return 'unchanged';
     }
   }
-  await opts.write();
+  try {
+    await opts.write();
+  } catch (err) {
+    // The forge may have stored it anyway (a timeout or reset after the request was sent): forget
+    // what we knew, so the retry reads the forge's status before it writes (no duplicate status).
+    cache.delete(key);
+    if (opts.readPolicy === 'perContext') cache.delete(ctxKey);
+    throw err;
+  }
   cache.set(key, { ...opts.want });
   if (opts.readPolicy === 'perContext') cache.set(ctxKey, { ...opts.want });
   return 'written';

@@ -69,7 +69,40 @@ describe('syncCommitStatus', () => {
     }
   });
 
-  it('a failed write leaves the cache as it was', async () => {
+  it('a write that timed out after it was sent: the retry reads the forge first and posts no second status', async () => {
+    const cache = newStatusCache();
+    let stored: StatusSnapshot = { state: 'pending', description: 'started' };
+    let reads = 0;
+    let writes = 0;
+    const base = {
+      cache,
+      repoKey: 'r',
+      sha: 's',
+      context: 'c',
+      readPolicy: 'perCommit' as const,
+      readCurrent: () => {
+        reads++;
+        return Promise.resolve({ ...stored });
+      },
+    };
+    // The pending status is known (written by us, so cached).
+    await syncCommitStatus({ ...base, want: stored, write: () => Promise.resolve() });
+    expect(reads).toBe(1);
+    // The forge stores the success, but the answer never arrives (ambiguous).
+    const timedOut = () => {
+      writes++;
+      stored = { ...want };
+      return Promise.reject(
+        new ProviderError('timeout', { code: 'TIMEOUT', retryable: true, secretValues: [] }),
+      );
+    };
+    await expect(syncCommitStatus({ ...base, want, write: timedOut })).rejects.toThrow('timeout');
+    // The retry: read again, find it stored, write nothing.
+    expect(await syncCommitStatus({ ...base, want, write: timedOut })).toBe('unchanged');
+    expect([reads, writes]).toEqual([2, 1]);
+  });
+
+  it('a failed write leaves no cached status', async () => {
     const cache = newStatusCache();
     const fail = () =>
       Promise.reject(new ProviderError('boom', { code: 'NETWORK', retryable: true, secretValues: [] }));

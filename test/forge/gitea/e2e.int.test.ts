@@ -9,7 +9,9 @@
  * the Provider uses is a plain user with write access to the repository (not an admin), and a
  * second user, `alice`, plays the human reviewer.
  */
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { GROUP, VERSION } from '../../../src/api/v1alpha1.ts';
+import { LEDGER_PLURAL } from '../../../src/delivery/ledger.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestNamespace, kubeConfig, waitFor } from '../../support/cluster.ts';
 import { Objects, startInProcess, type InProcessController } from '../../support/controller.ts';
@@ -234,16 +236,17 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
         // Lose the ledger (as a crash between a send and its ledger write would, for one event)
         // and restart: the run's result is derived again and delivered again.
         await s.ctl.stop();
-        const core = kubeConfig('admin').makeApiClient(CoreV1Api);
-        const ledger = await core.listNamespacedConfigMap({
-          namespace: s.ns,
-          labelSelector: 'notification.pko.dev/ledger=v1',
-        });
+        const custom = kubeConfig('admin').makeApiClient(CustomObjectsApi);
+        const where = { group: GROUP, version: VERSION, namespace: s.ns, plural: LEDGER_PLURAL };
+        const ledger = (await custom.listNamespacedCustomObject(where)) as { items: unknown[] };
         expect(ledger.items.length).toBeGreaterThan(0);
-        await core.deleteCollectionNamespacedConfigMap({
-          namespace: s.ns,
-          labelSelector: 'notification.pko.dev/ledger=v1',
-        });
+        await custom.deleteCollectionNamespacedCustomObject(where);
+        await waitFor(
+          async () =>
+            ((await custom.listNamespacedCustomObject(where)) as { items: unknown[] }).items.length === 0 ||
+            undefined,
+          { timeoutMs: WAIT_MS, what: 'the DeliveryLedger objects to be gone' },
+        );
         const before = proxy.seen.length;
         s.ctl = await startInProcess(s.ns, { flags: [`--cluster-name=${CLUSTER}`] });
         const ctl = s.ctl;
