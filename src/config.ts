@@ -63,6 +63,13 @@ export interface ControllerOptions {
    * is a terminal, else json.
    */
   logFormat: 'json' | 'pretty' | 'auto';
+  /**
+   * `host:port` of the pull-request preview webhook receiver (`/hooks/<namespace>/<name>`);
+   * empty or `0` disables it (default: disabled; previews then rely on polling).
+   */
+  previewWebhookBindAddress: string;
+  /** Largest webhook body accepted, bytes (default 1 MiB; larger deliveries get 413). */
+  previewWebhookMaxBodyBytes: number;
   /** Where Provider connections may go (src/notifier/egress.ts, docs/threat-model.md). */
   egress: {
     /** Allow loopback addresses: development (`npm start`) and tests only. Default false. */
@@ -81,6 +88,8 @@ export interface ControllerOptions {
 const USAGE = `pko-notification-controller [flags]
   --metrics-bind-address=:8080        /metrics address ("0" disables; free loopback port with --dev-cluster auto|always)
   --health-probe-bind-address=:8081   /healthz and /readyz address (same)
+  --preview-webhook-bind-address=ADDR pull-request preview webhook receiver, /hooks/<ns>/<name> (default: off)
+  --preview-webhook-max-body-bytes=N  largest webhook body accepted (default 1048576)
   --leader-elect                      enable Lease-based leader election
   --leader-election-namespace=NS      Lease namespace (default: $POD_NAMESPACE or "default")
   --leader-election-id=NAME           Lease name (default: pko-notification-controller-leader)
@@ -161,6 +170,8 @@ export function loadConfig(
         // No parseArgs defaults: an unset flag gets a dev-mode default below.
         'metrics-bind-address': { type: 'string' },
         'health-probe-bind-address': { type: 'string' },
+        'preview-webhook-bind-address': { type: 'string', default: '' },
+        'preview-webhook-max-body-bytes': { type: 'string', default: '1048576' },
         'leader-elect': { type: 'boolean', default: false },
         'leader-election-namespace': { type: 'string' },
         'leader-election-id': { type: 'string', default: 'pko-notification-controller-leader' },
@@ -242,6 +253,12 @@ export function loadConfig(
   return {
     metricsBindAddress: v['metrics-bind-address'] ?? (dev ? '127.0.0.1:0' : ':8080'),
     healthProbeBindAddress: v['health-probe-bind-address'] ?? (dev ? '127.0.0.1:0' : ':8081'),
+    previewWebhookBindAddress:
+      v['preview-webhook-bind-address'] === '0' ? '' : v['preview-webhook-bind-address'],
+    previewWebhookMaxBodyBytes: positiveInt(
+      v['preview-webhook-max-body-bytes'],
+      'preview-webhook-max-body-bytes',
+    ),
     leaderElect: v['leader-elect'],
     leaderElectionNamespace: v['leader-election-namespace'] ?? env.POD_NAMESPACE ?? 'default',
     leaderElectionID: v['leader-election-id'],
@@ -292,4 +309,12 @@ export function clusterSource(
   if (env.KUBECONFIG) return isDev(env.KUBECONFIG.split(delimiter)[0] ?? '') ? 'dev-cluster' : 'KUBECONFIG';
   if (existsSync(join(homedir(), '.kube', 'config'))) return 'default-file';
   return 'none';
+}
+
+function positiveInt(raw: string, flag: string): number {
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1) {
+    throw new UsageError(`--${flag} must be a positive integer; got ${JSON.stringify(raw)}`);
+  }
+  return n;
 }

@@ -7,7 +7,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import type { Alert, Provider } from './api/v1alpha1.ts';
+import type { Alert, Provider, PullRequestPreview } from './api/v1alpha1.ts';
 import { GROUP, VERSION } from './api/v1alpha1.ts';
 import type { Stack, Update } from './api/pko.ts';
 import {
@@ -45,6 +45,7 @@ import { Sender, type NotifierRegistry } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
 import { createProviderRegistry, egressPolicy } from './registry.ts';
+import { Previews, type PreviewsOptions } from './preview/index.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -64,6 +65,8 @@ export interface ControllerDeps {
   redactor?: Redactor;
   /** Provider type → notifier and limits; default: src/registry.ts. */
   notifiers?: NotifierRegistry;
+  /** Test hooks of the preview controller (forge access, clock, not-ready retry). */
+  previews?: PreviewsOptions['reconciler'];
 }
 
 export interface ControllerHandle {
@@ -76,6 +79,10 @@ export interface ControllerHandle {
   router: Router;
   /** Usable Providers by `namespace/name` (Ready ones only). */
   providers: ReadonlyMap<string, ResolvedProvider>;
+  /** The pull-request preview controller (src/preview/). */
+  previews: Previews;
+  /** Bound port of the preview webhook receiver (0 when off). */
+  previewWebhookPort: number;
   isLeader(): boolean;
   ready(): Check;
   stop(): Promise<void>;
@@ -100,6 +107,13 @@ function informers(opts: ControllerOptions, kc: KubeConfig, logger: Logger, regi
   return {
     providers: new Informer<Provider>({ ...ours, name: 'providers', plural: 'providers' }),
     alerts: new Informer<Alert>({ ...ours, name: 'alerts', plural: 'alerts' }),
+    // Optional: a cluster whose CRDs predate PullRequestPreview still runs everything else.
+    previews: new Informer<PullRequestPreview>({
+      ...ours,
+      name: 'pullrequestpreviews',
+      plural: 'pullrequestpreviews',
+      optional: {},
+    }),
     stacks: new Informer<Stack>({
       ...common,
       name: 'stacks',
@@ -138,7 +152,7 @@ export async function startController(
 
   // Caches and indexes.
   const inf = informers(opts, kc, logger, registry);
-  const all = [inf.providers, inf.alerts, inf.stacks, inf.updates] as const;
+  const all = [inf.providers, inf.alerts, inf.previews, inf.stacks, inf.updates] as const;
   const redactor = deps.redactor ?? new Redactor();
   const providerIndex = new ProviderIndex(redactor);
   const alertIndex = new AlertIndex();
@@ -248,6 +262,24 @@ export async function startController(
     registry,
   });
 
+  // Pull-request previews: PullRequestPreview → preview Stacks; results flow through the router.
+  const previews = new Previews({
+    kubeConfig: kc,
+    previews: inf.previews,
+    stacks: inf.stacks,
+    providers: providerIndex,
+    readSecret: secretReader(kc),
+    recorder,
+    logger: child({ component: 'preview' }),
+    clusterName: opts.clusterName,
+    egress,
+    registry,
+    webhookBindAddress: opts.previewWebhookBindAddress,
+    webhookMaxBodyBytes: opts.previewWebhookMaxBodyBytes,
+    isLeader: () => state.leading,
+    ...(deps.previews ? { reconciler: deps.previews } : {}),
+  });
+
   // Connections.
   watchProviders(inf.providers, inf.alerts, { providers: providerQueue, alerts: alertQueue });
   watchAlerts(inf.alerts, alertQueue, dispatcher);
@@ -291,6 +323,7 @@ export async function startController(
     registry,
     checks: { healthz: () => ({ ok: true, message: 'ok' }), readyz: ready },
   });
+  await previews.listen();
   for (const i of all) i.start();
 
   /** After the informers synced, as leader: reconcile everything once, read the ledger, then route. */
@@ -306,6 +339,7 @@ export async function startController(
     if (pruned > 0) logger.info({ entries: pruned }, 'delivery-ledger entries of deleted Stacks dropped');
     state.ledgerLoaded = true;
     router.start();
+    previews.start();
   };
   const startWorkLogged = (): void => {
     startWork().catch((err: unknown) => {
@@ -352,18 +386,22 @@ export async function startController(
     dispatcher,
     router,
     providers: providerIndex.all,
+    previews,
+    previewWebhookPort: previews.webhookPort,
     isLeader: () => state.leading,
     ready,
     async stop() {
       if (state.stopped) return;
       state.stopped = true;
       const deadline = opts.shutdownTimeoutMs;
-      const [p, a] = await Promise.all([
+      const [p, a, pr] = await Promise.all([
         providerQueue.shutdown(deadline),
         alertQueue.shutdown(deadline),
+        previews.stop(deadline),
         router.stop(deadline),
       ]);
-      if (!p.drained || !a.drained) logger.warn('shutdown deadline reached with work in flight');
+      if (!p.drained || !a.drained || !pr.drained)
+        logger.warn('shutdown deadline reached with work in flight');
       await dispatcher.stop(deadline);
       await configMaps.stop();
       await sandbox.close();

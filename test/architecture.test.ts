@@ -27,7 +27,9 @@ export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   alert: ['delivery', 'source', 'kube', 'api', 'log', 'text'],
   reconcile: ['alert', 'template', 'credential', 'kube', 'api', 'log', 'text'],
   registry: ['forge', 'notifier', 'delivery', 'template', 'credential', 'api'],
+  preview: ['forge', 'notifier', 'template', 'credential', 'kube', 'api', 'log', 'text'],
   controller: [
+    'preview',
     'registry',
     'reconcile',
     'alert',

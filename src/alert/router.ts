@@ -9,6 +9,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { NotificationEvent } from '../api/event.ts';
 import type { Stack, Update } from '../api/pko.ts';
+import { PULL_REQUEST_LABEL } from '../api/v1alpha1.ts';
 import type { DeliveryQueue, OfferedEvent } from '../delivery/types.ts';
 import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
@@ -43,6 +44,16 @@ export function stackNameOfUpdate(u: Update): string | undefined {
   return owner?.name ?? u.metadata.labels?.['pulumi.com/stack-name'];
 }
 
+/**
+ * The pull request a preview Stack was created for: its {@link PULL_REQUEST_LABEL}, only on a
+ * Stack owned by a PullRequestPreview (docs/previews.md); events then need no lookup.
+ */
+export function pullRequestOf(s: Stack | undefined): string | undefined {
+  if (s?.metadata.ownerReferences?.some((o) => o.kind === 'PullRequestPreview') !== true) return undefined;
+  const n = s.metadata.labels?.[PULL_REQUEST_LABEL];
+  return n !== undefined && /^[1-9]\d*$/.test(n) ? n : undefined;
+}
+
 const FLUX_CACHE_MS = 5 * 60_000;
 
 export class Router {
@@ -68,6 +79,7 @@ export class Router {
     this.#ctx = {
       reportingController: opts.reportingController,
       fluxRepositoryURL: (ns, name) => this.#flux.get(`${ns}/${name}`)?.url,
+      pullRequest: (ns, name) => pullRequestOf(opts.stacks.get(ns, name)),
       v1FailureText: (uid, commit) => this.#v1Texts.text(uid, commit),
       updateCommit: (uid, name) => this.#commits.commit(uid, name),
     };

@@ -20,6 +20,7 @@ export interface ObjectMeta {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   ownerReferences?: OwnerReference[];
+  finalizers?: string[];
 }
 
 /** A Kubernetes `metav1.Condition`. `lastTransitionTime` is RFC 3339. */

@@ -168,3 +168,97 @@ export interface Alert {
   spec: AlertSpec;
   status?: AlertStatus;
 }
+
+/**
+ * `PullRequestPreview.spec.trust.authorAssociations` items: GitHub's `author_association` words.
+ * Gitea and GitLab have no such field; their permission levels are mapped onto these words
+ * (docs/previews.md, "Trust").
+ */
+export const AUTHOR_ASSOCIATIONS = [
+  'OWNER',
+  'MEMBER',
+  'COLLABORATOR',
+  'CONTRIBUTOR',
+  'FIRST_TIME_CONTRIBUTOR',
+  'FIRST_TIMER',
+  'NONE',
+] as const;
+export type AuthorAssociation = (typeof AUTHOR_ASSOCIATIONS)[number];
+
+/** Who gets a preview (docs/previews.md, "Trust"). */
+export interface PreviewTrust {
+  /** Pull requests whose head is in another repository (a fork); default false. */
+  allowForks?: boolean;
+  /** Author associations that get a preview; default OWNER, MEMBER, COLLABORATOR (write access). */
+  authorAssociations?: AuthorAssociation[];
+  /** Labels every previewed pull request must carry (all of them); default none. */
+  requiredLabels?: string[];
+}
+
+export interface PullRequestPreviewSpec {
+  /** The base Stack (same namespace): its spec is copied into every preview Stack. */
+  stackRef: LocalObjectReference;
+  /** A git forge Provider (same namespace): where pull requests are listed and notices posted. */
+  providerRef: LocalObjectReference;
+  /** Target branch of the previewed pull requests; default the base Stack's `spec.branch`. */
+  branch?: string;
+  /** Polling interval (Go duration); CRD default `5m`. */
+  interval?: string;
+  trust?: PreviewTrust;
+  /** Most preview Stacks at a time; CRD default 5. Further pull requests wait (their PR says so). */
+  maxPreviews?: number;
+  /** Applied to each preview Stack: labels, annotations, and a JSON merge patch of its spec. */
+  stackOverrides?: {
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    spec?: Record<string, unknown>;
+  };
+  /** The webhook receiver: Secret key `token` is the HMAC key (GitHub, Gitea) or token (GitLab). */
+  webhook?: {
+    secretRef?: LocalObjectReference;
+    /** On a push to the base branch, set `pulumi.com/reconciliation-request` on the base Stack. */
+    reconcileBaseOnPush?: boolean;
+  };
+  suspend?: boolean;
+}
+
+/** One pull request the PullRequestPreview knows of. */
+export interface PreviewEntry {
+  number: number;
+  headSHA: string;
+  /** `Active` (preview Stack exists), `Waiting` (maxPreviews reached), `Untrusted` (trust rules). */
+  state: 'Active' | 'Waiting' | 'Untrusted';
+  stackName?: string;
+  /** The preview Stack's last result (`succeeded`/`failed`), when one is known. */
+  lastResult?: string;
+  /** Web URL of the controller's notice comment on the pull request, when one was posted. */
+  commentURL?: string;
+  /** Why it has no preview (Untrusted/Waiting). */
+  reason?: string;
+}
+
+export interface PullRequestPreviewStatus {
+  observedGeneration?: number;
+  conditions?: Condition[];
+  previews?: PreviewEntry[];
+  /** Number of preview Stacks. */
+  activePreviews?: number;
+  /** RFC 3339 time of the last successful sync with the forge. */
+  lastSyncTime?: string;
+}
+
+/**
+ * Label on the preview Stacks a PullRequestPreview creates: the pull request number. Events of a
+ * Stack owned by a PullRequestPreview carry it as `metadata.pullRequest` (docs/previews.md).
+ */
+export const PULL_REQUEST_LABEL = `${GROUP}/pull-request`;
+/** Label on the preview Stacks a PullRequestPreview creates: its name. */
+export const PREVIEW_LABEL = `${GROUP}/pull-request-preview`;
+
+export interface PullRequestPreview {
+  apiVersion: typeof API_VERSION;
+  kind: 'PullRequestPreview';
+  metadata: ObjectMeta;
+  spec: PullRequestPreviewSpec;
+  status?: PullRequestPreviewStatus;
+}

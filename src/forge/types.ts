@@ -5,7 +5,9 @@
  * them (`ForgeAdapter`), and the forge table (./registry.ts) takes every `GitProviderType`.
  */
 import type { NotificationEvent } from '../api/event.ts';
-import type { GitProviderType } from '../api/v1alpha1.ts';
+import type { AuthorAssociation, GitProviderType } from '../api/v1alpha1.ts';
+import type { ResolvedProvider } from '../credential/provider.ts';
+import type { ProviderHttp } from '../notifier/http.ts';
 import type { NotifierFactory } from '../notifier/types.ts';
 import type { CommitState, ProviderLimits } from '../template/rendered.ts';
 import type { AddressRules } from './url.ts';
@@ -107,4 +109,86 @@ export interface ForgeDefinition<T extends GitProviderType = GitProviderType> {
   readonly limits: ProviderLimits;
   /** Builds the notifier (client + parts, run by ./notifier.ts). */
   readonly notifier: NotifierFactory;
+  /** Pull-request discovery for the preview controller (src/preview/); absent: previews unsupported. */
+  readonly previews?: PreviewForgeFactory;
+}
+
+/** An open pull (merge) request as the preview controller sees it (docs/previews.md). */
+export interface OpenPullRequest {
+  number: number;
+  /** 40-hex head commit. */
+  headSHA: string;
+  /** Head branch name (in the head repository: for a fork, not a branch of the base repository). */
+  headRef: string;
+  /** Target branch. */
+  baseRef: string;
+  /** The head lives in another repository than the base. */
+  fork: boolean;
+  /** The author's login. */
+  author: string;
+  /** The author's numeric id where the forge looks users up by id (GitLab). */
+  authorId?: string;
+  /** GitHub's `author_association`; undefined when the forge needs a lookup ({@link PreviewForge.association}). */
+  association: AuthorAssociation | undefined;
+  labels: string[];
+  /** Web URL of the pull request. */
+  webURL: string;
+}
+
+/**
+ * A listing of open pull requests: `changed: false` when the forge answered a conditional request
+ * with 304 Not Modified (the previous listing still holds).
+ */
+export type OpenPullsResult =
+  { changed: false } | { changed: true; pulls: OpenPullRequest[]; etag: string | undefined };
+
+/**
+ * What the preview controller asks of a forge, for the repository named by a Stack's repository
+ * URL (`repoURL`, resolved against the Provider's address like an event's `metadata.repository`).
+ * Every method throws `ProviderError` (src/notifier/errors.ts) on forge errors.
+ */
+export interface PreviewForge {
+  /** Open pull requests targeting `base` (all pages); `etag` of the previous listing for a conditional request. */
+  listOpen(
+    repoURL: string,
+    base: string,
+    etag: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<OpenPullsResult>;
+  /** The author's association with the repository (for forges whose listing has none). */
+  association(repoURL: string, pull: OpenPullRequest, signal?: AbortSignal): Promise<AuthorAssociation>;
+  /**
+   * Creates or edits in place the one comment of ours on pull request `number` that carries
+   * `marker` (same rules as the sticky comment: ours AND marked). @returns the comment's web URL.
+   */
+  upsertNotice(
+    repoURL: string,
+    pull: { number: number; webURL: string },
+    marker: string,
+    body: string,
+    signal?: AbortSignal,
+  ): Promise<string>;
+  /**
+   * When the newest status of `context` on `sha` is pending, sets it to failure with
+   * `description`. @returns whether a status was written.
+   */
+  resolvePending(
+    repoURL: string,
+    sha: string,
+    context: string,
+    description: string,
+    signal?: AbortSignal,
+  ): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** Builds the {@link PreviewForge} of a Provider; it owns `deps.http` and closes it in `close()`. */
+export type PreviewForgeFactory = (p: ResolvedProvider, deps: { http: ProviderHttp }) => PreviewForge;
+
+/** The forge-specific half of a {@link PreviewForge}; the rest is built from the {@link ForgeAdapter}. */
+export interface PullRequestDiscovery<R> {
+  listOpen(repo: R, base: string, etag: string | undefined, signal?: AbortSignal): Promise<OpenPullsResult>;
+  association(repo: R, pull: OpenPullRequest, signal?: AbortSignal): Promise<AuthorAssociation>;
+  /** Web URL of comment `ref` on the pull request at `pullURL`. */
+  commentURL(pullURL: string, ref: string): string;
 }

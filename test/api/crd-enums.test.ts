@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import {
+  AUTHOR_ASSOCIATIONS,
   DELIVERY_RESULTS,
   EVENT_REASONS,
   GIT_PROVIDER_TYPES,
@@ -95,10 +96,12 @@ function typeLists(schema: Schema): string[][] {
 
 const provider = loadCrd('notification.pko.dev_providers.yaml');
 const alert = loadCrd('notification.pko.dev_alerts.yaml');
+const preview = loadCrd('notification.pko.dev_pullrequestpreviews.yaml');
 
 describe.each([
   ['Provider', provider],
   ['Alert', alert],
+  ['PullRequestPreview', preview],
 ])('%s CRD conventions', (kind, crd) => {
   it('is namespaced v1alpha1 in our group, with status subresource, category and short name', () => {
     expect(crd.spec.group).toBe(GROUP);
@@ -258,5 +261,26 @@ describe('Alert CRD matches src/api/v1alpha1.ts', () => {
       'result',
     ]);
     expect(at(item, 'message').maxLength).toBe(1024);
+  });
+});
+
+describe('PullRequestPreview CRD matches src/api/v1alpha1.ts', () => {
+  const spec = at(rootSchema(preview), 'spec');
+  it('author associations are the same list', () => {
+    expect(at(spec, 'trust.authorAssociations.[]').enum).toEqual([...AUTHOR_ASSOCIATIONS]);
+  });
+  it('defaults: interval 5m, maxPreviews 5, forks off, base-push reconcile off, not suspended', () => {
+    expect(at(spec, 'interval').default).toBe('5m');
+    expect(at(spec, 'maxPreviews').default).toBe(5);
+    expect(at(spec, 'trust.allowForks').default).toBe(false);
+    expect(at(spec, 'webhook.reconcileBaseOnPush').default).toBe(false);
+    expect(at(spec, 'suspend').default).toBe(false);
+  });
+  it('status previews states are the PreviewEntry states', () => {
+    expect(at(rootSchema(preview), 'status.previews.[].state').enum).toEqual([
+      'Active',
+      'Waiting',
+      'Untrusted',
+    ]);
   });
 });

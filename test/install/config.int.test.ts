@@ -60,6 +60,7 @@ describe('config/default', () => {
         'CustomResourceDefinition/alerts.notification.pko.dev',
         'CustomResourceDefinition/deliveryledgers.notification.pko.dev',
         'CustomResourceDefinition/providers.notification.pko.dev',
+        'CustomResourceDefinition/pullrequestpreviews.notification.pko.dev',
         'Deployment/pko-notification-controller',
         `Namespace/${NS}`,
         'PodDisruptionBudget/pko-notification-controller',

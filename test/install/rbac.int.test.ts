@@ -208,17 +208,29 @@ describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
       path: secrets,
       body: { metadata: { name: 'x' }, stringData: { a: 'b' } },
     });
-    await denied('write a Stack (PKO objects are read-only)', {
+    // The preview controller creates, patches and deletes preview Stacks; PKO's status of any
+    // Stack and its Updates stay out of reach.
+    await denied("write a Stack's status (PKO's own)", {
       method: 'PATCH',
-      path: objectPath({
+      path: `${objectPath({
         group: 'pulumi.com',
         version: 'v1',
         plural: 'stacks',
         namespace: tenant,
         name: 'app',
-      }),
-      body: { metadata: { annotations: { x: 'y' } } },
+      })}/status`,
+      body: { status: { observedGeneration: 1 } },
       contentType: 'application/merge-patch+json',
+    });
+    await denied('write an Update (PKO objects other than preview Stacks are read-only)', {
+      method: 'POST',
+      path: objectPath({
+        group: 'auto.pulumi.com',
+        version: 'v1alpha1',
+        plural: 'updates',
+        namespace: tenant,
+      }),
+      body: { apiVersion: 'auto.pulumi.com/v1alpha1', kind: 'Update', metadata: { name: 'x' }, spec: {} },
     });
     await denied('change a Provider spec (only status)', {
       method: 'PATCH',

@@ -2,14 +2,28 @@
  * `gitea` (Gitea and Forgejo, API `/api/v1`): commit statuses and the sticky pull-request comment
  * with plain `ProviderHttp` calls. What it does: docs/providers/gitea.md.
  */
-import type { ForgeDefinition } from '../types.ts';
+import type { ResolvedProvider } from '../../credential/provider.ts';
+import type { ProviderHttp } from '../../notifier/http.ts';
+import type { ForgeAdapter, ForgeDefinition } from '../types.ts';
+import type { ForgeRepo } from '../address.ts';
 import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
+import { previewForge } from '../preview.ts';
 import { giteaAddress } from './address.ts';
-import { giteaClient } from './client.ts';
+import { giteaClient, type GiteaClient, type GiteaPullRequest } from './client.ts';
 import { giteaComments } from './comment.ts';
 import { giteaLimits } from './limits.ts';
-import { giteaPulls } from './pulls.ts';
+import { giteaDiscovery, giteaPulls } from './pulls.ts';
 import { giteaStatuses } from './status.ts';
+
+function adapter(p: ResolvedProvider, c: GiteaClient): ForgeAdapter<ForgeRepo, GiteaPullRequest> {
+  return {
+    repository: (ev) => repositoryFor('gitea', p, ev, c.secretValues),
+    repoKey: (r) => c.repoPath(r).toLowerCase(),
+    ...giteaStatuses(c),
+    ...giteaComments(c),
+    ...giteaPulls(c),
+  };
+}
 
 export const gitea: ForgeDefinition<'gitea'> = {
   type: 'gitea',
@@ -26,13 +40,11 @@ export const gitea: ForgeDefinition<'gitea'> = {
         limits: giteaLimits,
         ...targetOrdering(p, deps),
       },
-      {
-        repository: (ev) => repositoryFor('gitea', p, ev, c.secretValues),
-        repoKey: (r) => c.repoPath(r).toLowerCase(),
-        ...giteaStatuses(c),
-        ...giteaComments(c),
-        ...giteaPulls(c),
-      },
+      adapter(p, c),
     );
+  },
+  previews: (p: ResolvedProvider, { http }: { http: ProviderHttp }) => {
+    const c = giteaClient(p, http);
+    return previewForge(http, 'gitea', adapter(p, c), giteaDiscovery(c));
   },
 };

@@ -3,14 +3,22 @@
  * the sticky pull-request comment. What it does: docs/providers/github.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
+import type { ProviderHttp } from '../../notifier/http.ts';
 import type { Notifier, NotifierDeps } from '../../notifier/types.ts';
 import { forgeNotifier, targetOrdering } from '../notifier.ts';
-import type { ForgeDefinition } from '../types.ts';
+import type { ForgeAdapter, ForgeDefinition, PreviewForge } from '../types.ts';
 import { githubAddress } from './address.ts';
-import { githubClient, type GitHubNotifierOptions } from './client.ts';
+import {
+  githubClient,
+  type GitHubClient,
+  type GitHubNotifierOptions,
+  type GitHubRepo,
+  type PullRef,
+} from './client.ts';
 import { githubComments } from './comment.ts';
 import { githubLimits } from './limits.ts';
-import { githubPulls } from './pulls.ts';
+import { githubDiscovery, githubPulls } from './pulls.ts';
+import { previewForge } from '../preview.ts';
 import { githubStatuses } from './status.ts';
 
 export type { GitHubNotifierOptions } from './client.ts';
@@ -33,14 +41,28 @@ export function createGitHubNotifier(
       limits: githubLimits,
       ...targetOrdering(p, deps),
     },
-    {
-      repository: (ev) => c.repository(ev),
-      repoKey: (r) => c.repoKey(r),
-      ...githubStatuses(c),
-      ...githubComments(c),
-      ...githubPulls(c),
-    },
+    adapter(c),
   );
+}
+
+function adapter(c: GitHubClient): ForgeAdapter<GitHubRepo, PullRef> {
+  return {
+    repository: (ev) => c.repository(ev),
+    repoKey: (r) => c.repoKey(r),
+    ...githubStatuses(c),
+    ...githubComments(c),
+    ...githubPulls(c),
+  };
+}
+
+/** The `github` preview forge of `p` (src/preview/): discovery with conditional requests. */
+export function createGitHubPreviewForge(
+  p: ResolvedProvider,
+  deps: { http: ProviderHttp },
+  opts: GitHubNotifierOptions = {},
+): PreviewForge {
+  const c = githubClient(p, deps.http, opts);
+  return previewForge(deps.http, c.label, adapter(c), githubDiscovery(c));
 }
 
 export const github: ForgeDefinition<'github'> = {
@@ -48,4 +70,5 @@ export const github: ForgeDefinition<'github'> = {
   address: githubAddress,
   limits: githubLimits,
   notifier: (p, deps) => createGitHubNotifier(p, deps),
+  previews: (p, deps) => createGitHubPreviewForge(p, deps),
 };

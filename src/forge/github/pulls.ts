@@ -7,9 +7,10 @@
  * 2 min when none).
  */
 import { LRUCache } from 'lru-cache';
+import { AUTHOR_ASSOCIATIONS, type AuthorAssociation } from '../../api/v1alpha1.ts';
 import { MAX_PAGES, tooManyPages } from '../paging.ts';
 import { FORGE_CACHE_ENTRIES } from '../status.ts';
-import type { PullRequestPart } from '../types.ts';
+import type { OpenPullRequest, PullRequestDiscovery, PullRequestPart } from '../types.ts';
 import {
   GITHUB_PAGE_SIZE,
   requestOptions,
@@ -62,5 +63,102 @@ export function githubPulls(c: GitHubClient): PullRequestPart<GitHubRepo, PullRe
       cache.set(key, { prs, until: c.now() + (prs.length > 0 ? PULLS_TTL_MS : NO_PULLS_TTL_MS) });
       return prs;
     },
+  };
+}
+
+/** Pages of one open-pull-request listing as last read, with the ETag of each. */
+interface CachedPage {
+  etag: string | undefined;
+  pulls: OpenPullRequest[];
+  /** Whether GitHub named a next page. */
+  more: boolean;
+}
+
+function toOpenPull(pr: {
+  number: number;
+  html_url: string;
+  head: { sha: string; ref: string; repo: { full_name: string } | null };
+  base: { ref: string; repo: { full_name: string } };
+  user: { login: string } | null;
+  labels: ({ name?: string } | string)[];
+  author_association: string;
+}): OpenPullRequest {
+  const assoc = pr.author_association;
+  return {
+    number: pr.number,
+    headSHA: pr.head.sha.toLowerCase(),
+    headRef: pr.head.ref,
+    baseRef: pr.base.ref,
+    // A deleted head repository (`head.repo` null) counts as a fork.
+    fork: pr.head.repo?.full_name.toLowerCase() !== pr.base.repo.full_name.toLowerCase(),
+    author: pr.user?.login ?? '',
+    association: (AUTHOR_ASSOCIATIONS as readonly string[]).includes(assoc)
+      ? (assoc as AuthorAssociation)
+      : 'NONE',
+    labels: pr.labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))).filter((l) => l !== ''),
+    webURL: pr.html_url,
+  };
+}
+
+/**
+ * GitHub open pull requests for the preview controller: `GET /repos/{o}/{r}/pulls?state=open&
+ * base=<branch>&per_page=100`, every page, each page a conditional request with the `ETag` GitHub
+ * gave it last time (`If-None-Match`): an unchanged page answers `304 Not Modified`, which does
+ * not count against the rate limit (GitHub REST docs, "Use conditional requests if
+ * appropriate"). Every page is asked (a pull request closed on page 2 changes only page 2). The
+ * listing is `changed: false` when every page answered 304 (and the caller holds a listing);
+ * pages are remembered per (repository, branch). Association: GitHub's `author_association`.
+ */
+export function githubDiscovery(c: GitHubClient): PullRequestDiscovery<GitHubRepo> {
+  const cache = new LRUCache<string, CachedPage[]>({ max: 1_000 });
+  return {
+    async listOpen(repo, base, etag, signal) {
+      const key = `${c.repoKey(repo)}\u0000${base}`;
+      const before = cache.get(key) ?? [];
+      const pages: CachedPage[] = [];
+      let changed = etag === undefined || before.length === 0;
+      for (let page = 1; ; page++) {
+        if (page > MAX_PAGES) throw tooManyPages(`${c.label}: listing open pull requests`, c.secretValues);
+        const old = before[page - 1];
+        const got = await c.call(async () => {
+          try {
+            const res = await c.octokit.request('GET /repos/{owner}/{repo}/pulls', {
+              ...c.at(repo),
+              state: 'open',
+              base,
+              per_page: GITHUB_PAGE_SIZE,
+              page,
+              ...(old?.etag !== undefined ? { headers: { 'if-none-match': old.etag } } : {}),
+              ...requestOptions(signal),
+            });
+            return {
+              etag: res.headers.etag,
+              pulls: res.data.filter((pr) => pr.base.ref === base).map(toOpenPull),
+              more: /rel="next"/.test(res.headers.link ?? ''),
+            };
+          } catch (err) {
+            if (statusOf(err) === 304 && old !== undefined) return undefined;
+            throw err;
+          }
+        });
+        if (got === undefined && old !== undefined) pages.push(old);
+        else if (got !== undefined) {
+          pages.push(got);
+          changed = true;
+        }
+        if (!(pages.at(-1)?.more ?? false)) break;
+      }
+      if (pages.length !== before.length) changed = true;
+      cache.set(key, pages);
+      if (!changed) return { changed: false };
+      return {
+        changed: true,
+        pulls: pages.flatMap((p) => p.pulls),
+        etag: pages.map((p) => p.etag ?? '').join(','),
+      };
+    },
+    // GitHub lists the association with each pull request.
+    association: (_repo, pull) => Promise.resolve(pull.association ?? 'NONE'),
+    commentURL: (pullURL, ref) => `${pullURL}#issuecomment-${ref}`,
   };
 }

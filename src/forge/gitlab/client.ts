@@ -15,7 +15,7 @@
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
-import { Commits, MergeRequestNotes, MergeRequests, Users } from '@gitbeaker/rest';
+import { Commits, MergeRequestNotes, MergeRequests, ProjectMembers, Users } from '@gitbeaker/rest';
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
@@ -46,6 +46,8 @@ export interface GitLabResources {
   mergeRequests: InstanceType<typeof MergeRequests>;
   notes: InstanceType<typeof MergeRequestNotes>;
   users: InstanceType<typeof Users>;
+  /** Project members (the preview controller's author check). */
+  members: InstanceType<typeof ProjectMembers>;
 }
 
 /** camelCase → snake_case, as GitLab expects (gitbeaker's options are camelCase). */
@@ -212,6 +214,7 @@ export function gitlabClient(p: ResolvedProvider, http: ProviderHttp): GitLabCli
         mergeRequests: new MergeRequests(opts),
         notes: new MergeRequestNotes(opts),
         users: new Users(opts),
+        members: new ProjectMembers(opts),
       };
       byBase.set(repo.apiBase, r);
     }

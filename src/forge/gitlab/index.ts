@@ -2,13 +2,16 @@
  * `gitlab` (GitLab.com or self-managed, REST v4 through `@gitbeaker/rest`): commit statuses and
  * the sticky merge-request note. What it does: docs/providers/gitlab.md.
  */
+import type { ResolvedProvider } from '../../credential/provider.ts';
+import type { ForgeRepo } from '../address.ts';
 import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
-import type { ForgeDefinition } from '../types.ts';
+import { previewForge } from '../preview.ts';
+import type { ForgeAdapter, ForgeDefinition } from '../types.ts';
 import { gitlabAddress } from './address.ts';
-import { gitlabClient } from './client.ts';
+import { gitlabClient, type GitLabClient, type MergeRequest } from './client.ts';
 import { gitlabComments } from './comment.ts';
 import { gitlabLimits } from './limits.ts';
-import { gitlabPulls } from './pulls.ts';
+import { gitlabDiscovery, gitlabPulls } from './pulls.ts';
 import { gitlabStatuses } from './status.ts';
 
 export const gitlab: ForgeDefinition<'gitlab'> = {
@@ -26,13 +29,21 @@ export const gitlab: ForgeDefinition<'gitlab'> = {
         limits: gitlabLimits,
         ...targetOrdering(p, deps),
       },
-      {
-        repository: (ev) => repositoryFor('gitlab', p, ev, c.secretValues),
-        repoKey: (repo) => `${repo.apiBase}\u0000${repo.id}`,
-        ...gitlabStatuses(c),
-        ...gitlabComments(c),
-        ...gitlabPulls(c),
-      },
+      adapter(p, c),
     );
   },
+  previews: (p, { http }) => {
+    const c = gitlabClient(p, http);
+    return previewForge(http, 'gitlab', adapter(p, c), gitlabDiscovery(c));
+  },
 };
+
+function adapter(p: ResolvedProvider, c: GitLabClient): ForgeAdapter<ForgeRepo, MergeRequest> {
+  return {
+    repository: (ev) => repositoryFor('gitlab', p, ev, c.secretValues),
+    repoKey: (repo) => `${repo.apiBase}\u0000${repo.id}`,
+    ...gitlabStatuses(c),
+    ...gitlabComments(c),
+    ...gitlabPulls(c),
+  };
+}

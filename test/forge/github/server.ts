@@ -38,7 +38,7 @@
  *   other methods, `Location` under `/repositories/{id}/…` (GitHub "Repository redirects";
  *   case N07); `/repositories/{id}/…` is served as the repository's own path.
  */
-import { createPublicKey, verify as verifySignature, randomBytes } from 'node:crypto';
+import { createHash, createPublicKey, verify as verifySignature, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import {
   createServer as createHttpServer,
@@ -259,6 +259,13 @@ export interface StoredPull {
   merged: boolean;
   /** Opened from a fork (`head.repo` is another repository). */
   fork: boolean;
+  /** Target branch (default `main`), head branch (default `feature-<n>`), author, labels. */
+  base?: string;
+  headRef?: string;
+  author?: string;
+  /** GitHub's `author_association` of the author (default `MEMBER`). */
+  association?: string;
+  labels?: string[];
 }
 
 export interface LoggedRequest {
@@ -339,7 +346,21 @@ export interface GitHubContractServer {
       state?: 'open' | 'closed';
       merged?: boolean;
       fork?: boolean;
+      base?: string;
+      headRef?: string;
+      author?: string;
+      association?: string;
+      labels?: string[];
     },
+  ): void;
+  /**
+   * Changes a pull request as a push, close, relabel or retarget would: a new `headSha` joins its
+   * commits. Its listing (`GET /repos/{o}/{r}/pulls`) then answers with a new `ETag`.
+   */
+  updatePullRequest(
+    repo: string,
+    n: number,
+    patch: Partial<Pick<StoredPull, 'headSha' | 'state' | 'merged' | 'base' | 'labels'>>,
   ): void;
   /** Locks the conversation of issue or pull request `n`: comments are refused (403). */
   lockIssue(repo: string, n: number): void;
@@ -416,6 +437,9 @@ const reject = (status: number, message: string, reason: string, errors?: unknow
   );
 
 const codePoints = (s: string): number => Array.from(s).length;
+
+/** `merged_at` of merged pull requests: fixed, so a listing's ETag changes only with its content. */
+const MERGED_AT = '2026-01-01T00:00:00Z';
 
 /** A refusal GitHub gives a well-formed request (not a contract violation): a real answer as it is. */
 const refusal = (a: RealAnswer): HttpAnswer => new HttpAnswer(a.status, JSON.parse(a.body) as unknown);
@@ -504,14 +528,16 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     state: p.state,
     title: `PR ${p.number}`,
     html_url: `https://github.invalid/${repo}/pull/${p.number}`,
-    merged_at: p.merged ? new Date().toISOString() : null,
+    merged_at: p.merged ? MERGED_AT : null,
     head: {
       sha: p.headSha,
-      ref: `feature-${p.number}`,
+      ref: p.headRef ?? `feature-${p.number}`,
       repo: { full_name: p.fork ? `fork-owner/${repo.split('/')[1] ?? 'repo'}` : repo, fork: p.fork },
     },
-    base: { ref: 'main', repo: { full_name: repo, fork: false } },
-    user: userObject('octocat', 'User'),
+    base: { ref: p.base ?? 'main', repo: { full_name: repo, fork: false } },
+    user: userObject(p.author ?? 'octocat', 'User'),
+    labels: (p.labels ?? []).map((name, i) => ({ id: i + 1, name, color: 'ededed', default: false })),
+    author_association: p.association ?? 'MEMBER',
   });
 
   const findComment = (repo: string, id: number): { issue: number; cm: StoredComment } | undefined => {
@@ -588,6 +614,8 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     body: unknown;
     self: URL;
     authHeader: string | undefined;
+    /** `If-None-Match` of the request (conditional GETs). */
+    ifNoneMatch: string | undefined;
     setAuth: (a: string) => void;
   }
 
@@ -750,6 +778,33 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
         page.map((p) => pullObject(repo, p)),
         { headers },
       );
+    },
+
+    // Open pull requests of a branch, with GitHub's conditional requests: every answer carries an
+    // `ETag` of its content; `If-None-Match` with the current one answers `304 Not Modified` with
+    // no body — which GitHub does not count against the rate limit ("Use conditional requests if
+    // appropriate", REST API best practices). Order: newest first (`sort=created`, `direction=desc`).
+    'pulls/list': (ctx) => {
+      const who = caller(ctx);
+      if (who instanceof HttpAnswer) return who;
+      const repo = repoOf(ctx);
+      if (repo instanceof HttpAnswer) return repo;
+      const state = ctx.query.get('state') ?? 'open';
+      const base = ctx.query.get('base');
+      const list = (pulls.get(repoKey(repo)) ?? [])
+        .filter((p) => state === 'all' || p.state === state)
+        .filter((p) => base === null || (p.base ?? 'main') === base)
+        .sort((a, b) => b.number - a.number);
+      const { page, headers } = paginate(list, ctx.query, ctx.self);
+      const body = page.map((p) => pullObject(repo, p));
+      const etag = `W/"${createHash('sha256')
+        .update(JSON.stringify([body, headers]))
+        .digest('hex')
+        .slice(0, 32)}"`;
+      if (ctx.ifNoneMatch !== undefined && ctx.ifNoneMatch === etag) {
+        return new HttpAnswer(304, undefined, { headers: { etag } });
+      }
+      return new HttpAnswer(200, body, { headers: { ...headers, etag } });
     },
 
     'issues/list-comments': (ctx) => {
@@ -958,6 +1013,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       body,
       self: url,
       authHeader: auth,
+      ifNoneMatch: req.headers['if-none-match'],
       setAuth: (a) => {
         entry.auth = a;
       },
@@ -1024,7 +1080,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       if (a.violation !== undefined)
         violations.push({ method, path: url.pathname, status: a.status, reason: a.violation });
       res.writeHead(a.status, { ...base, ...a.headers });
-      res.end(a.status === 204 ? undefined : JSON.stringify(a.body));
+      res.end(a.status === 204 || a.status === 304 ? undefined : JSON.stringify(a.body));
     });
   };
 
@@ -1067,8 +1123,19 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
         state: pr.state ?? 'open',
         merged: pr.merged ?? false,
         fork: pr.fork ?? false,
+        ...(pr.base !== undefined ? { base: pr.base } : {}),
+        ...(pr.headRef !== undefined ? { headRef: pr.headRef } : {}),
+        ...(pr.author !== undefined ? { author: pr.author } : {}),
+        ...(pr.association !== undefined ? { association: pr.association } : {}),
+        ...(pr.labels !== undefined ? { labels: pr.labels } : {}),
       });
       pulls.set(repoKey(repo), list);
+    },
+    updatePullRequest: (repo, n, patch) => {
+      const p = (pulls.get(repoKey(repo)) ?? []).find((x) => x.number === n);
+      if (p === undefined) throw new Error(`no pull request ${repo}#${String(n)}`);
+      Object.assign(p, patch);
+      if (patch.headSha !== undefined && !p.commits.includes(patch.headSha)) p.commits.push(patch.headSha);
     },
     lockIssue: (repo, n) => {
       locked.add(`${repoKey(repo)}#${String(n)}`);

@@ -77,11 +77,18 @@ export interface GitLabMR {
   /** Commits contained in the MR (for "merge requests of a commit"). */
   commits: string[];
   notes: GitLabNote[];
+  /** Target branch (default `main`), author, labels; `fork` = opened from another project. */
+  target_branch?: string;
+  author?: GitLabUser;
+  labels?: string[];
+  fork?: boolean;
 }
 
 export interface GitLabProject {
   id: number;
   path: string;
+  /** user id → access level (30 Developer, 40 Maintainer, 50 Owner), inherited ones included. */
+  members?: Map<number, number>;
   statuses: GitLabStatus[];
   mrs: GitLabMR[];
   pipelines: GitLabPipeline[];
@@ -112,6 +119,8 @@ export interface GitLabServer extends KitServer {
     iid: number,
     note: { body: string; author: GitLabUser; system?: boolean },
   ): GitLabNote;
+  /** Makes `user` a member of the project with `accessLevel`. */
+  addMember(path: string, user: GitLabUser, accessLevel: number): void;
   /** Requests that wrote something (POST/PUT), as `METHOD path`. */
   writes(): string[];
 }
@@ -182,7 +191,54 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
   const body = (req: ForgeRequest): Record<string, unknown> =>
     req.json !== null && typeof req.json === 'object' ? (req.json as Record<string, unknown>) : {};
 
+  const mrListJSON = (p: GitLabProject, mr: GitLabMR): Record<string, unknown> => ({
+    ...mrJSON(mr),
+    target_branch: mr.target_branch ?? 'main',
+    source_project_id: mr.fork === true ? p.id + 1 : p.id,
+    target_project_id: p.id,
+    author: mr.author ?? { id: 1, username: 'ci' },
+    labels: mr.labels ?? [],
+    web_url: `${base}/${p.path}/-/merge_requests/${String(mr.iid)}`,
+  });
+
   const routes: Route[] = [
+    // A project's merge requests (GitLab REST "List project merge requests"): `state`
+    // (opened|closed|merged|locked|all), `target_branch`; newest first; offset pagination.
+    [
+      'GET',
+      /^\/api\/v4\/projects\/([^/]+)\/merge_requests$/,
+      (req, m) => {
+        const p = find(m[1] ?? '');
+        if (!p) return noProject;
+        const state = req.query.get('state') ?? 'all';
+        if (!['opened', 'closed', 'merged', 'locked', 'all'].includes(state))
+          return bad('state does not have a valid value');
+        const target = req.query.get('target_branch');
+        const list = p.mrs
+          .filter((mr) => state === 'all' || mr.state === state)
+          .filter((mr) => target === null || (mr.target_branch ?? 'main') === target)
+          .sort((a, b) => b.iid - a.iid)
+          .map((mr) => mrListJSON(p, mr));
+        return paginate(req, list);
+      },
+    ],
+    // "Get a member of a group or project, including inherited and invited members".
+    [
+      'GET',
+      /^\/api\/v4\/projects\/([^/]+)\/members\/all\/(\d+)$/,
+      (_req, m) => {
+        const p = find(m[1] ?? '');
+        if (!p) return noProject;
+        const level = p.members?.get(Number(m[2]));
+        if (level === undefined) return json(404, { message: '404 Not found' });
+        return json(200, {
+          id: Number(m[2]),
+          username: `user${m[2] ?? ''}`,
+          access_level: level,
+          state: 'active',
+        });
+      },
+    ],
     ['GET', /^\/api\/v4\/user$/, (req) => json(200, userOf(req))],
     [
       'POST',
@@ -407,6 +463,11 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
       const n: GitLabNote = { id: nextId++, system: false, created_at: now(), ...note };
       mr.notes.push(n);
       return n;
+    },
+    addMember(path, user, accessLevel) {
+      const p = project(path);
+      p.members ??= new Map();
+      p.members.set(user.id, accessLevel);
     },
     writes: () =>
       server.requests

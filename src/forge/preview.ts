@@ -1,0 +1,92 @@
+/**
+ * The preview controller's view of a forge (`PreviewForge`, ./types.ts), built from the same
+ * parts the notifier runs (`ForgeAdapter`: repository, statuses, comments, pull requests) plus
+ * the forge's `PullRequestDiscovery` (listing open pull requests, author association). Notices
+ * use the sticky-comment rules of ./comment.ts (ours AND marked, edited in place, never
+ * duplicated); pending statuses are resolved with the forge's own status part.
+ */
+import type { NotificationEvent } from '../api/event.ts';
+import type { ProviderHttp } from '../notifier/http.ts';
+import { newCommentCache, commentKey, upsertStickyComment } from './comment.ts';
+import type { ForgeAdapter, PreviewForge, PullRequestDiscovery, SendContext } from './types.ts';
+import { ProviderError } from '../notifier/errors.ts';
+
+/** A stand-in event that carries only the repository (the adapter resolves repositories from events). */
+function repositoryEvent(repoURL: string): NotificationEvent {
+  return {
+    identity: { stack: 'preview', run: { kind: 'none' }, phase: { kind: 'started' } },
+    id: 'preview',
+    involvedObject: { apiVersion: '', kind: 'Stack', namespace: '', name: '', uid: '' },
+    labels: {},
+    severity: 'info',
+    reason: 'PreviewStarted',
+    message: '',
+    timestamp: '1970-01-01T00:00:00Z',
+    metadata: { repository: repoURL },
+    reportingController: 'preview',
+  };
+}
+
+export function previewForge<R, P extends { id: string }>(
+  http: ProviderHttp,
+  label: string,
+  adapter: ForgeAdapter<R, P>,
+  discovery: PullRequestDiscovery<R>,
+): PreviewForge {
+  const comments = newCommentCache(1_000);
+  const ctxFor = (repoURL: string, sha: string, signal: AbortSignal | undefined): SendContext<R, P> => {
+    const ev = repositoryEvent(repoURL);
+    const repo = adapter.repository(ev);
+    return { ev, repo, sha, signal, pullRequests: () => Promise.resolve([]) };
+  };
+  return {
+    listOpen: (repoURL, base, etag, signal) =>
+      discovery.listOpen(ctxFor(repoURL, '', signal).repo, base, etag, signal),
+
+    association: (repoURL, pull, signal) =>
+      pull.association !== undefined
+        ? Promise.resolve(pull.association)
+        : discovery.association(ctxFor(repoURL, '', signal).repo, pull, signal),
+
+    async upsertNotice(repoURL, pull, marker, body, signal) {
+      const ctx = ctxFor(repoURL, '', signal);
+      const pr = await adapter.pullRequest(ctx, String(pull.number));
+      if (pr === undefined) {
+        throw new ProviderError(`${label}: pull request #${pull.number} not found`, {
+          code: 'HTTP_404',
+          status: 404,
+          retryable: false,
+          secretValues: http.secretValues,
+        });
+      }
+      const key = commentKey(adapter.repoKey(ctx.repo), pr.id, marker);
+      await upsertStickyComment({
+        cache: comments,
+        key,
+        marker,
+        body,
+        pages: () => adapter.comments(ctx, pr),
+        create: (b) => adapter.createComment(ctx, pr, b),
+        edit: (ref, b) => adapter.editComment(ctx, pr, ref, b),
+      });
+      const ref = comments.get(key)?.ref;
+      return ref === undefined ? pull.webURL : discovery.commentURL(pull.webURL, ref);
+    },
+
+    async resolvePending(repoURL, sha, context, description, signal) {
+      const ctx = ctxFor(repoURL, sha, signal);
+      const current = await adapter.readStatus(ctx, context);
+      if (current?.state !== adapter.nativeState('pending')) return false;
+      await adapter.writeStatus(ctx, {
+        state: adapter.nativeState('failure'),
+        context,
+        name: context,
+        description,
+        targetURL: undefined,
+      });
+      return true;
+    },
+
+    close: () => http.close(),
+  };
+}

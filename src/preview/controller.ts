@@ -1,0 +1,607 @@
+/**
+ * The PullRequestPreview reconciler (docs/previews.md). One reconcile of `namespace/name`:
+ * 1. being deleted → delete every preview Stack it owns (listed from the API server, not the
+ *    cache), resolve their pending statuses, say what was removed in an Event, then remove the
+ *    finalizer (case P04: no garbage collector needed);
+ * 2. add the finalizer; resolve the base Stack, the forge Provider (Ready ones only), the branch
+ *    and the repository (the base Stack's `spec.projectRepo`);
+ * 3. list the open pull requests of the branch (conditional request where the forge has one),
+ *    resolve authors' associations where the trust rules need them, plan (./plan.ts);
+ * 4. create / patch (new head commit, changed base spec) / delete preview Stacks; a removed
+ *    preview's pending status is resolved (P02); notices (one edited comment per pull request)
+ *    say why a pull request has no preview, waits, or lost its preview (F30, P01, P03);
+ * 5. write status (`previews`, `activePreviews`, `lastSyncTime`, `Ready`) and requeue after
+ *    `spec.interval`.
+ * Results of the preview runs reach the pull request through the Alert pipeline: preview Stacks
+ * carry the pull request label, so their events name it (`metadata.pullRequest`).
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { NotificationEvent } from '../api/event.ts';
+import type { Condition } from '../api/meta.ts';
+import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack } from '../api/pko.ts';
+import { parseDuration } from '../api/duration.ts';
+import {
+  API_VERSION,
+  GROUP,
+  isGitProviderType,
+  VERSION,
+  type AuthorAssociation,
+  type PreviewEntry,
+  type PullRequestPreview,
+} from '../api/v1alpha1.ts';
+import type { ResolvedProvider } from '../credential/provider.ts';
+import { FORGES } from '../forge/registry.ts';
+import type { OpenPullRequest, PreviewForge } from '../forge/types.ts';
+import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
+import type { EventRecorder } from '../kube/events.ts';
+import type { Informer } from '../kube/informer.ts';
+import { kubeTime, patchStatus, setCondition } from '../kube/status.ts';
+import type { ReconcileResult } from '../kube/workqueue.ts';
+import type { Logger } from '../log.ts';
+import type { EgressPolicy } from '../notifier/egress.ts';
+import { ProviderHttp } from '../notifier/http.ts';
+import { compileTemplates, renderNotification } from '../template/index.ts';
+import { boundText } from '../text.ts';
+import { PREVIEW_FINALIZER, PREVIEW_LABEL, PULL_REQUEST_LABEL, previewStackName } from './naming.ts';
+import { planSync, type ExistingPreview, type KnownPull, type Verdict } from './plan.ts';
+import { mergePatchBetween, ownedBy, previewSpec, previewStack } from './stack.ts';
+
+/** Shortest polling interval accepted (a smaller `spec.interval` is raised to it). */
+export const MIN_INTERVAL_MS = 10_000;
+/** Re-check of a PullRequestPreview that cannot sync (missing Stack or Provider, forge error). */
+export const NOT_READY_RETRY_MS = 15_000;
+/** Marker of the notice comment (docs/previews.md). */
+export const noticeMarker = (namespace: string, name: string): string =>
+  `<!-- pko-notification-controller:preview-notice:${namespace}/${name} -->`;
+
+export interface PreviewReconcilerOptions {
+  kubeConfig: KubeConfig;
+  previews: Pick<Informer<PullRequestPreview>, 'get'>;
+  stacks: Pick<Informer<Stack>, 'get' | 'list'>;
+  /** Usable Providers by `namespace/name` (the ProviderIndex). */
+  providers: { get(key: string): ResolvedProvider | undefined };
+  recorder: Pick<EventRecorder, 'event'>;
+  logger: Logger;
+  /** Goes into commit status contexts, as for deliveries. */
+  clusterName: string;
+  /**
+   * Where forge connections may go (the controller's `--egress-*` policy, src/notifier/egress.ts);
+   * the same policy as deliveries.
+   */
+  egress?: EgressPolicy;
+  /** Builds the forge access of a Provider; default: the forge module's `previews` with a new ProviderHttp. */
+  forgeFor?: (p: ResolvedProvider) => PreviewForge | undefined;
+  now?: () => Date;
+  /** Re-check interval of a PullRequestPreview that cannot sync, ms (default {@link NOT_READY_RETRY_MS}). */
+  notReadyRetryMs?: number;
+}
+
+function defaultForge(p: ResolvedProvider, egress: EgressPolicy | undefined): PreviewForge | undefined {
+  if (!isGitProviderType(p.type)) return undefined;
+  const factory = FORGES[p.type].previews;
+  return factory === undefined
+    ? undefined
+    : factory(p, { http: new ProviderHttp(p, egress !== undefined ? { egress } : {}) });
+}
+
+const stackRef = (namespace: string, name?: string) => ({
+  group: STACK_GROUP,
+  version: STACK_VERSION,
+  plural: STACK_PLURAL,
+  namespace,
+  ...(name !== undefined ? { name } : {}),
+});
+
+interface NotReady {
+  reason: string;
+  message: string;
+}
+
+export class PreviewReconciler {
+  readonly #o: PreviewReconcilerOptions;
+  readonly #now: () => Date;
+  /** Forge access per Provider key, rebuilt when the resolved Provider changes. */
+  readonly #forges = new Map<string, { p: ResolvedProvider; forge: PreviewForge }>();
+  /** Last listing per PullRequestPreview key with its ETag (304 → reuse). */
+  readonly #listings = new Map<string, { etag: string; pulls: OpenPullRequest[] }>();
+
+  constructor(opts: PreviewReconcilerOptions) {
+    this.#o = opts;
+    this.#now = opts.now ?? (() => new Date());
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#forges.values()].map((f) => f.forge.close()));
+    this.#forges.clear();
+  }
+
+  #forge(key: string, p: ResolvedProvider): PreviewForge | undefined {
+    const have = this.#forges.get(key);
+    if (have?.p === p) return have.forge;
+    if (have) void have.forge.close();
+    this.#forges.delete(key);
+    const forge = this.#o.forgeFor !== undefined ? this.#o.forgeFor(p) : defaultForge(p, this.#o.egress);
+    if (forge) this.#forges.set(key, { p, forge });
+    return forge;
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult | undefined> {
+    const i = key.indexOf('/');
+    const namespace = key.slice(0, i);
+    const name = key.slice(i + 1);
+    const prp = this.#o.previews.get(namespace, name);
+    if (prp === undefined) {
+      this.#listings.delete(key);
+      return undefined;
+    }
+    if (prp.metadata.deletionTimestamp !== undefined) {
+      await this.#finalize(prp);
+      return undefined;
+    }
+    if (!(prp.metadata.finalizers ?? []).includes(PREVIEW_FINALIZER)) {
+      await this.#patchFinalizers(prp, [...(prp.metadata.finalizers ?? []), PREVIEW_FINALIZER]);
+    }
+    const interval = Math.max(MIN_INTERVAL_MS, safeDuration(prp.spec.interval ?? '5m'));
+    if (prp.spec.suspend === true) {
+      await this.#writeStatus(prp, { ready: true, reason: 'Suspended', message: 'previews are suspended' });
+      return undefined;
+    }
+    const retry = this.#o.notReadyRetryMs ?? NOT_READY_RETRY_MS;
+    const ctx = this.#context(prp, namespace);
+    if ('reason' in ctx) {
+      await this.#writeStatus(prp, { ready: false, ...ctx });
+      return { requeueAfterMs: Math.min(retry, interval) };
+    }
+    try {
+      const previews = await this.#sync(key, prp, ctx);
+      await this.#writeStatus(
+        prp,
+        {
+          ready: true,
+          reason: 'Synced',
+          message: `${String(previews.filter((p) => p.state === 'Active').length)} preview(s) of pull requests into ${ctx.branch}`,
+        },
+        previews,
+      );
+      return { requeueAfterMs: interval };
+    } catch (err) {
+      const message = `syncing pull requests failed: ${errorMessage(err)}`;
+      this.#o.logger.warn({ previewKey: key, err: errorMessage(err) }, 'preview sync failed');
+      await this.#writeStatus(prp, { ready: false, reason: 'SyncFailed', message });
+      return { requeueAfterMs: Math.min(retry, interval) };
+    }
+  }
+
+  #context(
+    prp: PullRequestPreview,
+    namespace: string,
+  ):
+    | NotReady
+    | { base: Stack; provider: ResolvedProvider; forge: PreviewForge; branch: string; repoURL: string } {
+    const base = this.#o.stacks.get(namespace, prp.spec.stackRef.name);
+    if (base === undefined)
+      return { reason: 'StackNotFound', message: `Stack ${prp.spec.stackRef.name} not found` };
+    const providerKey = `${namespace}/${prp.spec.providerRef.name}`;
+    const provider = this.#o.providers.get(providerKey);
+    if (provider === undefined) {
+      return {
+        reason: 'ProviderNotReady',
+        message: `Provider ${prp.spec.providerRef.name} does not exist or is not Ready`,
+      };
+    }
+    const forge = this.#forge(providerKey, provider);
+    if (forge === undefined) {
+      return {
+        reason: 'ProviderTypeUnsupported',
+        message: `Provider ${prp.spec.providerRef.name} has type ${provider.type}; previews need github, gitlab or gitea`,
+      };
+    }
+    const branch = prp.spec.branch ?? base.spec?.branch?.replace(/^refs\/heads\//, '');
+    if (branch === undefined || branch === '') {
+      return {
+        reason: 'BranchUnknown',
+        message: `set spec.branch: Stack ${prp.spec.stackRef.name} has no spec.branch`,
+      };
+    }
+    const repoURL = base.spec?.projectRepo;
+    if (repoURL === undefined || repoURL === '') {
+      return {
+        reason: 'NoRepository',
+        message: `Stack ${prp.spec.stackRef.name} has no spec.projectRepo (previews need a git source)`,
+      };
+    }
+    return { base, provider, forge, branch, repoURL };
+  }
+
+  async #sync(
+    key: string,
+    prp: PullRequestPreview,
+    ctx: { base: Stack; provider: ResolvedProvider; forge: PreviewForge; branch: string; repoURL: string },
+  ): Promise<PreviewEntry[]> {
+    const { forge, repoURL } = ctx;
+    const namespace = prp.metadata.namespace ?? '';
+    const prev = this.#listings.get(key);
+    const listed = await forge.listOpen(repoURL, ctx.branch, prev?.etag);
+    let open: OpenPullRequest[];
+    if (!listed.changed && prev !== undefined) open = prev.pulls;
+    else if (listed.changed) {
+      open = listed.pulls;
+      if (listed.etag !== undefined) this.#listings.set(key, { etag: listed.etag, pulls: open });
+      else this.#listings.delete(key);
+    } else {
+      this.#listings.delete(key);
+      return this.#sync(key, prp, ctx);
+    }
+
+    const trust = prp.spec.trust;
+    const pulls: KnownPull[] = [];
+    for (const p of open) {
+      // A fork that is refused anyway needs no lookup of its author.
+      const association: AuthorAssociation =
+        p.fork && trust?.allowForks !== true
+          ? (p.association ?? 'NONE')
+          : await forge.association(repoURL, p);
+      pulls.push({ ...p, association });
+    }
+    const uid = prp.metadata.uid ?? '';
+    const stacks = this.#o.stacks.list(namespace).filter((s) => ownedBy(s, uid));
+    const existing: ExistingPreview[] = [];
+    for (const s of stacks) {
+      const n = Number(s.metadata.labels?.[PULL_REQUEST_LABEL]);
+      if (Number.isSafeInteger(n) && s.metadata.deletionTimestamp === undefined)
+        existing.push({
+          number: n,
+          stackName: s.metadata.name ?? '',
+          headSHA: typeof s.spec?.commit === 'string' ? s.spec.commit : '',
+        });
+    }
+    const plan = planSync({ pulls, trust, maxPreviews: prp.spec.maxPreviews ?? 5, existing });
+    this.#o.logger.debug(
+      {
+        previewKey: key,
+        verdicts: plan.verdicts.map((v) => `#${String(v.pull.number)} ${v.kind}`),
+        create: plan.create.length,
+        update: plan.update.length,
+        remove: plan.remove.length,
+      },
+      'preview sync planned',
+    );
+    const previous = new Map((prp.status?.previews ?? []).map((e) => [e.number, e]));
+    const marker = noticeMarker(namespace, prp.metadata.name ?? '');
+    const notices = new Map<number, string>();
+
+    for (const pull of plan.create) {
+      const body = previewStack(ctx.base, prp, pull, repoURL);
+      try {
+        await kubeRequest(this.#o.kubeConfig, {
+          method: 'POST',
+          path: objectPath(stackRef(namespace)),
+          body,
+        });
+        void this.#o.recorder.event(
+          objectOf(prp),
+          'Normal',
+          'PreviewCreated',
+          `created preview Stack ${body.metadata.name} for pull request #${String(pull.number)} at ${pull.headSHA.slice(0, 7)}`,
+        );
+      } catch (err) {
+        if (errorStatusCode(err) !== 409) throw err;
+        // Already there (the cache lags behind our own create): bring it up to date.
+        await this.#patchStack(namespace, body.metadata.name, {
+          metadata: { labels: body.metadata.labels },
+          spec: body.spec,
+        });
+      }
+    }
+    for (const v of plan.verdicts) {
+      if (v.kind !== 'preview') continue;
+      const have = stacks.find((s) => Number(s.metadata.labels?.[PULL_REQUEST_LABEL]) === v.pull.number);
+      if (have === undefined) continue;
+      const patch = mergePatchBetween(have.spec ?? {}, previewSpec(ctx.base, prp, v.pull.headSHA));
+      if (patch === undefined) continue;
+      await this.#patchStack(namespace, have.metadata.name ?? '', { spec: patch });
+      if (plan.update.some((u) => u.pull.number === v.pull.number)) {
+        void this.#o.recorder.event(
+          objectOf(prp),
+          'Normal',
+          'PreviewUpdated',
+          `preview Stack ${have.metadata.name ?? ''} now runs ${v.pull.headSHA.slice(0, 7)} of pull request #${String(v.pull.number)}`,
+        );
+      }
+    }
+    for (const r of plan.remove) {
+      await this.#deleteStack(namespace, r.preview.stackName);
+      const why =
+        r.why === 'gone'
+          ? `pull request #${String(r.preview.number)} is closed or no longer targets ${ctx.branch}`
+          : `pull request #${String(r.preview.number)}: ${r.why.reason}`;
+      void this.#o.recorder.event(
+        objectOf(prp),
+        'Normal',
+        'PreviewDeleted',
+        `deleted preview Stack ${r.preview.stackName}: ${why}`,
+      );
+      await this.#resolvePending(
+        ctx,
+        namespace,
+        r.preview,
+        r.why === 'gone'
+          ? 'preview cancelled: pull request closed or retargeted'
+          : 'preview cancelled: no longer previewed',
+      );
+      if (r.why === 'gone') {
+        const url = await this.#notice(
+          forge,
+          repoURL,
+          { number: r.preview.number, webURL: webURLOf(previous.get(r.preview.number)) },
+          marker,
+          stoppedGone(r.preview.stackName, ctx.branch),
+        );
+        if (url !== undefined) notices.set(r.preview.number, url);
+      }
+    }
+
+    const entries: PreviewEntry[] = [];
+    for (const v of plan.verdicts) {
+      const n = v.pull.number;
+      const before = previous.get(n);
+      const removed = plan.remove.find((r) => r.preview.number === n);
+      const body = noticeBody(v, removed?.preview.stackName, previewName(prp, v, stacks));
+      let commentURL = before?.commentURL;
+      // Notices: every pull request without a preview; and one that had a notice and now runs.
+      if (v.kind !== 'preview' || before?.commentURL !== undefined) {
+        commentURL = (await this.#notice(forge, repoURL, v.pull, marker, body)) ?? commentURL;
+      }
+      const stackName = v.kind === 'preview' ? previewName(prp, v, stacks) : undefined;
+      const live = stackName === undefined ? undefined : this.#o.stacks.get(namespace, stackName);
+      const lastResult = live?.status?.lastUpdate?.state;
+      entries.push({
+        number: n,
+        headSHA: v.pull.headSHA,
+        state: v.kind === 'preview' ? 'Active' : v.kind === 'waiting' ? 'Waiting' : 'Untrusted',
+        ...(stackName !== undefined ? { stackName } : {}),
+        ...(lastResult !== undefined && lastResult !== '' ? { lastResult } : {}),
+        ...(commentURL !== undefined ? { commentURL } : {}),
+        ...(v.kind !== 'preview' ? { reason: boundText(v.reason, 1024, 'utf16') } : {}),
+      });
+    }
+    return entries;
+  }
+
+  /** Upserts the notice on pull request `number`; undefined (logged) when the forge refused. */
+  async #notice(
+    forge: PreviewForge,
+    repoURL: string,
+    pull: { number: number; webURL: string },
+    marker: string,
+    body: string,
+  ): Promise<string | undefined> {
+    const number = pull.number;
+    try {
+      const url = await forge.upsertNotice(repoURL, pull, marker, `${marker}\n${body}\n`);
+      return pull.webURL === '' ? undefined : url;
+    } catch (err) {
+      this.#o.logger.warn({ pullRequest: number, err: errorMessage(err) }, 'cannot post the preview notice');
+      return undefined;
+    }
+  }
+
+  /** P02: a removed preview's pending status on its head commit becomes a failure that says why. */
+  async #resolvePending(
+    ctx: { provider: ResolvedProvider; forge: PreviewForge; repoURL: string },
+    namespace: string,
+    preview: ExistingPreview,
+    description: string,
+  ): Promise<void> {
+    if (!/^[0-9a-f]{40}$/.test(preview.headSHA)) return;
+    const context = this.#statusContext(ctx.provider, namespace, preview.stackName, preview.headSHA);
+    if (context === undefined) return;
+    try {
+      await ctx.forge.resolvePending(ctx.repoURL, preview.headSHA, context, description);
+    } catch (err) {
+      this.#o.logger.warn(
+        { stack: preview.stackName, err: errorMessage(err) },
+        'cannot resolve the pending preview status',
+      );
+    }
+  }
+
+  /** The commit status context deliveries use for Stack `stackName` with this Provider (built-in template or `commitStatus.context`). */
+  #statusContext(p: ResolvedProvider, namespace: string, stackName: string, sha: string): string | undefined {
+    const compiled = compileTemplates(
+      {},
+      p.commitStatusContext !== undefined ? { commitStatusContext: p.commitStatusContext } : {},
+    );
+    if (!compiled.ok || !isGitProviderType(p.type)) return undefined;
+    const ev: NotificationEvent = {
+      identity: { stack: stackName, run: { kind: 'none' }, phase: { kind: 'failed' } },
+      id: `${namespace}/${stackName}`,
+      involvedObject: {
+        apiVersion: `${STACK_GROUP}/${STACK_VERSION}`,
+        kind: 'Stack',
+        namespace,
+        name: stackName,
+        uid: '',
+      },
+      labels: {},
+      severity: 'error',
+      reason: 'PreviewFailed',
+      message: 'preview cancelled',
+      timestamp: kubeTime(this.#now()),
+      metadata: { commit: sha },
+      reportingController: 'pko-notification-controller',
+    };
+    return renderNotification(compiled.set, ev, {
+      clusterName: this.#o.clusterName,
+      providerType: p.type,
+      commentsEnabled: false,
+      limits: FORGES[p.type].limits,
+    }).commitStatus?.context;
+  }
+
+  async #finalize(prp: PullRequestPreview): Promise<void> {
+    if (!(prp.metadata.finalizers ?? []).includes(PREVIEW_FINALIZER)) return;
+    const namespace = prp.metadata.namespace ?? '';
+    const uid = prp.metadata.uid ?? '';
+    // From the API server, not the cache: a Stack created moments ago must not be left behind.
+    const list = await kubeRequest<{ items?: Stack[] }>(this.#o.kubeConfig, {
+      method: 'GET',
+      path: objectPath(stackRef(namespace)),
+      query: { labelSelector: `${PREVIEW_LABEL}=${prp.metadata.name ?? ''}` },
+    });
+    const owned = (list.items ?? []).filter((s) => ownedBy(s, uid));
+    const ctx = this.#context(prp, namespace);
+    for (const s of owned) {
+      await this.#deleteStack(namespace, s.metadata.name ?? '');
+      if (!('reason' in ctx)) {
+        await this.#resolvePending(
+          ctx,
+          namespace,
+          {
+            number: 0,
+            stackName: s.metadata.name ?? '',
+            headSHA: typeof s.spec?.commit === 'string' ? s.spec.commit : '',
+          },
+          'preview cancelled: PullRequestPreview deleted',
+        );
+      }
+    }
+    if (owned.length > 0) {
+      void this.#o.recorder.event(
+        objectOf(prp),
+        'Normal',
+        'PreviewsDeleted',
+        `deleted ${String(owned.length)} preview Stack(s) before removal: ${owned.map((s) => s.metadata.name ?? '').join(', ')}`,
+      );
+    }
+    await this.#patchFinalizers(
+      prp,
+      (prp.metadata.finalizers ?? []).filter((f) => f !== PREVIEW_FINALIZER),
+    );
+    this.#listings.delete(`${namespace}/${prp.metadata.name ?? ''}`);
+  }
+
+  async #patchFinalizers(prp: PullRequestPreview, finalizers: string[]): Promise<void> {
+    await kubeRequest(this.#o.kubeConfig, {
+      method: 'PATCH',
+      path: objectPath({
+        group: GROUP,
+        version: VERSION,
+        plural: 'pullrequestpreviews',
+        namespace: prp.metadata.namespace,
+        name: prp.metadata.name ?? '',
+      }),
+      // The resourceVersion makes the patch conditional: a concurrent change of the list fails (409) and is retried.
+      body: { metadata: { finalizers, resourceVersion: prp.metadata.resourceVersion } },
+      contentType: 'application/merge-patch+json',
+    });
+  }
+
+  async #patchStack(namespace: string, name: string, body: object): Promise<void> {
+    await kubeRequest(this.#o.kubeConfig, {
+      method: 'PATCH',
+      path: objectPath(stackRef(namespace, name)),
+      body,
+      contentType: 'application/merge-patch+json',
+    });
+  }
+
+  async #deleteStack(namespace: string, name: string): Promise<void> {
+    try {
+      await kubeRequest(this.#o.kubeConfig, {
+        method: 'DELETE',
+        path: objectPath(stackRef(namespace, name)),
+      });
+    } catch (err) {
+      if (errorStatusCode(err) !== 404) throw err;
+    }
+  }
+
+  async #writeStatus(
+    prp: PullRequestPreview,
+    ready: { ready: boolean; reason: string; message: string },
+    previews?: PreviewEntry[],
+  ): Promise<void> {
+    const now = this.#now();
+    const generation = prp.metadata.generation ?? 0;
+    const conditions: Condition[] = setCondition(
+      prp.status?.conditions,
+      {
+        type: 'Ready',
+        status: ready.ready ? 'True' : 'False',
+        reason: ready.reason,
+        message: boundText(ready.message, 1024, 'utf16'),
+        observedGeneration: generation,
+      },
+      now,
+    );
+    const status: Record<string, unknown> = { observedGeneration: generation, conditions };
+    if (previews !== undefined) {
+      status.previews = previews;
+      status.activePreviews = previews.filter((p) => p.state === 'Active').length;
+      status.lastSyncTime = kubeTime(now);
+    }
+    try {
+      await patchStatus(
+        this.#o.kubeConfig,
+        {
+          group: GROUP,
+          version: VERSION,
+          plural: 'pullrequestpreviews',
+          namespace: prp.metadata.namespace ?? '',
+          name: prp.metadata.name ?? '',
+        },
+        status,
+      );
+    } catch (err) {
+      if (errorStatusCode(err) !== 404) throw err;
+    }
+    if (!ready.ready && prp.status?.conditions?.find((c) => c.type === 'Ready')?.reason !== ready.reason) {
+      void this.#o.recorder.event(objectOf(prp), 'Warning', ready.reason, ready.message);
+    }
+  }
+}
+
+/** The pull request's web URL from a notice URL recorded in status (`<pr url>#…`), or ''. */
+function webURLOf(e: PreviewEntry | undefined): string {
+  return e?.commentURL?.replace(/#.*$/, '') ?? '';
+}
+
+/** The object as the Event recorder needs it (cached list items may lack apiVersion/kind). */
+function objectOf(prp: PullRequestPreview): PullRequestPreview {
+  return { ...prp, apiVersion: API_VERSION, kind: 'PullRequestPreview' };
+}
+
+function safeDuration(s: string): number {
+  try {
+    return parseDuration(s);
+  } catch {
+    return 5 * 60_000;
+  }
+}
+
+/** The preview Stack name of a `preview` verdict: the existing Stack's, else the one created. */
+function previewName(prp: PullRequestPreview, v: Verdict, stacks: readonly Stack[]): string {
+  const have = stacks.find((s) => Number(s.metadata.labels?.[PULL_REQUEST_LABEL]) === v.pull.number);
+  return have?.metadata.name ?? previewStackName(prp.spec.stackRef.name, v.pull.number);
+}
+
+/** The notice text for a verdict (the marker is added by the caller). */
+export function noticeBody(v: Verdict, removedStack: string | undefined, stackName: string): string {
+  switch (v.kind) {
+    case 'untrusted':
+      return removedStack !== undefined
+        ? `**Previews stopped** for this pull request: ${v.reason}. Preview Stack \`${removedStack}\` was deleted; previews resume when the pull request qualifies again.`
+        : `**No preview** for this pull request: ${v.reason}. Previews run the pull request's code with the stack's credentials, so they are limited by the trust rules of the PullRequestPreview.`;
+    case 'waiting':
+      return removedStack !== undefined
+        ? `**Preview paused**: ${v.reason}. Preview Stack \`${removedStack}\` was deleted.`
+        : `**Preview waiting**: ${v.reason}.`;
+    case 'preview':
+      return `**Preview running** as Stack \`${stackName}\`: results follow in the commit status and the comment of that Stack.`;
+  }
+}
+
+function stoppedGone(stackName: string, branch: string): string {
+  return `**Preview stopped**: this pull request is closed or no longer targets \`${branch}\`. Preview Stack \`${stackName}\` was deleted.`;
+}
