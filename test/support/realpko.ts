@@ -34,7 +34,7 @@ import {
 import { parse } from 'yaml';
 import { startControlPlane, type ControlPlane } from '../../src/envtest/controlplane.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from '../../src/kube/crds.ts';
-import { kubeRequest, objectPath } from '../../src/kube/client.ts';
+import { KubeApiError, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import type { Stack, Update } from '../../src/api/pko.ts';
 import { WorkspaceStandIn } from './workspace-standin.ts';
 
@@ -595,16 +595,27 @@ export class StatusRecorder {
     if (this.#stopped) return;
     let last = rv;
     if (last === undefined) {
-      const list = await kubeRequest<{ metadata: { resourceVersion: string } }>(this.#kc, {
-        method: 'GET',
-        path: objectPath({
-          group: k.group,
-          version: k.version,
-          plural: k.plural,
-          namespace: this.#namespace,
-        }),
+      const path = objectPath({
+        group: k.group,
+        version: k.version,
+        plural: k.plural,
+        namespace: this.#namespace,
       });
-      last = list.metadata.resourceVersion;
+      // A CRD just (re)created answers 429 "storage is (re)initializing" (Retry-After: 1) until its
+      // watch cache is ready: wait for it, as a client should, for up to 30 s.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const list = await kubeRequest<{ metadata: { resourceVersion: string } }>(this.#kc, {
+            method: 'GET',
+            path,
+          });
+          last = list.metadata.resourceVersion;
+          break;
+        } catch (err) {
+          if (!(err instanceof KubeApiError && err.statusCode === 429) || attempt >= 30) throw err;
+          await new Promise((r) => setTimeout(r, 1_000));
+        }
+      }
     }
     const watch = new Watch(this.#kc);
     const abort = await watch.watch(
