@@ -40,8 +40,13 @@ export interface AlertReconcilerDeps {
   now?: () => Date;
 }
 
+/** Template checks that did not finish (see `retry`) before the last answer stands, per Alert. */
+const MAX_UNFINISHED_CHECKS = 5;
+
 export class AlertReconciler {
   readonly #d: AlertReconcilerDeps;
+  /** Consecutive unfinished template checks per Alert key (cleared by any finished one). */
+  readonly #unfinished = new Map<string, number>();
 
   constructor(deps: AlertReconcilerDeps) {
     this.#d = deps;
@@ -67,6 +72,7 @@ export class AlertReconciler {
     const { namespace, name } = splitKey(key);
     const alert = this.#d.alerts.get(namespace, name);
     if (!alert || alert.metadata.deletionTimestamp) {
+      this.#unfinished.delete(key);
       this.#d.configMaps.use(key, undefined);
       this.#d.index.set(key, undefined);
       return undefined;
@@ -103,6 +109,15 @@ export class AlertReconciler {
         templateData,
         context !== undefined ? { commitStatusContext: context } : {},
       );
+      if (!t.ok && t.retry === true && (this.#unfinished.get(key) ?? 0) < MAX_UNFINISHED_CHECKS) {
+        // The template check did not finish (out of time under load, or its worker was replaced):
+        // not a verdict, so the Alert keeps its state and is checked again shortly — a few times,
+        // then the last answer stands.
+        this.#unfinished.set(key, (this.#unfinished.get(key) ?? 0) + 1);
+        this.#d.logger.info({ alert: key, why: t.message }, 'template check did not finish; checking again');
+        return { requeueAfterMs: 2_000 };
+      }
+      this.#unfinished.delete(key);
       if (!t.ok) {
         const where =
           t.template === 'commitStatusContext' && context !== undefined

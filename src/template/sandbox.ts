@@ -50,7 +50,17 @@ export interface AlertTemplates {
 
 export type SandboxCompileResult =
   | { ok: true; templates: AlertTemplates }
-  | { ok: false; template: string; line: number | null; message: string };
+  | {
+      ok: false;
+      template: string;
+      line: number | null;
+      message: string;
+      /**
+       * The check did not finish — out of time on a loaded machine, or the worker was replaced —
+       * so this is not a verdict on the template: ask again later.
+       */
+      retry?: true;
+    };
 
 /** Compiles an Alert's templates (the Alert reconciler's port). */
 export interface TemplateCompiler {
@@ -320,7 +330,7 @@ export class TemplateSandbox implements TemplateCompiler {
       } else if (reply.kind === 'invalid') {
         result = { ok: false, template: reply.template, line: reply.line, message: reply.message };
         // Out of time on a loaded machine is not a verdict on the template: check it again next time.
-        if (reply.timedOut) return result;
+        if (reply.timedOut) return { ...result, retry: true };
       } else {
         result = { ok: false, template: 'templates', line: null, message: replyMessage(reply) };
       }
@@ -328,7 +338,7 @@ export class TemplateSandbox implements TemplateCompiler {
       // The worker was replaced (watchdog, memory) or closed: the request failed, not
       // necessarily the template — answered, but not cached, so the next reconcile tries again.
       const message = err instanceof Error ? err.message : String(err);
-      return { ok: false, template: 'templates', line: null, message };
+      return { ok: false, template: 'templates', line: null, message, retry: true };
     }
     this.#results.set(key, result);
     return result;

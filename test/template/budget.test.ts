@@ -181,6 +181,7 @@ describe('the sandbox (worker threads)', () => {
   it('B02 in the sandbox: InvalidTemplate with a line', async () => {
     const r = await sandbox.compile({ message: b02Template() });
     expect(!r.ok && r.line !== null).toBe(true);
+    expect(!r.ok && r.retry).toBeUndefined(); // a size verdict stands
   });
 
   it('the event loop keeps turning while a large template compiles', async () => {
@@ -236,6 +237,8 @@ describe('the sandbox (worker threads)', () => {
       const big = '{{clusterName}}'.repeat(2_000);
       const r = await slow.compile({ message: big });
       expect(!r.ok && r.message).toMatch(/compiling the templates took longer than 20 ms/);
+      // Not a verdict on the template: the Alert reconciler checks it again instead of InvalidTemplate.
+      expect(!r.ok && r.retry).toBe(true);
       expect(replaced).toEqual([expect.stringMatching(/^compile: compiling the templates took longer/)]);
       // Not a verdict cached forever on content that is fine: a sandbox with time compiles it.
       const again = await sandbox.compile({ message: big });
