@@ -41,7 +41,8 @@ describe('test control plane', () => {
     }
   });
 
-  it('restarts kube-apiserver on the same address with the data kept', async () => {
+  // The restart first waits for the other running integration files (up to 300 s, test/setup/global.ts).
+  it('restarts kube-apiserver on the same address with the data kept', { timeout: 420_000 }, async () => {
     const core = kubeConfig('admin').makeApiClient(CoreV1Api);
     const ns = await createTestNamespace('restart');
     const before = await core.readNamespace({ name: ns });

@@ -10,7 +10,7 @@ import { createTestNamespace, kubeConfig, restartApiServer, waitFor } from '../s
 import { configMaps, rest, type ConfigMap } from './rest.ts';
 
 describe('Informer across an API server restart', () => {
-  it('recovers after restartApiServer() and sees a change made after it', { timeout: 240_000 }, async () => {
+  it('recovers after restartApiServer() and sees a change made after it', { timeout: 420_000 }, async () => {
     const ns = await createTestNamespace('informer-restart');
     const admin = rest(kubeConfig('admin'));
     await admin.create(configMaps(ns), { metadata: { name: 'before' }, data: { a: '1' } });

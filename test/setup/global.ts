@@ -33,8 +33,12 @@ import { installCRDs, readCRDs, yamlFilesIn } from '../../src/kube/crds.ts';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** Upstream PKO CRDs (reference data beside the repository; never copied into it). */
 export const UPSTREAM_PKO_CRDS = path.resolve(ROOT, '..', 'shared', 'pko-crds');
-/** How long a restart waits for other test files to finish before it gives up. */
-const EXCLUSIVE_WAIT_MS = 110_000;
+/**
+ * How long a restart waits for other test files to finish before it gives up. The longest
+ * integration files take a few minutes under a CPU hog (measured: process and chat SIGKILL tests
+ * 1–2 min, the informer restart's own wait 110 s was not enough on CI with a hog on one core).
+ */
+const EXCLUSIVE_WAIT_MS = 300_000;
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const t0 = performance.now();
