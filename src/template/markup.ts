@@ -367,25 +367,7 @@ function backslashMarkdown(raw: string, inline: ReadonlySet<string>): string {
  * quotes, tables, strikethrough): escaped with a backslash. Mentions in cards need `<at>` with
  * `msteams.entities`, which the notifier never sends; `<` is escaped anyway.
  */
-const TEAMS_INLINE: ReadonlySet<string> = new Set([
-  '\\',
-  '*',
-  '_',
-  '[',
-  ']',
-  '(',
-  ')',
-  '<',
-  '>',
-  '`',
-  '~',
-  '#',
-  '|',
-  '!',
-  '&',
-  '=',
-  '@',
-]);
+const TEAMS_INLINE: ReadonlySet<string> = new Set('\\*_[]()<>`~#|!&=@');
 
 /**
  * Microsoft Teams Adaptive Card TextBlock Markdown (`msteams`): backslash escapes (see
@@ -416,22 +398,7 @@ export const msteams: Markup = {
  * `<@id>` / `<#id>` / `<t:…>` / `<:emoji:id>` tags, `<url>`), escaped with a backslash as
  * Discord's client does.
  */
-const DISCORD_INLINE: ReadonlySet<string> = new Set([
-  '\\',
-  '*',
-  '_',
-  '~',
-  '`',
-  '|',
-  '>',
-  '<',
-  '[',
-  ']',
-  '(',
-  ')',
-  '#',
-  ':',
-]);
+const DISCORD_INLINE: ReadonlySet<string> = new Set('\\*_~`|><[]()#:');
 
 /**
  * Discord Markdown (`discord`): backslash escapes (see {@link backslashMarkdown}), `@everyone`,
