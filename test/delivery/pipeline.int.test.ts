@@ -364,12 +364,20 @@ describe('cases', () => {
     const obj = new Objects(home);
     const path = `/${home}`;
     const label = home; // unique per run: other test files' Stacks are not selected
-    await obj.provider('hook', { type: 'generic', address: `${receiver.url}${path}` });
-    await obj.alert('everywhere', {
-      providerRef: { name: 'hook' },
-      eventSources: [{ kind: 'Stack', name: '*', namespace: '*', matchLabels: { suite: label } }],
-    });
-    const ctl = await startInProcess('');
+    // A controller that watches every namespace serves only this test's Provider and Alert
+    // (--watch-label-selector): unscoped, it would also deliver for the Alerts of test files
+    // running beside this one — a second sender that duplicated their events.
+    const shard = { 'pko-nc.test/shard': home };
+    await obj.provider('hook', { type: 'generic', address: `${receiver.url}${path}` }, shard);
+    await obj.alert(
+      'everywhere',
+      {
+        providerRef: { name: 'hook' },
+        eventSources: [{ kind: 'Stack', name: '*', namespace: '*', matchLabels: { suite: label } }],
+      },
+      shard,
+    );
+    const ctl = await startInProcess('', { flags: [`--watch-label-selector=pko-nc.test/shard=${home}`] });
     try {
       await obj.waitReady('alerts', 'everywhere');
       for (const ns of [home, other]) {

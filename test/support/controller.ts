@@ -79,7 +79,8 @@ export interface InProcessController {
 }
 
 /**
- * Starts the controller watching `namespace` (or all with `namespace: ''`) as user `controller`.
+ * Starts the controller watching `namespace` (or all with `namespace: ''`, which needs a
+ * `--watch-label-selector` flag: files run in parallel) as user `controller`.
  * Test receivers listen on 127.0.0.1, so the controller runs with `--egress-allow-loopback`
  * unless `allowLoopback: false` (the production default, which refuses them).
  */
@@ -87,6 +88,11 @@ export async function startInProcess(
   namespace: string,
   opts: { flags?: string[]; deps?: Partial<ControllerDeps>; logLevel?: string; allowLoopback?: boolean } = {},
 ): Promise<InProcessController> {
+  if (namespace === '' && !(opts.flags ?? []).some((f) => f.startsWith('--watch-label-selector='))) {
+    // Test files run in parallel on one API server: a controller serving every namespace would
+    // deliver the other files' events as well (a second sender: their receivers see duplicates).
+    throw new Error('startInProcess(""): pass --watch-label-selector so that only this test\'s objects are served');
+  }
   await bindControllerRole();
   const cfg = loadConfig(
     [
