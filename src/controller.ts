@@ -248,6 +248,8 @@ export async function startController(
     redactor,
     registry,
     ...(deps.retry ? { retry: deps.retry } : {}),
+    // Sends only while the Lease is surely ours (the elector is created below).
+    maySend: () => elector?.holdsLease() ?? true,
   });
 
   // Routing: Stack and Update changes → events → matching Alerts → delivery.

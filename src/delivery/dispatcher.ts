@@ -115,6 +115,13 @@ export interface DispatcherOptions {
   retry?: Partial<RetryPolicy>;
   /** Re-check interval while a Provider is not Ready, ms (default 5 s). */
   heldRetryMs?: number;
+  /**
+   * Whether this process may send now (leader election: the Lease is surely still ours,
+   * src/kube/leader.ts `holdsLease`). Asked right before every send and lookup; when false the
+   * event is held — a starved leader that lost its Lease without noticing yet never sends beside
+   * its successor. Default: always.
+   */
+  maySend?: () => boolean;
 }
 
 interface Pending {
@@ -586,6 +593,10 @@ export class Dispatcher implements DeliveryQueue {
     const ref = this.#ref(lane, item, entry);
     const note = runRecord(entry, item.runHash)?.note;
     const ctx = note !== undefined ? { runNote: note } : {};
+    if (this.#o.maySend?.() === false) {
+      log.warn('not sending: the leader Lease may have passed to another replica (renewals are late)');
+      return 'held';
+    }
     if (s.cls === 'lookup' && (unsure || isInFlight(entry, ref))) {
       const found = await this.#o.sender.lookup(s, stop, ctx);
       if (found instanceof ProviderError) return { error: found, verdict: found.verdict };

@@ -82,6 +82,8 @@ export class LeaderElector {
   private observed: { spec: LeaseSpec; resourceVersion: string; atMs: number } | undefined;
   private reportedLeader = '';
   private leading: AbortController | undefined;
+  /** When the last successful acquire or renewal request started (clock ms). */
+  private renewedAt = Number.NEGATIVE_INFINITY;
   private stopping = new AbortController();
   private loopDone: Promise<void> | undefined;
 
@@ -117,6 +119,18 @@ export class LeaderElector {
     return this.leading !== undefined;
   }
 
+  /**
+   * Whether the Lease is surely still ours: leading, and the last successful renewal was sent
+   * less than `renewDeadlineMs` ago (measured from when its request started, so the request's own
+   * latency counts against us). A follower takes over only `leaseDurationMs` after it saw that
+   * renewal land, so until then no other candidate can be leading. Checked before every send:
+   * a leader starved of CPU may not notice at once that its renewals stopped (its loop runs
+   * late), but it never starts a send past this point.
+   */
+  holdsLease(): boolean {
+    return this.leading !== undefined && this.clock.now() - this.renewedAt < this.renewDeadlineMs;
+  }
+
   /** Stops campaigning; if leading, aborts the signal, releases the Lease, calls onStoppedLeading. */
   async stop(): Promise<void> {
     this.stopping.abort();
@@ -128,6 +142,7 @@ export class LeaderElector {
     // A function, not the property: TypeScript would narrow `stop.aborted` across awaits.
     const stopped = (): boolean => stop.aborted;
     while (!stopped()) {
+      const attemptAt = this.clock.now();
       const got = await this.tryAcquireOrRenew(cb, this.renewDeadlineMs);
       if (got !== 'ok') {
         await sleep(this.clock, this.retryMs * (1 + Math.random() * 1.2), stop);
@@ -135,18 +150,19 @@ export class LeaderElector {
       }
       this.log.info({ identity: this.opts.identity }, 'became leader');
       const leading = new AbortController();
+      this.renewedAt = attemptAt;
       this.leading = leading;
       this.safely('onStartedLeading', () => {
         cb.onStartedLeading(leading.signal);
       });
-      let lastRenew = this.clock.now();
       while (!stopped()) {
         await sleep(this.clock, this.retryMs, stop);
         if (stopped()) break;
-        const left = this.renewDeadlineMs - (this.clock.now() - lastRenew);
+        const renewAt = this.clock.now();
+        const left = this.renewDeadlineMs - (renewAt - this.renewedAt);
         const res = left > 0 ? await this.tryAcquireOrRenew(cb, left) : 'failed';
         if (res === 'ok') {
-          lastRenew = this.clock.now();
+          this.renewedAt = renewAt;
           continue;
         }
         if (stopped()) break;
@@ -154,7 +170,7 @@ export class LeaderElector {
           this.log.warn('lease taken by another holder; stopping leading');
           break;
         }
-        if (this.clock.now() - lastRenew >= this.renewDeadlineMs) {
+        if (this.clock.now() - this.renewedAt >= this.renewDeadlineMs) {
           this.log.warn(
             { renewDeadlineMs: this.renewDeadlineMs },
             'could not renew the lease in time; stopping leading',

@@ -52,6 +52,7 @@ function setup(
     provider?: Partial<ResolvedProvider>;
     notifier?: ScriptedNotifier;
     refresh?: () => ResolvedProvider | undefined;
+    maySend?: () => boolean;
   } = {},
 ) {
   const clock = new FakeClock();
@@ -84,6 +85,8 @@ function setup(
     outcomes: { record: (r) => outcomes.push(r) },
     clock,
     retry: { initialMs: 1000, maxMs: 8000, maxElapsedMs: 60_000, warnAfterAttempts: 3 },
+    heldRetryMs: 5000,
+    ...(opts.maySend ? { maySend: opts.maySend } : {}),
     ...(opts.refresh
       ? {
           credentials: {
@@ -121,6 +124,20 @@ const settle = (clock: FakeClock): Promise<void> => clock.advance(0);
 const finals = (o: DeliveryOutcomeReport[]) => o.filter((x) => x.result !== 'Retrying');
 
 describe('Dispatcher', () => {
+  it('sends nothing while maySend() says no (a leader whose Lease renewals are late), holds the event and sends it once allowed', async () => {
+    let allowed = false;
+    const t = setup({ maySend: () => allowed });
+    t.offer({ event: runEvent(RUN_A, 'succeeded'), observed: 10 });
+    await settle(t.clock);
+    await t.clock.advance(12_000);
+    expect(t.notifier.sends).toEqual([]);
+    expect(t.ledger.entry(t.alert.uid, 'stack-uid')).toBeUndefined();
+    allowed = true;
+    await t.clock.advance(5_000);
+    expect(t.notifier.sends.map((s) => s.id)).toEqual([`stack-uid/${RUN_A}/succeeded`]);
+    expect(finals(t.outcomes).map((o) => o.result)).toEqual(['Delivered']);
+  });
+
   it('B04: delivers a Stack’s events in the order their runs were observed — not by Update name — each once', async () => {
     const t = setup();
     // RUN_B's name says "later", but it was observed first (smaller resourceVersion).

@@ -172,4 +172,44 @@ describe('LeaderElector', () => {
     expect(took).toBeGreaterThanOrEqual(timing.renewDeadlineMs - timing.retryPeriodMs);
     expect(took).toBeLessThan(timing.leaseDurationMs + timing.retryPeriodMs);
   });
+
+  it('holdsLease() turns false once renewals are a renew deadline late, before the election loop runs again (a starved leader never sends beside its successor)', async () => {
+    const ns = await createTestNamespace('leader-fence');
+    // Real timers; `now()` can jump ahead, as the clock looks to a process whose event loop was
+    // starved: time passed and the loop did not run.
+    let jump = 0;
+    const clock = {
+      now: () => Date.now() + jump,
+      setTimeout: (cb: () => void, ms: number): unknown => setTimeout(cb, ms),
+      clearTimeout: (h: unknown) => {
+        clearTimeout(h as NodeJS.Timeout);
+      },
+    };
+    const elector = new LeaderElector(kubeConfig('admin'), {
+      namespace: ns,
+      name: 'pkonc-leader',
+      identity: 'starved',
+      logger: createLogger({ level: 'silent' }),
+      clock,
+      ...timing,
+    });
+    let signal: AbortSignal | undefined;
+    elector.run({
+      onStartedLeading: (s) => {
+        signal = s;
+      },
+      onStoppedLeading: () => undefined,
+    });
+    candidates.push({ id: 'starved', elector, started: 0, stopped: 0, signals: [], newLeaders: [] });
+    await until(() => elector.holdsLease(), 'holding the lease');
+    expect(elector.isLeader()).toBe(true);
+    jump = timing.renewDeadlineMs; // the last renewal is now a renew deadline old
+    expect(elector.holdsLease()).toBe(false);
+    // The loop has not noticed yet: it still counts itself leader, but may not send.
+    expect(elector.isLeader()).toBe(true);
+    expect(signal?.aborted).toBe(false);
+    // Its next round finds the deadline passed and stops leading.
+    await until(() => signal?.aborted === true, 'leading signal aborted', 5_000, 20);
+    expect(elector.holdsLease()).toBe(false);
+  });
 });
