@@ -91,7 +91,9 @@ export async function startInProcess(
   if (namespace === '' && !(opts.flags ?? []).some((f) => f.startsWith('--watch-label-selector='))) {
     // Test files run in parallel on one API server: a controller serving every namespace would
     // deliver the other files' events as well (a second sender: their receivers see duplicates).
-    throw new Error('startInProcess(""): pass --watch-label-selector so that only this test\'s objects are served');
+    throw new Error(
+      'startInProcess(""): pass --watch-label-selector so that only this test\'s objects are served',
+    );
   }
   await bindControllerRole();
   const cfg = loadConfig(
