@@ -336,7 +336,13 @@ export async function startController(
     alertQueue.start();
     for (const p of inf.providers.list()) providerQueue.add(keyOf(p));
     for (const a of inf.alerts.list()) alertQueue.add(keyOf(a));
-    await ledger.loadWithRetry(namespace);
+    // A --watch-label-selector shard reads only the ledger of the Alerts it serves (others are
+    // read when first served): it never writes another shard's DeliveryLedger objects.
+    const served =
+      opts.watchLabelSelector !== ''
+        ? new Set(inf.alerts.list().map((a) => a.metadata.uid ?? ''))
+        : undefined;
+    await ledger.loadWithRetry(namespace, served ? (uid) => served.has(uid) : undefined);
     const pruned = ledger.pruneStacks((uid) => liveStacks.isAlive(uid) !== false);
     if (pruned > 0) logger.info({ entries: pruned }, 'delivery-ledger entries of deleted Stacks dropped');
     state.ledgerLoaded = true;

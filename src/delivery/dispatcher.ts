@@ -79,6 +79,8 @@ export interface DeliveryLedger {
   record(alert: LedgerAlertRef, stackUid: string, q: EventRef, note?: string): Promise<void>;
   /** Records `q` as about to be sent; resolves once persisted; never rejects. */
   markInFlight(alert: LedgerAlertRef, stackUid: string, q: EventRef): Promise<void>;
+  /** Resolves once the Alert's entries are in memory (read on demand for an Alert served later). */
+  ready?(alert: LedgerAlertRef): Promise<void>;
 }
 
 /** Where final failures are announced: a Warning Kubernetes Event on the Alert (src/kube/events.ts). */
@@ -344,6 +346,7 @@ export class Dispatcher implements DeliveryQueue {
         else lane.pending.clear();
         return;
       }
+      await this.#o.ledger.ready?.(this.#ledgerRef(alert));
       const item = this.#next(lane, alert.uid);
       if (!item) return;
       const result = await this.#handle(lane, alert, item);

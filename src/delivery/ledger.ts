@@ -117,6 +117,11 @@ export class Ledger {
   readonly #splitBytes: number;
   readonly #alerts = new Map<string, AlertLedger>();
   readonly #bits = new Map<string, string>();
+  /**
+   * Set by `load` with a `served` filter (`--watch-label-selector` shards): the Alerts whose
+   * objects were read, and reads of Alerts served later. Undefined: every Alert's objects were read.
+   */
+  #served: { loaded: Set<string>; reading: Map<string, Promise<void>> } | undefined;
   #writes = 0;
   #bytes = 0;
   #conflicts = 0;
@@ -296,8 +301,61 @@ export class Ledger {
    * Reads every DeliveryLedger (all namespaces, or `namespace`), paged, and merges it into memory;
    * then tidies what an interrupted split left (overlapping objects): their entries are written to
    * the objects that cover them now and the overlapping ones deleted. Call before dispatching.
+   * @param served only the objects of Alerts it accepts (by uid) are kept — a
+   *   `--watch-label-selector` shard neither holds nor writes the entries of other shards' Alerts;
+   *   an Alert served later is read by {@link ready}.
    */
-  async load(namespace?: string): Promise<void> {
+  async load(namespace?: string, served?: (alertUid: string) => boolean): Promise<void> {
+    const found = await this.#list(namespace, LEDGER_ALERT_UID_LABEL, served);
+    const repairs: Promise<void>[] = [];
+    for (const { ref, objects } of found.values()) repairs.push(...this.#absorb(ref, objects));
+    await Promise.all(repairs);
+    if (served) this.#served = { loaded: new Set(found.keys()), reading: new Map() };
+    this.#gauges();
+  }
+
+  /**
+   * Resolves once the objects of `alert` are in memory. After a `load` without a filter, at once.
+   * After a filtered `load` (a `--watch-label-selector` shard: the objects of Alerts other shards
+   * serve are neither read nor written), an Alert this shard did not serve then (created later,
+   * or relabelled into the shard) has its own objects read first — one LIST by its uid label,
+   * retried until it succeeds — so that what another shard delivered for it is not sent again.
+   */
+  ready(alert: LedgerAlertRef): Promise<void> {
+    const sv = this.#served;
+    if (!sv || sv.loaded.has(alert.uid)) return Promise.resolve();
+    let p = sv.reading.get(alert.uid);
+    if (!p) {
+      p = (async () => {
+        for (let attempt = 0; !this.#stopped; attempt++) {
+          try {
+            const found = await this.#list(alert.namespace, `${LEDGER_ALERT_UID_LABEL}=${alert.uid}`);
+            const repairs: Promise<void>[] = [];
+            for (const f of found.values()) repairs.push(...this.#absorb(f.ref, f.objects));
+            await Promise.all(repairs);
+            sv.loaded.add(alert.uid);
+            this.#gauges();
+            return;
+          } catch (err) {
+            this.#o.logger.warn(
+              { alert: `${alert.namespace}/${alert.name}`, err: errorMessage(err), attempt },
+              'cannot read the delivery ledger of an Alert; retrying',
+            );
+            await sleep(this.#clock, Math.min(30_000, 500 * 2 ** attempt));
+          }
+        }
+      })().finally(() => sv.reading.delete(alert.uid));
+      sv.reading.set(alert.uid, p);
+    }
+    return p;
+  }
+
+  /** Lists DeliveryLedgers (paged, consistent) by `labelSelector`, grouped by Alert uid. */
+  async #list(
+    namespace: string | undefined,
+    labelSelector: string,
+    served?: (alertUid: string) => boolean,
+  ): Promise<Map<string, { ref: LedgerAlertRef; objects: LedgerObject[] }>> {
     const found = new Map<string, { ref: LedgerAlertRef; objects: LedgerObject[] }>();
     let cont: string | undefined;
     do {
@@ -306,12 +364,13 @@ export class Ledger {
         {
           method: 'GET',
           path: this.#path(namespace),
-          query: { labelSelector: LEDGER_ALERT_UID_LABEL, limit: 500, continue: cont },
+          query: { labelSelector, limit: 500, continue: cont },
         },
       );
       for (const obj of list.items) {
         const uid = obj.metadata.labels?.[LEDGER_ALERT_UID_LABEL];
         if (uid === undefined || !/^[01]*$/.test(obj.spec.shard)) continue;
+        if (served && !served(uid)) continue;
         let f = found.get(uid);
         if (!f) {
           f = { ref: { uid, name: obj.spec.alert, namespace: obj.metadata.namespace }, objects: [] };
@@ -321,21 +380,17 @@ export class Ledger {
       }
       cont = list.metadata?.continue === '' ? undefined : list.metadata?.continue;
     } while (cont !== undefined);
-
-    const repairs: Promise<void>[] = [];
-    for (const { ref, objects } of found.values()) repairs.push(...this.#absorb(ref, objects));
-    await Promise.all(repairs);
-    this.#gauges();
+    return found;
   }
 
   /**
    * {@link load}, retried until it succeeds (0.5 s doubling to 30 s between attempts, each failure
    * logged) or the ledger is closed. Nothing may be sent before the ledger is read.
    */
-  async loadWithRetry(namespace?: string): Promise<void> {
+  async loadWithRetry(namespace?: string, served?: (alertUid: string) => boolean): Promise<void> {
     for (let attempt = 0; !this.#stopped; attempt++) {
       try {
-        await this.load(namespace);
+        await this.load(namespace, served);
         return;
       } catch (err) {
         this.#o.logger.warn({ err: errorMessage(err), attempt }, 'cannot read the delivery ledger; retrying');

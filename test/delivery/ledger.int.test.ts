@@ -196,4 +196,34 @@ describe('Ledger (DeliveryLedger store)', () => {
     await restarted.close();
     expect(keysOf(await stored(alert.uid))).toEqual(['keep']);
   });
+
+  it('a --watch-label-selector shard reads and writes only the objects of the Alerts it serves; an Alert served later is read before it is used', async () => {
+    const clock = new FakeClock();
+    const mine = { namespace: ns, name: 'mine', uid: 'a6666666-0000-4000-8000-000000000006' };
+    const theirs = { namespace: ns, name: 'theirs', uid: 'a7777777-0000-4000-8000-000000000007' };
+    const first = ledger(clock);
+    const writes = [mine, theirs].map((a) => first.record(a, 'shared-stack', ref('shared/r', 7)));
+    await clock.advance(10);
+    await Promise.all(writes);
+    await first.close();
+    const before = JSON.stringify(await stored(theirs.uid));
+
+    const shard = ledger(clock);
+    await shard.load(ns, (uid) => uid === mine.uid);
+    expect(entryCovers(shard.entry(mine.uid, 'shared-stack'), ref('shared/r', 7))).toBe(true);
+    expect(shard.entry(theirs.uid, 'shared-stack')).toBeUndefined(); // not read
+    // The Stack is deleted and entries of dead Stacks pruned: only this shard's object is written.
+    expect(shard.pruneStacks(() => false)).toBe(1);
+    shard.forgetStack('shared-stack');
+    await clock.advance(10);
+    await new Promise((r) => setTimeout(r, 200));
+    await clock.advance(10);
+    expect(keysOf(await stored(mine.uid))).toEqual([]);
+    expect(JSON.stringify(await stored(theirs.uid))).toBe(before); // untouched, same resourceVersion
+
+    // Relabelled into this shard later: its objects are read before anything is decided for it.
+    await shard.ready(theirs);
+    expect(entryCovers(shard.entry(theirs.uid, 'shared-stack'), ref('shared/r', 7))).toBe(true);
+    await shard.close();
+  });
 });
