@@ -19,9 +19,12 @@
  * previous run's result is seen (Stack and Update are watched separately), and that result must
  * still go out. Older records fold into the floor.
  *
- * Entries form a join semilattice (`mergeEntries` is commutative, associative and idempotent, and
- * `recordHandled`/`recordInFlight` only move up), so any two copies — a stale leader's write, a
- * shard left behind by an interrupted split — merge into one without losing a handled event.
+ * Merging (`mergeEntries`) is commutative and idempotent and covers every event either copy
+ * covers — a run one copy folded into its floor stays done, and of outcomes that replace each
+ * other (PKO v1) the newer generation wins — so any two copies (a stale leader's write, a shard
+ * left behind by an interrupted split) merge into one without repeating a handled event
+ * (property-tested in test/delivery/ledger-entry.test.ts). It is not strictly associative: with
+ * three copies, the order of merges can decide whether an old open run is folded into the floor.
  */
 import { createHash } from 'node:crypto';
 
@@ -49,6 +52,12 @@ export interface RunRecord {
   inflight?: number;
   /** A provider's note for this run (≤ {@link MAX_NOTE_BYTES}), e.g. a chat thread id. */
   note?: string;
+  /**
+   * Runs whose outcomes replace each other (PKO v1, {@link EventRef.latestOnly}): how many times
+   * the handled outcome changed. A merge keeps the outcome of the higher count, so a stale copy
+   * (an old leader's write) never brings back an outcome that was replaced since.
+   */
+  gen?: number;
 }
 
 export interface Entry {
@@ -174,7 +183,11 @@ export function recordHandled(e: Entry | undefined, q: EventRef, note?: string):
   if (note !== undefined) checkNote(note);
   return withRecord(e, q, (r) => {
     const bit = bitOf(q.phase);
-    if (q.latestOnly === true && (bit & RESULT_BITS) !== 0) r.bits &= ~RESULT_BITS;
+    if (q.latestOnly === true && (bit & RESULT_BITS) !== 0 && (r.bits & RESULT_BITS) !== bit) {
+      // Another outcome than the one handled last: it replaces that one, one generation on.
+      if ((r.bits & RESULT_BITS) !== 0) r.gen = (r.gen ?? 0) + 1;
+      r.bits &= ~RESULT_BITS;
+    }
     r.bits |= bit;
     if (q.phase === 'stalled' && q.stall) r.stall = stallAbove(r.stall, q.stall);
     if (r.inflight !== undefined) {
@@ -202,17 +215,32 @@ export function isInFlight(e: Entry | undefined, q: EventRef): boolean {
   return r?.inflight !== undefined && (r.inflight & bitOf(q.phase)) !== 0;
 }
 
-/** The join of two entries: every handled phase of either, the higher floor. */
+/**
+ * The join of two entries: every handled phase of either, the higher floor. A run one copy holds
+ * a record of and the other has folded into its floor (observed at or below that floor, no
+ * record) is done as far as the other copy knows: the record goes, or a stale copy's open record
+ * would reopen a run whose result was delivered (a repeat).
+ */
 export function mergeEntries(a: Entry | undefined, b: Entry): Entry {
   if (!a) return canonical(b);
+  const inA = new Set(a.runs.map((r) => r.h));
+  const inB = new Set(b.runs.map((r) => r.h));
   const byHash = new Map<string, RunRecord>();
   for (const r of [...a.runs, ...b.runs]) {
+    if (!inA.has(r.h) && r.rv <= a.floor) continue;
+    if (!inB.has(r.h) && r.rv <= b.floor) continue;
     const cur = byHash.get(r.h);
     if (!cur) {
       byHash.set(r.h, { ...r });
       continue;
     }
-    const bits = cur.bits | r.bits;
+    // Outcomes that replace each other: the later generation's result wins; within one, both.
+    const ga = cur.gen ?? 0;
+    const gb = r.gen ?? 0;
+    const results =
+      ga === gb ? (cur.bits | r.bits) & RESULT_BITS : (ga > gb ? cur.bits : r.bits) & RESULT_BITS;
+    const bits = ((cur.bits | r.bits) & ~RESULT_BITS) | results;
+    const gen = Math.max(ga, gb);
     const inflight = ((cur.inflight ?? 0) | (r.inflight ?? 0)) & ~bits;
     const stall = stallAbove(cur.stall, r.stall);
     const note =
@@ -230,6 +258,7 @@ export function mergeEntries(a: Entry | undefined, b: Entry): Entry {
       ...(stall ? { stall } : {}),
       ...(inflight !== 0 ? { inflight } : {}),
       ...(note !== undefined ? { note } : {}),
+      ...(gen > 0 ? { gen } : {}),
     });
   }
   return canonical({ floor: Math.max(a.floor, b.floor), runs: [...byHash.values()] });
@@ -249,7 +278,8 @@ function checkNote(note: string): void {
 
 /**
  * Text form: `<floor>` then, per run, ` <h>.<rv>.<bits>` followed by optional `.s<gen>~<h4>`
- * (stall), `.i<bits>` (in flight) and `.n<base64url>` (note). Decimal numbers, lower-case hex.
+ * (stall), `.i<bits>` (in flight), `.n<base64url>` (note) and `.g<n>` (outcome generation).
+ * Decimal numbers, lower-case hex.
  */
 export function formatEntry(e: Entry): string {
   let s = String(e.floor);
@@ -258,6 +288,7 @@ export function formatEntry(e: Entry): string {
     if (r.stall) s += `.s${r.stall.gen}~${r.stall.h}`;
     if (r.inflight !== undefined) s += `.i${r.inflight}`;
     if (r.note !== undefined) s += `.n${Buffer.from(r.note, 'utf8').toString('base64url')}`;
+    if (r.gen !== undefined && r.gen > 0) s += `.g${r.gen}`;
   }
   return s;
 }
@@ -290,6 +321,10 @@ export function parseEntry(s: string): Entry | undefined {
         const i = num(v);
         if (i === undefined || i > 7) return undefined;
         if (i !== 0) r.inflight = i;
+      } else if (kind === 'g') {
+        const g = num(v);
+        if (g === undefined) return undefined;
+        if (g !== 0) r.gen = g;
       } else if (kind === 'n') {
         if (!/^[A-Za-z0-9_-]*$/.test(v)) return undefined;
         const note = Buffer.from(v, 'base64url').toString('utf8');

@@ -12,7 +12,7 @@
  * the object's metadata — the cost per delivered event does not grow with the Stacks (issue 15's
  * ≤ 2 KB per event; `npm run bench:ledger` measures it). A split writes both halves before it
  * deletes the whole; an interrupted one leaves objects that overlap, which `load` merges (entries
- * are a join semilattice) and tidies.
+ * merge without repeating a handled event) and tidies.
  *
  * Writes: an entry changes only when an event is handled or marked in flight (never on relist or
  * resync); changes to one object are batched for `flushDelayMs`; `record`/`markInFlight` resolve

@@ -2,6 +2,7 @@
  * The ledger entry algebra: what is done, open runs, the floor, in-flight marks, notes, merging
  * (a join: commutative, associative, idempotent) and the text form.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   entryCovers,
@@ -103,6 +104,37 @@ describe('ledger entries', () => {
     expect(entryCovers(mergeEntries(later, stale), ref('s/a', 10, 'succeeded'))).toBe(true);
   });
 
+  it('PKO v1 outcomes replace each other, also through a merge with a stale copy: the outcome replaced since is not covered', () => {
+    const v1 = (phase: 'failed' | 'succeeded'): EventRef => ({
+      ...ref('s/v1:abc', 10, phase),
+      latestOnly: true,
+    });
+    const stale = handle(v1('failed')); // an old leader's copy: the commit failed
+    const current = handle(v1('failed'), v1('succeeded')); // then it succeeded (a retry worked)
+    expect(current.runs[0]?.gen).toBe(1);
+    for (const merged of [mergeEntries(stale, current), mergeEntries(current, stale)]) {
+      expect(entryCovers(merged, v1('succeeded'))).toBe(true);
+      // Failing again is news: the stale copy's "failed" must not cover it.
+      expect(entryCovers(merged, v1('failed'))).toBe(false);
+    }
+    const again = recordHandled(mergeEntries(stale, current), v1('failed'));
+    expect([
+      again.runs[0]?.gen,
+      entryCovers(again, v1('failed')),
+      entryCovers(again, v1('succeeded')),
+    ]).toEqual([2, true, false]);
+    // The same outcome seen again changes nothing (no new generation).
+    expect(formatEntry(recordHandled(again, v1('failed')))).toBe(formatEntry(again));
+    // Still a join.
+    const f = (x: Entry) => formatEntry(x);
+    expect(f(mergeEntries(stale, again))).toBe(f(mergeEntries(again, stale)));
+    expect(f(mergeEntries(mergeEntries(stale, current), again))).toBe(
+      f(mergeEntries(stale, mergeEntries(current, again))),
+    );
+    expect(f(mergeEntries(again, again))).toBe(f(again));
+    expect(parseEntry(formatEntry(again))).toEqual(again);
+  });
+
   it('text form round-trips (notes of any characters, stalls, in-flight marks) and refuses garbage', () => {
     let e = handle(ref('s/a', 10, 'started'), ref('s/b', 12, 'stalled', { gen: 7, h: '0f0f' }));
     e = recordHandled(e, ref('s/a', 10, 'started'), 'thread=1 .~ ü');
@@ -110,5 +142,60 @@ describe('ledger entries', () => {
     expect(parseEntry(formatEntry(e))).toEqual(e);
     for (const bad of ['garbage', '', '1 zz.1.1', '1 0123abcd.1.9', '01 0123abcd.1.1', '1 0123abcd.1.1.q5'])
       expect(parseEntry(bad)).toBeUndefined();
+  });
+
+  it('property: copies built by any handling histories merge commutatively and idempotently, and the merge covers every event either copy covers (a merge never causes a repeat)', () => {
+    const runs = ['s/a', 's/b', 's/v1:c', 's/d', 's/e'];
+    const op = fc.record({
+      run: fc.integer({ min: 0, max: runs.length - 1 }),
+      phase: fc.constantFrom('started', 'succeeded', 'failed') as fc.Arbitrary<EventRef['phase']>,
+      inflight: fc.boolean(),
+    });
+    const query = (i: number, phase: EventRef['phase']): EventRef => {
+      const name = runs[i] ?? 's/a';
+      return { ...ref(name, 10 * (i + 1), phase), ...(name.includes('v1:') ? { latestOnly: true } : {}) };
+    };
+    const build = (ops: { run: number; phase: EventRef['phase']; inflight: boolean }[]): Entry => {
+      let e: Entry | undefined;
+      for (const o of ops)
+        e = o.inflight ? recordInFlight(e, query(o.run, o.phase)) : recordHandled(e, query(o.run, o.phase));
+      return e ?? { floor: 0, runs: [] };
+    };
+    const history = fc.array(op, { maxLength: 12 });
+    const f = (x: Entry) => formatEntry(x);
+    fc.assert(
+      fc.property(history, history, (ha, hb) => {
+        // Two copies that share a past and went on separately (an old and a new leader).
+        const a = build(ha);
+        const b = build([...ha, ...hb]);
+        const c = build(hb);
+        for (const [x, y] of [
+          [a, b],
+          [a, c],
+          [b, c],
+        ] as const) {
+          const m = mergeEntries(x, y);
+          expect(f(m)).toBe(f(mergeEntries(y, x)));
+          expect(f(mergeEntries(m, m))).toBe(f(m));
+          expect(parseEntry(f(m))).toEqual(m);
+          for (let i = 0; i < runs.length; i++) {
+            for (const phase of ['started', 'succeeded', 'failed'] as const) {
+              const q = query(i, phase);
+              if (q.latestOnly === true && phase !== 'started') {
+                // Outcomes that replace each other: the copy whose outcome changed more often is newer.
+                const gen = (e: Entry) => e.runs.find((r) => r.h === q.run)?.gen ?? 0;
+                const [gx, gy] = [gen(x), gen(y)];
+                const newer =
+                  gx === gy ? entryCovers(x, q) || entryCovers(y, q) : entryCovers(gx > gy ? x : y, q);
+                if (newer) expect(entryCovers(m, q)).toBe(true);
+                continue;
+              }
+              if (entryCovers(x, q) || entryCovers(y, q)) expect(entryCovers(m, q)).toBe(true);
+            }
+          }
+        }
+      }),
+      { numRuns: 300, seed: 20261130 },
+    );
   });
 });
