@@ -8,7 +8,7 @@
  *  2. latency at a steady 50 events/s: status write (response received) → receiver request, p50/p99;
  *  3. RSS with 10,000 Stacks watched (9,000 more, each with a finished run, all delivered);
  *  4. restart: SIGTERM, start again, time to /readyz 200, and deliveries the restart caused (target 0).
- * Env: BENCH_STACKS (default 10000), BENCH_BURST (1000), BENCH_RATE (50), BENCH_RATE_SECONDS (20).
+ * Env: BENCH_PORT (metrics port, health the next; default 18080), BENCH_STACKS (default 10000), BENCH_BURST (1000), BENCH_RATE (50), BENCH_RATE_SECONDS (20).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -26,6 +26,8 @@ const BURST = Number(process.env.BENCH_BURST ?? 1_000);
 const RATE = Number(process.env.BENCH_RATE ?? 50);
 const RATE_SECONDS = Number(process.env.BENCH_RATE_SECONDS ?? 20);
 const NS = 'bench';
+/** Metrics port; the health port is the next one (BENCH_PORT, default 18080). */
+const PORT = Number(process.env.BENCH_PORT ?? 18080);
 
 const pct = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -46,7 +48,7 @@ async function pool<T>(items: readonly T[], n: number, fn: (x: T) => Promise<voi
 
 /** V8 heap and external memory from the controller's /metrics (prom-client default metrics), MiB. */
 async function heapMiB(): Promise<string> {
-  const text = await (await fetch('http://127.0.0.1:18080/metrics')).text();
+  const text = await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
   const get = (name: string): number =>
     Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 1048576;
   return `heap used ${get('nodejs_heap_size_used_bytes').toFixed(1)} of ${get('nodejs_heap_size_total_bytes').toFixed(1)} MiB, external ${get('nodejs_external_memory_bytes').toFixed(1)} MiB`;
@@ -199,15 +201,15 @@ async function main(): Promise<void> {
           `--kubeconfig=${plane.kubeconfigPath}`,
           `--watch-namespace=${NS}`,
           '--log-level=warn',
-          '--metrics-bind-address=127.0.0.1:18080',
-          '--health-probe-bind-address=127.0.0.1:18081',
+          `--metrics-bind-address=127.0.0.1:${PORT}`,
+          `--health-probe-bind-address=127.0.0.1:${PORT + 1}`,
           '--egress-allow-loopback', // the receiver is on 127.0.0.1
         ],
         { stdio: ['ignore', 'inherit', 'inherit'] },
       );
       for (;;) {
         try {
-          const r = await fetch('http://127.0.0.1:18081/readyz');
+          const r = await fetch(`http://127.0.0.1:${PORT + 1}/readyz`);
           if (r.status === 200) break;
         } catch {
           // not listening yet

@@ -38,10 +38,10 @@ export interface ControllerArgs {
   extraArgs?: string[];
   /**
    * `NODE_OPTIONS` of the container. Default `--max-old-space-size=160`: with 10,000 Stacks the
-   * live heap is ~70 MiB and RSS peaks ~190 MiB (bench/pipeline.ts); raise it with `resources`.
+   * RSS peaked at 305 MiB draining a 10,000-event backlog (docs/benchmarks.md); raise it with `resources`.
    */
   nodeOptions?: string;
-  /** Container resources. Default requests cpu 50m / memory 96Mi, limit memory 256Mi. */
+  /** Container resources. Default requests cpu 50m / memory 96Mi, limit memory 384Mi (the measured peak plus ~25 %). */
   resources?: k8s.types.input.core.v1.ResourceRequirements;
   /** Create a `monitoring.coreos.com/v1` ServiceMonitor (needs the Prometheus Operator CRDs). */
   serviceMonitor?: boolean;
@@ -235,7 +235,7 @@ export class PkoNotificationController extends pulumi.ComponentResource {
                     readinessProbe: { httpGet: { path: '/readyz', port: 'probes' }, periodSeconds: 5 },
                     resources: args.resources ?? {
                       requests: { cpu: '50m', memory: '96Mi' },
-                      limits: { memory: '256Mi' },
+                      limits: { memory: '384Mi' },
                     },
                     securityContext: {
                       allowPrivilegeEscalation: false,

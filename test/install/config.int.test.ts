@@ -92,7 +92,7 @@ describe('config/default', () => {
     expect(c.env.map((e) => e.name)).toEqual(expect.arrayContaining(['POD_NAMESPACE', 'POD_NAME']));
     expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'probes' });
     expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'probes' });
-    expect(c.resources.limits['memory']).toBe('256Mi');
+    expect(c.resources.limits['memory']).toBe('384Mi');
     expect(c.resources.requests['memory']).toBe('96Mi');
     // Ports named by the probes, the Service and the args agree.
     expect(c.ports).toEqual(
