@@ -148,7 +148,7 @@ describe('ledger entries', () => {
     const runs = ['s/a', 's/b', 's/v1:c', 's/d', 's/e'];
     const op = fc.record({
       run: fc.integer({ min: 0, max: runs.length - 1 }),
-      phase: fc.constantFrom('started', 'succeeded', 'failed') as fc.Arbitrary<EventRef['phase']>,
+      phase: fc.constantFrom('started', 'succeeded', 'failed'),
       inflight: fc.boolean(),
     });
     const query = (i: number, phase: EventRef['phase']): EventRef => {
