@@ -283,6 +283,7 @@ export async function startController(
     webhookBindAddress: opts.previewWebhookBindAddress,
     webhookMaxBodyBytes: opts.previewWebhookMaxBodyBytes,
     isLeader: () => state.leading,
+    providerType: (ns, name) => inf.providers.get(ns, name)?.spec.type,
     ...(deps.previews ? { reconciler: deps.previews } : {}),
   });
 

@@ -147,7 +147,12 @@ try {
   process.exit(1);
 }
 logger.info(
-  { metricsPort: controller.metricsPort, probePort: controller.probePort, leaderElect: opts.leaderElect },
+  {
+    metricsPort: controller.metricsPort,
+    probePort: controller.probePort,
+    previewWebhookPort: controller.previewWebhookPort,
+    leaderElect: opts.leaderElect,
+  },
   'controller started',
 );
 

@@ -235,3 +235,26 @@ export function resolveRepository(
   }
   return { ok: true, repo: repoOf(type, p, [...stackReading.path], stackReading.id) };
 }
+
+/**
+ * Whether two repository URLs name the same repository on a `type` forge — e.g. a webhook
+ * delivery's `repository.clone_url` and a Stack's `spec.projectRepo`. Any accepted spelling
+ * (https, http, ssh, scp-like); hosts compare by the forge's canonical host without port (an ssh
+ * and an https URL of one server match); path segments are percent-decoded and compare
+ * case-insensitively, a trailing `/` and `.git` ignored. The whole path is compared (a web root
+ * such as Gitea's `/gitea` sub-path is on both sides). False when either cannot be read or has
+ * no path. Never throws.
+ */
+export function sameRepository(type: GitProviderType, a: string, b: string): boolean {
+  const ra = parseRaw(a);
+  const rb = parseRaw(b);
+  if (typeof ra === 'string' || typeof rb === 'string') return false;
+  const rules = RULES[type];
+  const host = (h: string): string => rules.canonicalHost(h);
+  return (
+    host(ra.hostname) === host(rb.hostname) &&
+    ra.segments.length > 0 &&
+    ra.segments.length === rb.segments.length &&
+    startsWithI(ra.segments, rb.segments)
+  );
+}

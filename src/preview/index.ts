@@ -9,7 +9,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
 import type { Registry } from 'prom-client';
 import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack } from '../api/pko.ts';
-import { GROUP, VERSION, isGitProviderType, type PullRequestPreview } from '../api/v1alpha1.ts';
+import { GROUP, VERSION, type PullRequestPreview } from '../api/v1alpha1.ts';
 import type { ResolvedProvider, SecretReader } from '../credential/provider.ts';
 import { errorMessage, kubeRequest, objectPath } from '../kube/client.ts';
 import type { EventRecorder } from '../kube/events.ts';
@@ -20,12 +20,16 @@ import type { EgressPolicy } from '../notifier/egress.ts';
 import { PreviewReconciler, type PreviewReconcilerOptions } from './controller.ts';
 import { startWebhookReceiver, type WebhookForge, type WebhookReceiver } from './webhook.ts';
 
-/** Annotation that makes PKO run a Stack now (any new value). */
+/**
+ * Annotation that makes PKO run a Stack now (any new value; the same value again runs nothing).
+ * The receiver writes the SHA-256 of the verified push body (64 hex characters).
+ */
 export const RECONCILE_REQUEST_ANNOTATION = 'pulumi.com/reconciliation-request';
 /**
- * Annotation a replica that is not the leader sets on a PullRequestPreview when it received a
- * verified webhook delivery: the leader's informer sees the change and syncs (the forge may
- * reach any replica behind the Service).
+ * Annotation every replica sets on a PullRequestPreview when it received a new verified webhook
+ * delivery: the SHA-256 of the body (64 hex characters). The leader's informer sees a changed
+ * value and syncs (the forge may reach any replica behind the Service); the same delivery
+ * again, wherever and whenever it arrives, writes the same value and causes nothing.
  */
 export const SYNC_REQUEST_ANNOTATION = 'notification.pko.dev/sync-requested';
 /** How long a webhook Secret read is reused (unsigned requests cannot make us read it more often). */
@@ -46,6 +50,11 @@ export interface PreviewsOptions {
   /** `host:port` of the webhook receiver; '' = none. */
   webhookBindAddress: string;
   webhookMaxBodyBytes: number;
+  /**
+   * `spec.type` of Provider `namespace/name` as the informer holds it (every replica: the
+   * webhook receiver of a replica that does not lead needs it); default: `providers`' type.
+   */
+  providerType?: (namespace: string, name: string) => string | undefined;
   /** Whether this replica leads (only the leader reconciles); default: always. */
   isLeader?: () => boolean;
   /** Test hooks: forge access, clock, not-ready retry. */
@@ -125,85 +134,100 @@ export class Previews {
   async listen(): Promise<void> {
     const o = this.#o;
     if (o.webhookBindAddress === '') return;
-    const secrets = new LRUCache<string, { value: string | undefined }>({ max: 1_000, ttl: SECRET_CACHE_MS });
-    const readToken = async (namespace: string, name: string): Promise<string | undefined> => {
+    // One read per Secret per SECRET_CACHE_MS, however many requests wait for it (a missing
+    // Secret is cached too; a failed read is not).
+    const secrets = new LRUCache<string, Promise<string | undefined>>({ max: 1_000, ttl: SECRET_CACHE_MS });
+    const readToken = (namespace: string, name: string): Promise<string | undefined> => {
       const key = `${namespace}/${name}`;
       const hit = secrets.get(key);
-      if (hit !== undefined) return hit.value;
-      const value = (await o.readSecret(namespace, name))?.['token']?.trim();
-      secrets.set(key, { value });
-      return value;
+      if (hit !== undefined) return hit;
+      const read = o.readSecret(namespace, name).then((data) => data?.['token']?.trim());
+      secrets.set(key, read);
+      read.catch(() => {
+        if (secrets.get(key) === read) secrets.delete(key);
+      });
+      return read;
     };
+    /** JSON merge patch of one annotation on an object. */
+    const annotate = (path: string, annotation: string, value: string): Promise<unknown> =>
+      kubeRequest(o.kubeConfig, {
+        method: 'PATCH',
+        path,
+        body: { metadata: { annotations: { [annotation]: value } } },
+        contentType: 'application/merge-patch+json',
+      });
     this.#receiver = await startWebhookReceiver({
       bindAddress: o.webhookBindAddress,
       maxBodyBytes: o.webhookMaxBodyBytes,
       logger: o.logger,
-      target: async (namespace, name) => {
+      ...(o.registry ? { registry: o.registry } : {}),
+      // Informer caches only until the Secret read (cached, negative answers too): an unknown
+      // target costs no I/O.
+      target: (namespace, name) => {
         const prp = o.previews.get(namespace, name);
         const secretName = prp?.spec.webhook?.secretRef?.name;
         if (prp === undefined || secretName === undefined) return undefined;
-        const provider = o.providers.get(`${namespace}/${prp.spec.providerRef.name}`);
-        if (provider === undefined || !isGitProviderType(provider.type)) return undefined;
+        // The Provider's type from the informer (every replica has it; only the leader
+        // resolves Providers).
+        const type =
+          o.providerType?.(namespace, prp.spec.providerRef.name) ??
+          o.providers.get(`${namespace}/${prp.spec.providerRef.name}`)?.type;
         const forge: WebhookForge | undefined =
-          provider.type === 'github' || provider.type === 'gitea' || provider.type === 'gitlab'
-            ? provider.type
-            : undefined;
+          type === 'github' || type === 'gitea' || type === 'gitlab' ? type : undefined;
         if (forge === undefined) return undefined;
-        const secret = await readToken(namespace, secretName);
-        if (secret === undefined || secret === '') return undefined;
-        const base = o.stacks.get(namespace, prp.spec.stackRef.name);
-        const branch = prp.spec.branch ?? base?.spec?.branch?.replace(/^refs\/heads\//, '');
-        return { forge, secret, branch, reconcileBaseOnPush: prp.spec.webhook?.reconcileBaseOnPush === true };
-      },
-      onDelivery: (namespace, name) => {
-        if (o.isLeader?.() ?? true) {
-          this.queue.add(`${namespace}/${name}`);
-          return;
-        }
-        // Not the leader: tell it through the object (best effort; the poll is the fallback).
-        kubeRequest(o.kubeConfig, {
-          method: 'PATCH',
-          path: objectPath({
-            group: GROUP,
-            version: VERSION,
-            plural: 'pullrequestpreviews',
-            namespace,
-            name,
-          }),
-          body: {
-            metadata: {
-              annotations: { [SYNC_REQUEST_ANNOTATION]: new Date(o.now?.() ?? Date.now()).toISOString() },
-            },
-          },
-          contentType: 'application/merge-patch+json',
-        }).catch((err: unknown) => {
-          o.logger.warn(
-            { preview: `${namespace}/${name}`, err: errorMessage(err) },
-            'cannot pass the webhook delivery to the leader',
-          );
+        return readToken(namespace, secretName).then((secret) => {
+          if (secret === undefined || secret === '') return undefined;
+          const base = o.stacks.get(namespace, prp.spec.stackRef.name);
+          const branch = prp.spec.branch ?? base?.spec?.branch?.replace(/^refs\/heads\//, '');
+          return {
+            forge,
+            secret,
+            branch,
+            reconcileBaseOnPush: prp.spec.webhook?.reconcileBaseOnPush === true,
+            repository: base?.spec?.projectRepo,
+          };
         });
       },
-      onPushToBase: async (namespace, name) => {
+      // Every replica — the leader too — records the delivery on the PullRequestPreview with the
+      // body's digest as the value; the leader's informer sees a changed value and syncs. The
+      // same delivery again (at any replica, after a restart) writes the same value: the API
+      // server stores nothing, no watch event, no sync.
+      onDelivery: async (namespace, name, key) => {
+        const path = objectPath({
+          group: GROUP,
+          version: VERSION,
+          plural: 'pullrequestpreviews',
+          namespace,
+          name,
+        });
+        try {
+          await annotate(path, SYNC_REQUEST_ANNOTATION, key);
+        } catch (err) {
+          if (!(o.isLeader?.() ?? true)) throw err;
+          // The leader can still sync now; the annotation only spares repeats.
+          o.logger.warn(
+            { preview: `${namespace}/${name}`, err: errorMessage(err) },
+            'cannot record the webhook delivery on the PullRequestPreview; syncing anyway',
+          );
+          this.queue.add(`${namespace}/${name}`);
+        }
+      },
+      // The same value for the same push: PKO runs when the annotation's value changes
+      // (ReconcileRequestedPredicate), so a redelivered push runs nothing more.
+      onPushToBase: async (namespace, name, key) => {
         const prp = o.previews.get(namespace, name);
         if (prp === undefined) return;
-        await kubeRequest(o.kubeConfig, {
-          method: 'PATCH',
-          path: objectPath({
+        await annotate(
+          objectPath({
             group: STACK_GROUP,
             version: STACK_VERSION,
             plural: STACK_PLURAL,
             namespace,
             name: prp.spec.stackRef.name,
           }),
-          body: {
-            metadata: {
-              annotations: {
-                [RECONCILE_REQUEST_ANNOTATION]: new Date(o.now?.() ?? Date.now()).toISOString(),
-              },
-            },
-          },
-          contentType: 'application/merge-patch+json',
-        });
+          RECONCILE_REQUEST_ANNOTATION,
+          key,
+        );
       },
     });
   }

@@ -1,25 +1,47 @@
 /**
  * The preview webhook receiver (flag `--preview-webhook-bind-address`): `POST
  * /hooks/<namespace>/<name>` from a forge triggers an immediate sync of that PullRequestPreview
- * (docs/previews.md, "Webhook"). Everything in a request is hostile until verified:
- * - the body is bounded (`Content-Length` over the bound → 413 before reading; a chunked body
- *   is counted while read and cut off at the bound → 413);
+ * (docs/previews.md, "Webhook"). Everything in a request is hostile until verified, and a
+ * stranger gets no work and no memory (case B11):
+ * - the target is looked up (`target`: informer cache and a cached Secret read) BEFORE any body
+ *   byte is read; an unknown target, one without a webhook secret and a wrong or missing
+ *   signature all answer the same `401 unauthorized` — an unknown target with `Connection:
+ *   close` and its body never read; a GitHub/Gitea request without a signature header and a
+ *   GitLab request with a wrong `X-Gitlab-Token` (a header) are refused before the body too;
+ * - bounds: `maxBodyBytes` per body (`Content-Length` over it → 413 unread; a streamed body is
+ *   cut at it → 413), `maxInflightBodyBytes` over all bodies being read (a body reserves its
+ *   declared length, or `maxBodyBytes` when streamed; no room → 503 unread), `maxRequestsPerTarget`
+ *   bodies read at once per PullRequestPreview (→ 503 unread), `maxConnections` sockets (more are
+ *   dropped at accept), headers within `headersTimeoutMs` and the whole request within
+ *   `requestTimeoutMs` (a slow body is cut: the socket is destroyed);
  * - the signature is checked against the PullRequestPreview's Secret (key `token`) in constant
  *   time: GitHub `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`, Gitea
  *   `X-Gitea-Signature: <hex HMAC-SHA256 of the body>`, GitLab `X-Gitlab-Token: <the secret>`
- *   (compared as SHA-256 digests so lengths leak nothing) → 401 when wrong or missing;
- * - a delivery id (`X-GitHub-Delivery`, `X-Gitea-Delivery`, `X-Gitlab-Event-UUID`) is required
- *   (400) and remembered for `replayWindowMs`: the same id again → 409 (replay). Ids are stored
- *   only after the signature verified, so unsigned requests cannot fill the memory;
- * - nothing from the body reaches logs; the only field read is `ref` of a push.
- * A valid delivery answers 202 and queues the sync; with `spec.webhook.reconcileBaseOnPush`, a
- * push to the base branch also asks PKO to run the base Stack now (`onPushToBase`).
+ *   (compared as SHA-256 digests so lengths leak nothing);
+ * - the replay key is the SHA-256 of the verified body (per target), not the unsigned delivery-id
+ *   header: the same body again within `replayWindowMs` answers `200 already received` and
+ *   causes nothing (case B13/R08). The key is handed to `onDelivery`/`onPushToBase`, which write
+ *   it (not a timestamp) into annotations, so the same delivery at another replica or after a
+ *   restart writes the same value and changes nothing;
+ * - only a verified body is parsed: a delivery whose repository (GitHub/Gitea
+ *   `repository.clone_url`/`html_url`/`ssh_url`, GitLab `project.git_http_url`/`web_url`/
+ *   `git_ssh_url`) is not the target's `repository` (compared with `sameRepository` of
+ *   src/forge/address.ts) answers `200 ignored` and causes nothing (case B13);
+ * - nothing from a request reaches a log line: each request is counted in
+ *   `pkonc_preview_webhook_requests_total{result}` (fixed results, no names), and refusals are
+ *   summed up in at most one log line per `summaryIntervalMs`.
+ * A new delivery for the target's repository answers 202 after `onDelivery` (and, for a push to
+ * the base branch with `reconcileBaseOnPush`, `onPushToBase`) succeeded; when one of them fails
+ * the body is forgotten again and the answer is 503, so a redelivery is not taken for a replay.
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { LRUCache } from 'lru-cache';
+import type { Registry } from 'prom-client';
+import { sameRepository } from '../forge/address.ts';
 import { parseBindAddress } from '../kube/health.ts';
+import { counter } from '../kube/metrics.ts';
 import type { Logger } from '../log.ts';
 
 /** Forge types the receiver verifies. */
@@ -33,24 +55,64 @@ export interface WebhookTarget {
   /** The previewed base branch (for push detection). */
   branch: string | undefined;
   reconcileBaseOnPush: boolean;
+  /**
+   * The repository previewed (the base Stack's `spec.projectRepo`); a delivery naming another
+   * one is ignored, and so is every delivery while it is unknown.
+   */
+  repository: string | undefined;
 }
+
+/** How a request ended: the `result` label of `pkonc_preview_webhook_requests_total`. */
+export type WebhookResult =
+  | 'accepted'
+  | 'duplicate'
+  | 'ignored'
+  | 'unknown_target'
+  | 'bad_signature'
+  | 'too_large'
+  | 'overloaded'
+  | 'timeout'
+  | 'bad_request'
+  | 'error';
 
 export interface WebhookReceiverOptions {
   /** `host:port`; port 0 picks a free port. */
   bindAddress: string;
   /** Largest body accepted, bytes. */
   maxBodyBytes: number;
-  /** The target of `/hooks/<namespace>/<name>`; undefined when unknown or it has no webhook secret (404). */
-  target(namespace: string, name: string): Promise<WebhookTarget | undefined>;
-  /** A verified delivery: sync this PullRequestPreview now. */
-  onDelivery(namespace: string, name: string): void;
-  /** A verified push to the base branch with `reconcileBaseOnPush`. */
-  onPushToBase(namespace: string, name: string): Promise<void>;
+  /**
+   * The target of `/hooks/<namespace>/<name>`; undefined when unknown or without a webhook
+   * secret (401, like a bad signature). Called before any body byte is read.
+   * @throws when the target cannot be read now (503).
+   */
+  target(namespace: string, name: string): WebhookTarget | undefined | Promise<WebhookTarget | undefined>;
+  /**
+   * A new verified delivery for the target's repository: sync this PullRequestPreview.
+   * `key` is the hex SHA-256 of the body (64 characters): equal for the same delivery anywhere.
+   * @throws when the sync could not be requested (the request answers 503 and the body is forgotten).
+   */
+  onDelivery(namespace: string, name: string, key: string): void | Promise<void>;
+  /** A new verified push to the base branch with `reconcileBaseOnPush` (`key` as for `onDelivery`). */
+  onPushToBase(namespace: string, name: string, key: string): Promise<void>;
   logger: Logger;
-  /** How long delivery ids are remembered, ms (default 24 h). */
+  /** Where `pkonc_preview_webhook_requests_total` is registered. */
+  registry?: Registry;
+  /** Bytes of bodies being read at once, over all requests (default 8 MiB). */
+  maxInflightBodyBytes?: number;
+  /** Bodies read at once per target (default 4). */
+  maxRequestsPerTarget?: number;
+  /** Open sockets (default 256; more are dropped when accepted). */
+  maxConnections?: number;
+  /** Time to receive the request headers, ms (default 5 000). */
+  headersTimeoutMs?: number;
+  /** Time to receive the whole request, ms (default 15 000). */
+  requestTimeoutMs?: number;
+  /** How long bodies are remembered, ms (default 24 h). */
   replayWindowMs?: number;
-  /** How many delivery ids are remembered (default 10 000; the oldest go first). */
+  /** How many bodies are remembered (default 10 000; the oldest go first). */
   replayEntries?: number;
+  /** At most one summary line of refused requests per this many ms (default 60 000). */
+  summaryIntervalMs?: number;
 }
 
 export interface WebhookReceiver {
@@ -59,6 +121,7 @@ export interface WebhookReceiver {
 }
 
 const PATH = /^\/hooks\/([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-.a-z0-9]*[a-z0-9])?)$/;
+const UNAUTHORIZED = 'unauthorized';
 
 function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
@@ -96,15 +159,23 @@ export function verifySignature(
   }
 }
 
-/** The delivery id header of `forge`. */
-function deliveryId(forge: WebhookForge, headers: (name: string) => string | undefined): string | undefined {
-  const v =
-    forge === 'github'
-      ? headers('x-github-delivery')
-      : forge === 'gitea'
-        ? headers('x-gitea-delivery')
-        : (headers('x-gitlab-event-uuid') ?? headers('idempotency-key'));
-  return v !== undefined && v !== '' && v.length <= 200 ? v : undefined;
+/**
+ * Whether the request can be refused before its body is read: GitHub/Gitea without their
+ * signature header, GitLab with a wrong token (the token is a header).
+ */
+function refusedByHeaders(
+  forge: WebhookForge,
+  headers: (name: string) => string | undefined,
+  secret: string,
+): boolean {
+  switch (forge) {
+    case 'github':
+      return headers('x-hub-signature-256') === undefined;
+    case 'gitea':
+      return headers('x-gitea-signature') === undefined;
+    case 'gitlab':
+      return !verifySignature('gitlab', headers, Buffer.alloc(0), secret);
+  }
 }
 
 /** Whether the delivery is a push (GitHub/Gitea `push`, GitLab `Push Hook`). */
@@ -113,32 +184,94 @@ function isPush(forge: WebhookForge, headers: (name: string) => string | undefin
   return headers(forge === 'github' ? 'x-github-event' : 'x-gitea-event') === 'push';
 }
 
-/** Answers the request; returns the status sent (so handlers can `return reply(…)`). */
-function reply(res: ServerResponse, status: number, text: string): number {
-  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store' });
-  res.end(`${text}\n`);
-  return status;
+/** The JSON payload of a verified body: JSON, or GitHub's form encoding (`payload=<json>`). */
+function payloadOf(body: Buffer, contentType: string | undefined): Record<string, unknown> | undefined {
+  let text = body.toString('utf8');
+  if (contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded') === true)
+    text = new URLSearchParams(text).get('payload') ?? '';
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'object' && v !== null && !Array.isArray(v)
+      ? (v as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
-/** Reads the body up to `max` bytes; undefined when it is larger (the rest is not read). */
-function readBounded(req: IncomingMessage, max: number): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
+/**
+ * The repository URLs a payload names: GitHub/Gitea `repository.{clone_url,html_url,ssh_url}`,
+ * GitLab `project.{git_http_url,web_url,git_ssh_url}` (also `repository.{git_http_url,homepage}`
+ * of older GitLab payloads).
+ */
+export function repositoryURLs(forge: WebhookForge, payload: Record<string, unknown>): string[] {
+  const pick = (obj: unknown, keys: string[]): string[] => {
+    if (typeof obj !== 'object' || obj === null) return [];
+    const rec = obj as Record<string, unknown>;
+    return keys.map((k) => rec[k]).filter((v): v is string => typeof v === 'string' && v !== '');
+  };
+  if (forge === 'gitlab')
+    return [
+      ...pick(payload['project'], ['git_http_url', 'web_url', 'git_ssh_url']),
+      ...pick(payload['repository'], ['git_http_url', 'homepage', 'git_ssh_url']),
+    ];
+  return pick(payload['repository'], ['clone_url', 'html_url', 'ssh_url']);
+}
+
+/** Answers the request; `close` ends the connection after the answer (the body is not read). */
+function reply(res: ServerResponse, status: number, text: string, close = false): void {
+  if (res.headersSent) return;
+  res.writeHead(status, {
+    'Content-Type': 'text/plain; charset=utf-8',
+    'Cache-Control': 'no-store',
+    ...(close ? { Connection: 'close' } : {}),
+  });
+  res.end(`${text}\n`);
+}
+
+type ReadResult =
+  { kind: 'ok'; body: Buffer } | { kind: 'too_large' } | { kind: 'timeout' } | { kind: 'aborted' };
+
+/** Reads the body up to `max` bytes, or until `deadline` (ms since the epoch). */
+function readBounded(req: IncomingMessage, max: number, deadline: number): Promise<ReadResult> {
+  return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (c: Buffer) => {
+    const done = (r: ReadResult): void => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onError);
+      if (r.kind !== 'ok') chunks.length = 0;
+      resolve(r);
+    };
+    const onData = (c: Buffer): void => {
       size += c.length;
       if (size > max) {
-        req.removeAllListeners('data');
         req.pause();
-        resolve(undefined);
+        done({ kind: 'too_large' });
         return;
       }
       chunks.push(c);
-    });
-    req.on('end', () => {
-      resolve(Buffer.concat(chunks));
-    });
-    req.on('error', reject);
+    };
+    const onEnd = (): void => {
+      done({ kind: 'ok', body: Buffer.concat(chunks, size) });
+    };
+    const onError = (): void => {
+      done({ kind: 'aborted' });
+    };
+    const timer = setTimeout(
+      () => {
+        req.pause();
+        done({ kind: 'timeout' });
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('aborted', onError);
   });
 }
 
@@ -146,67 +279,175 @@ function readBounded(req: IncomingMessage, max: number): Promise<Buffer | undefi
 export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promise<WebhookReceiver> {
   const bind = parseBindAddress(opts.bindAddress);
   if (bind === undefined) throw new Error('the webhook receiver needs a bind address');
+  const maxInflight = opts.maxInflightBodyBytes ?? 8 * 1024 * 1024;
+  const perTarget = opts.maxRequestsPerTarget ?? 4;
+  const requestTimeoutMs = opts.requestTimeoutMs ?? 15_000;
   const seen = new LRUCache<string, true>({
     max: opts.replayEntries ?? 10_000,
     ttl: opts.replayWindowMs ?? 24 * 60 * 60_000,
   });
   const log = opts.logger.child({ component: 'preview-webhook' });
+  const requests = counter(
+    opts.registry,
+    'pkonc_preview_webhook_requests_total',
+    'Requests to the preview webhook receiver, by how they ended.',
+    ['result'],
+  );
+  let inflightBytes = 0;
+  const inflightPerTarget = new Map<string, number>();
+  /** Refusals since the last summary line. */
+  let refused = new Map<WebhookResult, number>();
+  const count = (result: WebhookResult): void => {
+    requests.labels(result).inc();
+    if (result !== 'accepted' && result !== 'duplicate' && result !== 'ignored')
+      refused.set(result, (refused.get(result) ?? 0) + 1);
+  };
+  const summary = setInterval(() => {
+    if (refused.size === 0) return;
+    log.warn(
+      { refused: Object.fromEntries(refused) },
+      'preview webhook requests refused since the last summary (counts by result; see pkonc_preview_webhook_requests_total)',
+    );
+    refused = new Map();
+  }, opts.summaryIntervalMs ?? 60_000);
+  summary.unref();
 
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<number> => {
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<WebhookResult> => {
+    const started = Date.now();
     const m = PATH.exec((req.url ?? '').split('?')[0] ?? '');
-    if (m === null) return reply(res, 404, 'not found');
-    if (req.method !== 'POST') return reply(res, 405, 'method not allowed');
-    const length = Number(header(req, 'content-length') ?? '0');
-    if (Number.isFinite(length) && length > opts.maxBodyBytes) {
-      res.setHeader('Connection', 'close');
-      return reply(res, 413, 'payload too large');
+    if (m === null) {
+      reply(res, 404, 'not found', true);
+      return 'bad_request';
     }
-    const body = await readBounded(req, opts.maxBodyBytes);
-    if (body === undefined) {
-      res.setHeader('Connection', 'close');
-      return reply(res, 413, 'payload too large');
+    if (req.method !== 'POST') {
+      reply(res, 405, 'method not allowed', true);
+      return 'bad_request';
     }
     const namespace = m[1] ?? '';
     const name = m[3] ?? '';
-    const target = await opts.target(namespace, name);
-    if (target === undefined) return reply(res, 404, 'not found');
+    const key = `${namespace}/${name}`;
     const headers = (n: string): string | undefined => header(req, n);
-    if (!verifySignature(target.forge, headers, body, target.secret)) {
-      log.warn(
-        { preview: `${namespace}/${name}` },
-        'webhook delivery with a wrong or missing signature refused',
-      );
-      return reply(res, 401, 'invalid signature');
+
+    // Who is it for, before reading anything.
+    let target: WebhookTarget | undefined;
+    try {
+      target = await opts.target(namespace, name);
+    } catch {
+      reply(res, 503, 'temporarily unavailable', true);
+      return 'error';
     }
-    const id = deliveryId(target.forge, headers);
-    if (id === undefined) return reply(res, 400, 'missing delivery id');
-    const seenKey = `${namespace}/${name}\u0000${id}`;
+    if (target === undefined) {
+      reply(res, 401, UNAUTHORIZED, true);
+      return 'unknown_target';
+    }
+    if (refusedByHeaders(target.forge, headers, target.secret)) {
+      reply(res, 401, UNAUTHORIZED, true);
+      return 'bad_signature';
+    }
+    const declared = header(req, 'content-length');
+    const length = declared === undefined ? undefined : Number(declared);
+    if (length !== undefined && !(Number.isSafeInteger(length) && length >= 0)) {
+      reply(res, 400, 'bad request', true);
+      return 'bad_request';
+    }
+    if (length !== undefined && length > opts.maxBodyBytes) {
+      reply(res, 413, 'payload too large', true);
+      return 'too_large';
+    }
+    const running = inflightPerTarget.get(key) ?? 0;
+    const reserve = length ?? opts.maxBodyBytes;
+    if (running >= perTarget || inflightBytes + reserve > maxInflight) {
+      res.setHeader('Retry-After', '5');
+      reply(res, 503, 'busy: retry later', true);
+      return 'overloaded';
+    }
+
+    // Read the body within the bounds.
+    inflightBytes += reserve;
+    inflightPerTarget.set(key, running + 1);
+    let read: ReadResult;
+    try {
+      read = await readBounded(req, opts.maxBodyBytes, started + requestTimeoutMs);
+    } finally {
+      inflightBytes -= reserve;
+      const n = (inflightPerTarget.get(key) ?? 1) - 1;
+      if (n <= 0) inflightPerTarget.delete(key);
+      else inflightPerTarget.set(key, n);
+    }
+    if (read.kind === 'too_large') {
+      reply(res, 413, 'payload too large', true);
+      return 'too_large';
+    }
+    if (read.kind === 'timeout' || read.kind === 'aborted') {
+      req.socket.destroy();
+      return read.kind === 'timeout' ? 'timeout' : 'bad_request';
+    }
+    const body = read.body;
+    if (!verifySignature(target.forge, headers, body, target.secret)) {
+      reply(res, 401, UNAUTHORIZED, true);
+      return 'bad_signature';
+    }
+
+    // Verified: the body itself is the replay key.
+    const digest = createHash('sha256').update(body).digest('hex');
+    const seenKey = `${key}\u0000${digest}`;
     if (seen.has(seenKey)) {
-      log.warn({ preview: `${namespace}/${name}` }, 'webhook delivery replayed: refused');
-      return reply(res, 409, 'delivery already received');
+      reply(res, 200, 'already received');
+      return 'duplicate';
     }
     seen.set(seenKey, true);
-    opts.onDelivery(namespace, name);
-    if (target.reconcileBaseOnPush && target.branch !== undefined && isPush(target.forge, headers)) {
-      let ref: unknown;
-      try {
-        ref = (JSON.parse(body.toString('utf8')) as { ref?: unknown }).ref;
-      } catch {
-        ref = undefined;
-      }
-      if (ref === `refs/heads/${target.branch}`) await opts.onPushToBase(namespace, name);
+    const payload = payloadOf(body, header(req, 'content-type'));
+    const repository = target.repository;
+    const forge = target.forge;
+    const urls = payload === undefined ? [] : repositoryURLs(forge, payload);
+    if (repository === undefined || !urls.some((u) => sameRepository(forge, u, repository))) {
+      log.debug(
+        { preview: key },
+        'webhook delivery ignored: it names another repository than the base Stack',
+      );
+      reply(res, 200, "ignored: the delivery is not for the base Stack's repository (spec.projectRepo)");
+      return 'ignored';
     }
-    return reply(res, 202, 'accepted');
+    try {
+      await opts.onDelivery(namespace, name, digest);
+      if (
+        target.reconcileBaseOnPush &&
+        target.branch !== undefined &&
+        isPush(forge, headers) &&
+        payload?.['ref'] === `refs/heads/${target.branch}`
+      )
+        await opts.onPushToBase(namespace, name, digest);
+    } catch (err) {
+      seen.delete(seenKey);
+      throw err;
+    }
+    reply(res, 202, 'accepted');
+    return 'accepted';
   };
 
-  const server: Server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      log.error({ err: err instanceof Error ? err.message : String(err) }, 'webhook delivery failed');
-      if (!res.headersSent) void reply(res, 500, 'internal error');
-    });
+  const server: Server = createServer(
+    {
+      headersTimeout: Math.min(opts.headersTimeoutMs ?? 5_000, requestTimeoutMs),
+      requestTimeout: requestTimeoutMs,
+      // How often Node checks the two timeouts above (default 30 s: too coarse for a slow sender).
+      connectionsCheckingInterval: 1_000,
+      keepAliveTimeout: 5_000,
+    },
+    (req, res) => {
+      handle(req, res).then(count, (err: unknown) => {
+        log.error(
+          { err: err instanceof Error ? err.message : String(err) },
+          'webhook delivery verified, but the sync could not be requested',
+        );
+        reply(res, 503, 'temporarily unavailable', true);
+        count('error');
+      });
+    },
+  );
+  server.maxConnections = opts.maxConnections ?? 256;
+  server.on('drop', () => {
+    count('overloaded');
   });
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(bind.port, bind.host, () => {
@@ -219,6 +460,7 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
     port,
     close: () =>
       new Promise<void>((resolve) => {
+        clearInterval(summary);
         server.close(() => {
           resolve();
         });

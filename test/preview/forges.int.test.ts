@@ -94,7 +94,12 @@ describe('previews on the GitHub contract server (ETag polling)', () => {
     const secret = randomBytes(12).toString('hex');
     let delivery = 0;
     const hook = async (): Promise<void> => {
-      const body = JSON.stringify({ action: 'synchronize' });
+      // Each delivery is another event (the receiver's replay key is the body) of acme/app.
+      const body = JSON.stringify({
+        action: 'synchronize',
+        delivery,
+        repository: { full_name: 'acme/app', clone_url: `${gh.origin}/acme/app.git` },
+      });
       const status = await deliver(
         ctl,
         ns,
@@ -237,7 +242,12 @@ describe('previews on the GitLab contract server', () => {
           'x-gitlab-event-uuid': `gl-${String(++delivery)}`,
           'x-gitlab-token': secret,
         },
-        JSON.stringify({ object_kind: 'merge_request' }),
+        // Each delivery is another event (the receiver's replay key is the body) of acme/app.
+        JSON.stringify({
+          object_kind: 'merge_request',
+          delivery,
+          project: { path_with_namespace: 'acme/app', git_http_url: `${gl.url}/acme/app.git` },
+        }),
       );
       expect(status).toBe(202);
     };
