@@ -35,6 +35,11 @@ export interface ControllerProcessOptions {
   allowLoopback?: boolean;
   /** Node options before the script, e.g. `['--max-old-space-size=160']`. */
   nodeArgs?: string[];
+  /**
+   * A cgroup (v1) directory the process runs in from its first instruction (a shell joins it,
+   * then execs node: the pid stays the same), e.g. from test/support/memory-cgroup.ts.
+   */
+  cgroupDir?: string;
 }
 
 /** How the process ended (as Node's `exit` event reports it). */
@@ -249,7 +254,14 @@ export async function startControllerProcess(opts: ControllerProcessOptions): Pr
     HOME: process.env['HOME'] ?? '/tmp',
     ...opts.env,
   };
-  const child = spawn(process.execPath, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [cmd, cmdArgs] =
+    opts.cgroupDir === undefined
+      ? [process.execPath, argv]
+      : [
+          '/bin/sh',
+          ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', opts.cgroupDir, process.execPath, ...argv],
+        ];
+  const child = spawn(cmd, cmdArgs, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const spawned = new Promise<void>((resolve, reject) => {
     child.once('spawn', resolve);
     child.once('error', reject);
