@@ -427,8 +427,9 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
 
   const server: Server = createServer(
     {
-      headersTimeout: Math.min(opts.headersTimeoutMs ?? 5_000, requestTimeoutMs),
-      requestTimeout: requestTimeoutMs,
+      headersTimeout: Math.min(opts.headersTimeoutMs ?? 5_000, requestTimeoutMs + 1_000),
+      // A backstop only: the body's own deadline (readBounded) ends the request first.
+      requestTimeout: requestTimeoutMs + 1_000,
       // How often Node checks the two timeouts above (default 30 s: too coarse for a slow sender).
       connectionsCheckingInterval: 1_000,
       keepAliveTimeout: 5_000,

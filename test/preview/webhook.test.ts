@@ -358,7 +358,7 @@ describe('preview webhook receiver: authentication before work (B11)', () => {
     const t0 = Date.now();
     const slow = partial(r.port, PATH, gitea('slow'), MAX, 10);
     const a = await slow.answer;
-    expect(a.status).toBe(-1);
+    expect(a.status).toBe(-1); // cut: no answer
     expect(Date.now() - t0).toBeLessThan(10_000);
     expect(r.synced).toEqual([]);
     expect(await counted(r, 'timeout')).toBe(1);
@@ -390,13 +390,21 @@ describe('preview webhook receiver: authentication before work (B11)', () => {
 
   it('refusals are counted and summed up in at most one log line per interval, naming no target', async () => {
     const r = await start({}, { summaryIntervalMs: 300 });
+    const t0 = Date.now();
     for (let i = 0; i < 30; i++)
       await post(r.port, `/hooks/probe-${String(i)}/x`, gitea(`p-${String(i)}`), body);
     for (let i = 0; i < 5; i++) await post(r.port, PATH, gitea(`w-${String(i)}`, body, 'wrong'), body);
-    await expect.poll(() => r.logs.lines.length, { timeout: 5_000 }).toBeGreaterThanOrEqual(1);
-    const line = r.logs.lines[0];
-    expect(line?.['refused']).toEqual({ unknown_target: 30, bad_signature: 5 });
-    expect(r.logs.lines.length).toBeLessThanOrEqual(2);
+    const summed = (): Record<string, number> => {
+      const out: Record<string, number> = {};
+      for (const l of r.logs.lines)
+        for (const [k, v] of Object.entries(l['refused'] as Record<string, number>))
+          out[k] = (out[k] ?? 0) + v;
+      return out;
+    };
+    await expect.poll(summed, { timeout: 5_000 }).toEqual({ unknown_target: 30, bad_signature: 5 });
+    // One line per interval at most (35 refusals → a line or a few, never 35).
+    expect(r.logs.lines.length).toBeLessThanOrEqual(Math.ceil((Date.now() - t0) / 300) + 1);
+    expect(r.logs.lines.length).toBeLessThan(35);
     const text = JSON.stringify(r.logs.lines);
     expect(text).not.toContain('probe-');
     expect(text).not.toContain('previews');
