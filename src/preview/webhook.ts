@@ -8,6 +8,7 @@
  *   signature all answer the same `401 unauthorized` — an unknown target with `Connection:
  *   close` and its body never read; a GitHub/Gitea request without a signature header and a
  *   GitLab request with a wrong `X-Gitlab-Token` (a header) are refused before the body too;
+ *   `100 Continue` is sent only once the body will be read;
  * - bounds: `maxBodyBytes` per body (`Content-Length` over it → 413 unread; a streamed body is
  *   cut at it → 413), `maxInflightBodyBytes` over all bodies being read (a body reserves its
  *   declared length, or `maxBodyBytes` when streamed; no room → 503 unread), `maxRequestsPerTarget`
@@ -362,7 +363,9 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
       return 'overloaded';
     }
 
-    // Read the body within the bounds.
+    // Read the body within the bounds. A client that waits for `100 Continue` (curl does for
+    // bodies over 1 KiB) sends it only now.
+    if (header(req, 'expect')?.toLowerCase() === '100-continue') res.writeContinue();
     inflightBytes += reserve;
     inflightPerTarget.set(key, running + 1);
     let read: ReadResult;
@@ -425,6 +428,16 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
     return 'accepted';
   };
 
+  const listener = (req: IncomingMessage, res: ServerResponse): void => {
+    handle(req, res).then(count, (err: unknown) => {
+      log.error(
+        { err: err instanceof Error ? err.message : String(err) },
+        'webhook delivery verified, but the sync could not be requested',
+      );
+      reply(res, 503, 'temporarily unavailable', true);
+      count('error');
+    });
+  };
   const server: Server = createServer(
     {
       headersTimeout: Math.min(opts.headersTimeoutMs ?? 5_000, requestTimeoutMs + 1_000),
@@ -434,17 +447,11 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
       connectionsCheckingInterval: 1_000,
       keepAliveTimeout: 5_000,
     },
-    (req, res) => {
-      handle(req, res).then(count, (err: unknown) => {
-        log.error(
-          { err: err instanceof Error ? err.message : String(err) },
-          'webhook delivery verified, but the sync could not be requested',
-        );
-        reply(res, 503, 'temporarily unavailable', true);
-        count('error');
-      });
-    },
+    listener,
   );
+  // `Expect: 100-continue` reaches the handler without Node's automatic `100 Continue`: a
+  // refused request is answered before its client sends the body.
+  server.on('checkContinue', listener);
   server.maxConnections = opts.maxConnections ?? 256;
   server.on('drop', () => {
     count('overloaded');

@@ -274,6 +274,44 @@ describe('preview webhook receiver: authentication before work (B11)', () => {
     expect([...gh.synced, ...gl.synced]).toEqual([]);
   });
 
+  it('Expect: 100-continue: a refused request is answered without inviting the body; an accepted one gets 100 Continue', async () => {
+    const r = await start();
+    const withExpect = (path: string): Promise<{ status: number; continued: boolean }> =>
+      new Promise((resolve, reject) => {
+        let continued = false;
+        const req = request(
+          {
+            host: '127.0.0.1',
+            port: r.port,
+            path,
+            method: 'POST',
+            agent: false,
+            headers: {
+              ...gitea('e'),
+              'content-type': 'application/json',
+              'content-length': String(Buffer.byteLength(body)),
+              expect: '100-continue',
+            },
+          },
+          (res) => {
+            res.resume();
+            res.on('end', () => {
+              resolve({ status: res.statusCode ?? 0, continued });
+            });
+          },
+        );
+        req.on('continue', () => {
+          continued = true;
+          req.end(body);
+        });
+        req.on('error', reject);
+        req.flushHeaders();
+      });
+    expect(await withExpect('/hooks/no-such-ns/no-such-name')).toEqual({ status: 401, continued: false });
+    expect(await withExpect(PATH)).toEqual({ status: 202, continued: true });
+    expect(r.synced).toHaveLength(1);
+  });
+
   it('GitHub: X-Hub-Signature-256 sha256=<hmac>; GitLab: X-Gitlab-Token; both verified', async () => {
     const gh = await start({ forge: 'github', repository: 'git@github.com:Acme/App.git' });
     const ghBody = pr(1, {
