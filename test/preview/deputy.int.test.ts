@@ -486,6 +486,10 @@ describe('B10: a PullRequestPreview grants no more than its writer holds', () =>
     );
     expect((await getPrp('previews')).status?.activePreviews).toBe(1);
 
+    await waitFor(async () => ((await warnings('PreviewNameTaken')).length > 0 ? true : undefined), {
+      ...WAIT,
+      what: 'Warning Event PreviewNameTaken',
+    });
     await syncNow('previews'); // once more: still untouched, the Warning not repeated
     const taken = await warnings('PreviewNameTaken');
     expect(taken).toHaveLength(1);
