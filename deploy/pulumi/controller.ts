@@ -3,11 +3,13 @@
  * the same objects as `kubectl apply -k config/default` (test/controller.test.ts compares the
  * two object by object): Namespace, the Provider and Alert CRDs, ServiceAccount, ClusterRole +
  * binding, the leader-election Role + binding, Deployment, metrics Service, PodDisruptionBudget,
- * and optionally a Prometheus Operator ServiceMonitor.
+ * the PullRequestPreview admission policy + binding, and optionally a Prometheus Operator
+ * ServiceMonitor.
  *
- * Read from the repository, so there is one copy of each: the CRDs (`crds/*.yaml`) and the RBAC
- * rules (`config/rbac/role.yaml`, `config/rbac/leader_election_role.yaml`). Everything else is
- * typed here, with the knobs of {@link ControllerArgs}.
+ * Read from the repository, so there is one copy of each: the CRDs (`crds/*.yaml`), the RBAC
+ * rules (`config/rbac/role.yaml`, `config/rbac/leader_election_role.yaml`) and the admission
+ * policy and binding (`config/admission/*.yaml`). Everything else is typed here, with the knobs
+ * of {@link ControllerArgs}.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import * as k8s from '@pulumi/kubernetes';
@@ -73,6 +75,14 @@ function crds(): CrdDoc[] {
     }
   }
   return out;
+}
+
+/** A cluster-scoped object of config/admission (policy or binding), as written there. */
+function admission<Spec>(file: string): { metadata: { name: string }; spec: Spec } {
+  return parse(readFileSync(new URL(`config/admission/${file}`, REPO), 'utf8')) as {
+    metadata: { name: string };
+    spec: Spec;
+  };
 }
 
 export class PkoNotificationController extends pulumi.ComponentResource {
@@ -273,6 +283,34 @@ export class PkoNotificationController extends pulumi.ComponentResource {
           spec: { maxUnavailable: 1, selector: { matchLabels: selector } },
         },
         inNs,
+      ),
+    );
+    // PullRequestPreview admission (docs/previews.md, "Admission"): cluster-scoped, not moved by `namespace`.
+    const policyDoc = admission<k8s.types.input.admissionregistration.v1.ValidatingAdmissionPolicySpec>(
+      'preview_overrides_policy.yaml',
+    );
+    const policy = add(
+      new k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        `${name}-preview-overrides-policy`,
+        {
+          metadata: { name: policyDoc.metadata.name, labels },
+          spec: policyDoc.spec,
+        },
+        { parent: this, dependsOn: crdResources },
+      ),
+    );
+    const bindingDoc =
+      admission<k8s.types.input.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec>(
+        'preview_overrides_binding.yaml',
+      );
+    add(
+      new k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+        `${name}-preview-overrides-binding`,
+        {
+          metadata: { name: bindingDoc.metadata.name, labels },
+          spec: bindingDoc.spec,
+        },
+        { parent: this, dependsOn: [policy] },
       ),
     );
     if (args.serviceMonitor === true) {

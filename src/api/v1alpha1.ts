@@ -207,7 +207,10 @@ export interface PullRequestPreviewSpec {
   trust?: PreviewTrust;
   /** Most preview Stacks at a time; CRD default 5. Further pull requests wait (their PR says so). */
   maxPreviews?: number;
-  /** Applied to each preview Stack: labels, annotations, and a JSON merge patch of its spec. */
+  /**
+   * Applied to each preview Stack: labels, annotations (no reserved keys), and a JSON merge patch
+   * of its spec limited to `OVERRIDABLE_SPEC_FIELDS` (src/preview/stack.ts; case B10).
+   */
   stackOverrides?: {
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
@@ -222,18 +225,25 @@ export interface PullRequestPreviewSpec {
   suspend?: boolean;
 }
 
+/**
+ * `PullRequestPreview.status.previews[].state`: `Active` (preview Stack exists), `Waiting`
+ * (maxPreviews reached), `Untrusted` (trust rules), `Blocked` (a Stack of the preview's name exists
+ * and is not this PullRequestPreview's: the name is taken, that Stack is left alone).
+ */
+export const PREVIEW_STATES = ['Active', 'Waiting', 'Untrusted', 'Blocked'] as const;
+
 /** One pull request the PullRequestPreview knows of. */
 export interface PreviewEntry {
   number: number;
   headSHA: string;
-  /** `Active` (preview Stack exists), `Waiting` (maxPreviews reached), `Untrusted` (trust rules). */
-  state: 'Active' | 'Waiting' | 'Untrusted';
+  /** One of {@link PREVIEW_STATES}. */
+  state: (typeof PREVIEW_STATES)[number];
   stackName?: string;
   /** The preview Stack's last result (`succeeded`/`failed`), when one is known. */
   lastResult?: string;
   /** Web URL of the controller's notice comment on the pull request, when one was posted. */
   commentURL?: string;
-  /** Why it has no preview (Untrusted/Waiting). */
+  /** Why it has no preview (Untrusted/Waiting/Blocked). */
   reason?: string;
 }
 

@@ -3,11 +3,17 @@
  * 1. being deleted → delete every preview Stack it owns (listed from the API server, not the
  *    cache), resolve their pending statuses, say what was removed in an Event, then remove the
  *    finalizer (case P04: no garbage collector needed);
- * 2. add the finalizer; resolve the base Stack, the forge Provider (Ready ones only), the branch
- *    and the repository (the base Stack's `spec.projectRepo`);
+ * 2. add the finalizer; refuse overrides outside the allow-list, and Secret envRefs unless the
+ *    admission policy checked them (./stack.ts `refusedOverride`, ./admission.ts; case B10):
+ *    Ready=False `OverrideNotAllowed`, nothing created, patched or deleted; resolve the base
+ *    Stack, the forge Provider (Ready ones only), the branch and the repository (the base
+ *    Stack's `spec.projectRepo`);
  * 3. list the open pull requests of the branch (conditional request where the forge has one),
  *    resolve authors' associations where the trust rules need them, plan (./plan.ts);
- * 4. create / patch (new head commit, changed base spec) / delete preview Stacks; a removed
+ * 4. create / patch (new head commit, changed base spec) / delete preview Stacks — only Stacks
+ *    this PullRequestPreview controls (owner reference, uid preconditions): a Stack of the same
+ *    name that is not ours is left alone and the pull request's entry says the name is taken
+ *    (state `Blocked`, Warning Event `PreviewNameTaken`); a removed
  *    preview's pending status is resolved (P02); notices (one edited comment per pull request)
  *    say why a pull request has no preview, waits, or lost its preview (F30, P01, P03);
  * 5. write status (`previews`, `activePreviews`, `lastSyncTime`, `Ready`) and requeue after
@@ -42,9 +48,18 @@ import type { EgressPolicy } from '../notifier/egress.ts';
 import { ProviderHttp } from '../notifier/http.ts';
 import { compileTemplates, renderNotification } from '../template/index.ts';
 import { boundText } from '../text.ts';
+import { AdmissionPolicyCheck } from './admission.ts';
 import { PREVIEW_FINALIZER, PREVIEW_LABEL, PULL_REQUEST_LABEL, previewStackName } from './naming.ts';
 import { planSync, type ExistingPreview, type KnownPull, type Verdict } from './plan.ts';
-import { mergePatchBetween, ownedBy, previewSpec, previewStack } from './stack.ts';
+import {
+  controllerOf,
+  mergePatchBetween,
+  ownedBy,
+  previewSpec,
+  previewStack,
+  refusedOverride,
+  secretEnvRefNames,
+} from './stack.ts';
 
 /** Shortest polling interval accepted (a smaller `spec.interval` is raised to it). */
 export const MIN_INTERVAL_MS = 10_000;
@@ -74,6 +89,8 @@ export interface PreviewReconcilerOptions {
   now?: () => Date;
   /** Re-check interval of a PullRequestPreview that cannot sync, ms (default {@link NOT_READY_RETRY_MS}). */
   notReadyRetryMs?: number;
+  /** Whether Secret envRefs are guarded by the admission policy; default an AdmissionPolicyCheck. */
+  admission?: Pick<AdmissionPolicyCheck, 'secretEnvRefs'>;
 }
 
 function defaultForge(p: ResolvedProvider, egress: EgressPolicy | undefined): PreviewForge | undefined {
@@ -104,10 +121,14 @@ export class PreviewReconciler {
   readonly #forges = new Map<string, { p: ResolvedProvider; forge: PreviewForge }>();
   /** Last listing per PullRequestPreview key with its ETag (304 → reuse). */
   readonly #listings = new Map<string, { etag: string; pulls: OpenPullRequest[] }>();
+  readonly #admission: Pick<AdmissionPolicyCheck, 'secretEnvRefs'>;
+  /** Pull requests per PullRequestPreview key whose name-taken Warning was recorded (once each). */
+  readonly #nameTaken = new Map<string, Set<number>>();
 
   constructor(opts: PreviewReconcilerOptions) {
     this.#o = opts;
     this.#now = opts.now ?? (() => new Date());
+    this.#admission = opts.admission ?? new AdmissionPolicyCheck({ kubeConfig: opts.kubeConfig });
   }
 
   async close(): Promise<void> {
@@ -132,6 +153,7 @@ export class PreviewReconciler {
     const prp = this.#o.previews.get(namespace, name);
     if (prp === undefined) {
       this.#listings.delete(key);
+      this.#nameTaken.delete(key);
       return undefined;
     }
     if (prp.metadata.deletionTimestamp !== undefined) {
@@ -147,6 +169,18 @@ export class PreviewReconciler {
       return undefined;
     }
     const retry = this.#o.notReadyRetryMs ?? NOT_READY_RETRY_MS;
+    // B10: objects stored before the CRD and the admission policy, or on a cluster without the
+    // policy, are checked here too. Nothing is created, patched or deleted while refused; preview
+    // Stacks made earlier stay as they are.
+    const refused = await this.#refusedOverride(prp);
+    if (refused !== undefined) {
+      await this.#writeStatus(prp, {
+        ready: false,
+        reason: 'OverrideNotAllowed',
+        message: `${refused}; no preview Stack is created or changed until this is fixed`,
+      });
+      return { requeueAfterMs: Math.min(retry, interval) };
+    }
     const ctx = this.#context(prp, namespace);
     if ('reason' in ctx) {
       await this.#writeStatus(prp, { ready: false, ...ctx });
@@ -154,12 +188,13 @@ export class PreviewReconciler {
     }
     try {
       const previews = await this.#sync(key, prp, ctx);
+      const blocked = previews.filter((p) => p.state === 'Blocked');
       await this.#writeStatus(
         prp,
         {
           ready: true,
           reason: 'Synced',
-          message: `${String(previews.filter((p) => p.state === 'Active').length)} preview(s) of pull requests into ${ctx.branch}`,
+          message: `${String(previews.filter((p) => p.state === 'Active').length)} preview(s) of pull requests into ${ctx.branch}${blocked.map((p) => `; pull request #${String(p.number)} has none: ${p.reason ?? ''}`).join('')}`,
         },
         previews,
       );
@@ -170,6 +205,16 @@ export class PreviewReconciler {
       await this.#writeStatus(prp, { ready: false, reason: 'SyncFailed', message });
       return { requeueAfterMs: Math.min(retry, interval) };
     }
+  }
+
+  /** Why the overrides of `prp` may not be applied (./stack.ts `refusedOverride`), or undefined. */
+  async #refusedOverride(prp: PullRequestPreview): Promise<string | undefined> {
+    const overrides = prp.spec.stackOverrides;
+    const secrets =
+      secretEnvRefNames(overrides).length > 0
+        ? await this.#admission.secretEnvRefs(prp.metadata.creationTimestamp)
+        : ({ allowed: true } as const);
+    return refusedOverride(overrides, secrets);
   }
 
   #context(
@@ -270,8 +315,16 @@ export class PreviewReconciler {
     const marker = noticeMarker(namespace, prp.metadata.name ?? '');
     const notices = new Map<number, string>();
 
+    /** Pull requests whose preview Stack name is held by a Stack that is not ours, with why. */
+    const taken = new Map<number, string>();
     for (const pull of plan.create) {
       const body = previewStack(ctx.base, prp, pull, repoURL);
+      const name = body.metadata.name;
+      const cached = this.#o.stacks.get(namespace, name);
+      if (cached !== undefined && !ownedBy(cached, uid)) {
+        taken.set(pull.number, nameTaken(name, cached));
+        continue;
+      }
       try {
         await kubeRequest(this.#o.kubeConfig, {
           method: 'POST',
@@ -282,13 +335,26 @@ export class PreviewReconciler {
           objectOf(prp),
           'Normal',
           'PreviewCreated',
-          `created preview Stack ${body.metadata.name} for pull request #${String(pull.number)} at ${pull.headSHA.slice(0, 7)}`,
+          `created preview Stack ${name} for pull request #${String(pull.number)} at ${pull.headSHA.slice(0, 7)}`,
         );
       } catch (err) {
         if (errorStatusCode(err) !== 409) throw err;
-        // Already there (the cache lags behind our own create): bring it up to date.
-        await this.#patchStack(namespace, body.metadata.name, {
-          metadata: { labels: body.metadata.labels },
+        // Already there: ours when the cache lags behind our own create, else someone else's.
+        const live = await kubeRequest<Stack>(this.#o.kubeConfig, {
+          method: 'GET',
+          path: objectPath(stackRef(namespace, name)),
+        }).catch((e: unknown) => {
+          if (errorStatusCode(e) === 404) return undefined; // deleted meanwhile: the next sync creates it
+          throw e;
+        });
+        if (live === undefined) continue;
+        if (!ownedBy(live, uid)) {
+          taken.set(pull.number, nameTaken(name, live));
+          continue;
+        }
+        // Ours: bring it up to date, only if it is still the object just read (resourceVersion).
+        await this.#patchStack(namespace, name, {
+          metadata: { labels: body.metadata.labels, resourceVersion: live.metadata.resourceVersion },
           spec: body.spec,
         });
       }
@@ -299,7 +365,11 @@ export class PreviewReconciler {
       if (have === undefined) continue;
       const patch = mergePatchBetween(have.spec ?? {}, previewSpec(ctx.base, prp, v.pull.headSHA));
       if (patch === undefined) continue;
-      await this.#patchStack(namespace, have.metadata.name ?? '', { spec: patch });
+      // The uid makes the patch fail (422) if the name now belongs to another object.
+      await this.#patchStack(namespace, have.metadata.name ?? '', {
+        metadata: { uid: have.metadata.uid },
+        spec: patch,
+      });
       if (plan.update.some((u) => u.pull.number === v.pull.number)) {
         void this.#o.recorder.event(
           objectOf(prp),
@@ -310,7 +380,8 @@ export class PreviewReconciler {
       }
     }
     for (const r of plan.remove) {
-      await this.#deleteStack(namespace, r.preview.stackName);
+      const owned = stacks.find((s) => s.metadata.name === r.preview.stackName);
+      if (owned !== undefined) await this.#deleteStack(owned);
       const why =
         r.why === 'gone'
           ? `pull request #${String(r.preview.number)} is closed or no longer targets ${ctx.branch}`
@@ -342,15 +413,32 @@ export class PreviewReconciler {
     }
 
     const entries: PreviewEntry[] = [];
+    const noted = this.#nameTaken.get(key);
+    if (taken.size > 0) this.#nameTaken.set(key, new Set(taken.keys()));
+    else this.#nameTaken.delete(key);
     for (const v of plan.verdicts) {
       const n = v.pull.number;
       const before = previous.get(n);
       const removed = plan.remove.find((r) => r.preview.number === n);
       const body = noticeBody(v, removed?.preview.stackName, previewName(prp, v, stacks));
       let commentURL = before?.commentURL;
+      const blocked = taken.get(n);
       // Notices: every pull request without a preview; and one that had a notice and now runs.
-      if (v.kind !== 'preview' || before?.commentURL !== undefined) {
+      if (blocked === undefined && (v.kind !== 'preview' || before?.commentURL !== undefined)) {
         commentURL = (await this.#notice(forge, repoURL, v.pull, marker, body)) ?? commentURL;
+      }
+      if (blocked !== undefined) {
+        if (before?.state !== 'Blocked' && noted?.has(n) !== true) {
+          void this.#o.recorder.event(objectOf(prp), 'Warning', 'PreviewNameTaken', blocked);
+        }
+        entries.push({
+          number: n,
+          headSHA: v.pull.headSHA,
+          state: 'Blocked',
+          ...(commentURL !== undefined ? { commentURL } : {}),
+          reason: boundText(blocked, 1024, 'utf16'),
+        });
+        continue;
       }
       const stackName = v.kind === 'preview' ? previewName(prp, v, stacks) : undefined;
       const live = stackName === undefined ? undefined : this.#o.stacks.get(namespace, stackName);
@@ -452,7 +540,7 @@ export class PreviewReconciler {
     const owned = (list.items ?? []).filter((s) => ownedBy(s, uid));
     const ctx = this.#context(prp, namespace);
     for (const s of owned) {
-      await this.#deleteStack(namespace, s.metadata.name ?? '');
+      await this.#deleteStack(s);
       if (!('reason' in ctx)) {
         await this.#resolvePending(
           ctx,
@@ -506,14 +594,27 @@ export class PreviewReconciler {
     });
   }
 
-  async #deleteStack(namespace: string, name: string): Promise<void> {
+  /**
+   * Deletes preview Stack `s` (one this PullRequestPreview owns), on the condition that it is
+   * still that object (`preconditions.uid`): a Stack of the same name made by someone else since
+   * is never deleted (409, logged). Already gone (404) is fine.
+   */
+  async #deleteStack(s: Stack): Promise<void> {
+    const name = s.metadata.name ?? '';
     try {
       await kubeRequest(this.#o.kubeConfig, {
         method: 'DELETE',
-        path: objectPath(stackRef(namespace, name)),
+        path: objectPath(stackRef(s.metadata.namespace ?? '', name)),
+        body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: s.metadata.uid } },
       });
     } catch (err) {
-      if (errorStatusCode(err) !== 404) throw err;
+      const code = errorStatusCode(err);
+      if (code === 409) {
+        this.#o.logger.warn(
+          { stack: name },
+          'not deleting Stack: it was replaced by another object of that name',
+        );
+      } else if (code !== 404) throw err;
     }
   }
 
@@ -560,6 +661,12 @@ export class PreviewReconciler {
       void this.#o.recorder.event(objectOf(prp), 'Warning', ready.reason, ready.message);
     }
   }
+}
+
+/** Why a pull request has no preview when its Stack name is held by `s`, which is not ours. */
+function nameTaken(name: string, s: Stack): string {
+  const owner = controllerOf(s);
+  return `Stack ${name} already exists and is not this PullRequestPreview's (${owner !== undefined ? `it belongs to ${owner}` : 'it has no controller owner'}): the name is taken; delete or rename that Stack`;
 }
 
 /** The pull request's web URL from a notice URL recorded in status (`<pr url>#…`), or ''. */

@@ -13,6 +13,7 @@ import {
   GIT_PROVIDER_TYPES,
   GROUP,
   MESSAGE_PROVIDER_TYPES,
+  PREVIEW_STATES,
   PROVIDER_TYPES,
   SEVERITIES,
   SOURCE_KINDS,
@@ -277,10 +278,6 @@ describe('PullRequestPreview CRD matches src/api/v1alpha1.ts', () => {
     expect(at(spec, 'suspend').default).toBe(false);
   });
   it('status previews states are the PreviewEntry states', () => {
-    expect(at(rootSchema(preview), 'status.previews.[].state').enum).toEqual([
-      'Active',
-      'Waiting',
-      'Untrusted',
-    ]);
+    expect(at(rootSchema(preview), 'status.previews.[].state').enum).toEqual([...PREVIEW_STATES]);
   });
 });

@@ -59,7 +59,7 @@ describe('PullRequestPreview CRD', () => {
     expect(withTrust.spec.webhook).toEqual({ secretRef: { name: 'h' }, reconcileBaseOnPush: false });
   });
 
-  it('keeps arbitrary spec overrides (preserve-unknown-fields)', async () => {
+  it('keeps the allowed spec overrides as written', async () => {
     const got = await create('overrides', {
       ...minimal,
       stackOverrides: {

@@ -68,6 +68,8 @@ describe('config/default', () => {
         'RoleBinding/pko-notification-controller-leader-election',
         'Service/pko-notification-controller-metrics',
         'ServiceAccount/pko-notification-controller',
+        'ValidatingAdmissionPolicy/pko-notification-controller-preview-overrides',
+        'ValidatingAdmissionPolicyBinding/pko-notification-controller-preview-overrides',
       ].sort(),
     );
     const clusterScoped = new Set([
@@ -75,6 +77,8 @@ describe('config/default', () => {
       'CustomResourceDefinition',
       'ClusterRole',
       'ClusterRoleBinding',
+      'ValidatingAdmissionPolicy',
+      'ValidatingAdmissionPolicyBinding',
     ]);
     for (const o of objs) {
       expect(o.metadata.namespace, `${o.kind} ${o.metadata.name}`).toBe(

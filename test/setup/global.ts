@@ -7,8 +7,8 @@
  *   waits until each is Established.
  * - Prints one line: versions and start time.
  * - Provides (see test/setup/provided.d.ts): `kubeconfig` (admin), `controllerKubeconfig`,
- *   `viewerKubeconfig`, `server`, `kubeVersion`, and `controlUrl` + `controlToken` for the
- *   loopback control endpoint below.
+ *   `viewerKubeconfig`, `server`, `etcdUrl`, `kubeVersion`, and `controlUrl` + `controlToken`
+ *   for the loopback control endpoint below.
  *
  * Control endpoint (127.0.0.1, `Authorization: Bearer <controlToken>` on every request):
  * - `POST /leases` body `{"file": "..."}` → `{"id": "..."}` once a *shared* lease is granted.
@@ -68,6 +68,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     project.provide('controllerKubeconfig', cp.kubeconfigFor('controller'));
     project.provide('viewerKubeconfig', cp.kubeconfigFor('viewer'));
     project.provide('server', cp.server);
+    project.provide('etcdUrl', cp.etcdURL);
     project.provide('kubeVersion', cp.serverVersion);
     project.provide('controlUrl', control.url);
     project.provide('controlToken', control.token);

@@ -13,6 +13,11 @@ declare module 'vitest' {
     viewerKubeconfig: string;
     /** `https://127.0.0.1:<port>`. */
     server: string;
+    /**
+     * etcd's client URL, `http://127.0.0.1:<port>`: only for writing what an older API server would
+     * have stored (objects from before a CRD or admission rule existed).
+     */
+    etcdUrl: string;
     /** kube-apiserver `gitVersion`, e.g. `v1.35.4`. */
     kubeVersion: string;
     /** Base URL of the loopback control endpoint (leases, API server restart). */

@@ -123,11 +123,20 @@ describe('Pulumi program', () => {
       clusterName: 'prod-eu',
       serviceMonitor: true,
     });
-    const clusterScoped = ['Namespace', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding'];
+    const clusterScoped = [
+      'Namespace',
+      'CustomResourceDefinition',
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'ValidatingAdmissionPolicy',
+      'ValidatingAdmissionPolicyBinding',
+    ];
     const namespaced = objects.filter((o) => !clusterScoped.includes(o.kind));
     expect(namespaced.map((o) => o.metadata.namespace)).toEqual(namespaced.map(() => 'ops'));
     expect(objects.find((o) => o.kind === 'Namespace')?.metadata.name).toBe('ops');
-    for (const binding of objects.filter((o) => o.kind.endsWith('Binding'))) {
+    for (const binding of objects.filter(
+      (o) => o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding',
+    )) {
       expect(binding['subjects']).toEqual([
         { kind: 'ServiceAccount', name: 'pko-notification-controller', namespace: 'ops' },
       ]);

@@ -1,0 +1,144 @@
+/**
+ * Whether the shipped admission policy guards the Secret envRefs of PullRequestPreviews
+ * (config/admission; docs/previews.md, "Admission"; case B10).
+ *
+ * Only admission knows who writes a PullRequestPreview, so only the ValidatingAdmissionPolicy can
+ * check that this user may `get` each Secret named by `stackOverrides.spec.envRefs`. The
+ * controller (which may read every Secret) therefore applies Secret envRefs only while that
+ * policy is bound with `validationActions: [Deny]`, and only to PullRequestPreviews created after
+ * the binding was in force: an object created before it was never checked. Everything else is
+ * refused with the reason, which the reconciler puts in the Ready condition.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
+import type { SecretEnvRefsVerdict } from './stack.ts';
+
+/** Name of the shipped ValidatingAdmissionPolicy and of its binding (config/admission). */
+export const ADMISSION_POLICY_NAME = 'pko-notification-controller-preview-overrides';
+/** How long one look-up of the policy and its binding is reused, ms. */
+export const ADMISSION_CHECK_TTL_MS = 60_000;
+/**
+ * Margin after the policy and binding exist before a new PullRequestPreview counts as checked,
+ * ms: the API server enforces a new binding once its informer has seen it (normally well under a
+ * second); object timestamps have whole seconds.
+ */
+export const POLICY_SETTLE_MS = 5_000;
+
+const ADMISSION = { group: 'admissionregistration.k8s.io', version: 'v1' };
+
+interface Binding {
+  metadata?: { creationTimestamp?: string };
+  spec?: { policyName?: string; validationActions?: string[] };
+}
+
+/** The policy and binding as last seen: in force since a time (ms), or why not. */
+type PolicyState = { enforcedSinceMs: number } | { why: string };
+
+export interface AdmissionPolicyCheckOptions {
+  kubeConfig: KubeConfig;
+  /** Name of the policy and its binding; default {@link ADMISSION_POLICY_NAME}. */
+  name?: string;
+  /** Reuse of one look-up, ms; default {@link ADMISSION_CHECK_TTL_MS}. */
+  ttlMs?: number;
+  now?: () => number;
+}
+
+/**
+ * Looks the binding and the policy up by name (RBAC: `get` on exactly these names,
+ * config/rbac/role.yaml), at most once per TTL. A failed look-up other than 404/403 (network,
+ * 5xx) is not kept, so the next sync asks again.
+ */
+export class AdmissionPolicyCheck {
+  readonly #o: AdmissionPolicyCheckOptions;
+  readonly #name: string;
+  readonly #now: () => number;
+  #cached: { state: PolicyState; atMs: number } | undefined;
+
+  constructor(o: AdmissionPolicyCheckOptions) {
+    this.#o = o;
+    this.#name = o.name ?? ADMISSION_POLICY_NAME;
+    this.#now = o.now ?? Date.now;
+  }
+
+  /**
+   * Whether Secret envRefs of a PullRequestPreview created at `created` (its
+   * `metadata.creationTimestamp`) may be applied.
+   */
+  async secretEnvRefs(created: string | Date | undefined): Promise<SecretEnvRefsVerdict> {
+    const state = await this.#state();
+    if ('why' in state) return { allowed: false, why: state.why };
+    const createdMs = created === undefined ? NaN : new Date(created).getTime();
+    if (!(createdMs >= state.enforcedSinceMs + POLICY_SETTLE_MS)) {
+      return {
+        allowed: false,
+        why: `the PullRequestPreview was created before ValidatingAdmissionPolicyBinding ${this.#name} was in force (${new Date(state.enforcedSinceMs).toISOString()}), so its Secrets were never checked; delete and create it again`,
+      };
+    }
+    return { allowed: true };
+  }
+
+  async #state(): Promise<PolicyState> {
+    const now = this.#now();
+    const ttl = this.#o.ttlMs ?? ADMISSION_CHECK_TTL_MS;
+    if (this.#cached !== undefined && now - this.#cached.atMs < ttl) return this.#cached.state;
+    const looked = await this.#lookUp();
+    if (looked.keep) this.#cached = { state: looked.state, atMs: now };
+    return looked.state;
+  }
+
+  async #lookUp(): Promise<{ state: PolicyState; keep: boolean }> {
+    const get = async <T>(plural: string, kind: string): Promise<T | { why: string; keep: boolean }> => {
+      try {
+        return await kubeRequest<T>(this.#o.kubeConfig, {
+          method: 'GET',
+          path: objectPath({ ...ADMISSION, plural, name: this.#name }),
+          timeoutMs: 10_000,
+        });
+      } catch (err) {
+        const code = errorStatusCode(err);
+        if (code === 404) {
+          return { why: `${kind} ${this.#name} does not exist (install config/admission)`, keep: true };
+        }
+        if (code === 403) {
+          return {
+            why: `the controller may not read ${kind} ${this.#name} (config/rbac/role.yaml)`,
+            keep: true,
+          };
+        }
+        return { why: `cannot read ${kind} ${this.#name}: ${errorMessage(err)}`, keep: false };
+      }
+    };
+    const binding = await get<Binding>(
+      'validatingadmissionpolicybindings',
+      'ValidatingAdmissionPolicyBinding',
+    );
+    if ('why' in binding) return { state: { why: binding.why }, keep: binding.keep };
+    if (binding.spec?.policyName !== this.#name) {
+      return {
+        state: {
+          why: `ValidatingAdmissionPolicyBinding ${this.#name} binds ${binding.spec?.policyName ?? 'no policy'}, not ${this.#name}`,
+        },
+        keep: true,
+      };
+    }
+    if (!(binding.spec.validationActions ?? []).includes('Deny')) {
+      return {
+        state: { why: `ValidatingAdmissionPolicyBinding ${this.#name} does not have validationActions Deny` },
+        keep: true,
+      };
+    }
+    const policy = await get<Binding>('validatingadmissionpolicies', 'ValidatingAdmissionPolicy');
+    if ('why' in policy) return { state: { why: policy.why }, keep: policy.keep };
+    const since = Math.max(
+      Date.parse(binding.metadata?.creationTimestamp ?? ''),
+      Date.parse(policy.metadata?.creationTimestamp ?? ''),
+    );
+    if (Number.isNaN(since)) {
+      return {
+        state: { why: `ValidatingAdmissionPolicy ${this.#name} has no creationTimestamp` },
+        keep: false,
+      };
+    }
+    return { state: { enforcedSinceMs: since }, keep: true };
+  }
+}
