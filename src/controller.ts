@@ -283,6 +283,8 @@ export async function startController(
     webhookBindAddress: opts.previewWebhookBindAddress,
     webhookMaxBodyBytes: opts.previewWebhookMaxBodyBytes,
     isLeader: () => state.leading,
+    // Writes only while the Lease is surely ours, like the dispatcher's sends.
+    mayWrite: () => elector?.holdsLease() ?? true,
     ...(deps.previews ? { reconciler: deps.previews } : {}),
   });
 

@@ -4,6 +4,11 @@
  * a deleted preview Stack, a Provider that became usable, a verified webhook delivery), and the
  * optional webhook receiver. The composition root (src/controller.ts) builds it and starts it
  * as leader.
+ *
+ * Fairness (case B12): {@link PREVIEW_WORKERS} syncs run in parallel, taken round-robin across
+ * namespaces, and one namespace never holds more than all workers but one (src/kube/workqueue.ts
+ * `fairBy`); each sync is bounded (./controller.ts) and its notices go to a separate fair queue
+ * (./notices.ts).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
@@ -30,6 +35,11 @@ export const RECONCILE_REQUEST_ANNOTATION = 'pulumi.com/reconciliation-request';
 export const SYNC_REQUEST_ANNOTATION = 'notification.pko.dev/sync-requested';
 /** How long a webhook Secret read is reused (unsigned requests cannot make us read it more often). */
 const SECRET_CACHE_MS = 10_000;
+/** Parallel PullRequestPreview syncs (fair across namespaces). */
+export const PREVIEW_WORKERS = 4;
+
+/** The namespace of a `namespace/name` key (the fairness group of the preview queue). */
+const namespaceOf = (key: string): string => key.slice(0, key.indexOf('/'));
 
 export interface PreviewsOptions {
   kubeConfig: KubeConfig;
@@ -48,8 +58,19 @@ export interface PreviewsOptions {
   webhookMaxBodyBytes: number;
   /** Whether this replica leads (only the leader reconciles); default: always. */
   isLeader?: () => boolean;
-  /** Test hooks: forge access, clock, not-ready retry. */
-  reconciler?: Partial<Pick<PreviewReconcilerOptions, 'forgeFor' | 'now' | 'notReadyRetryMs'>>;
+  /**
+   * Whether this replica may write now (the elector's `holdsLease()`): checked before every
+   * preview write — Stacks, PullRequestPreview finalizer and status, Events, forge notices and
+   * statuses, the base Stack's reconcile request. Default: always.
+   */
+  mayWrite?: () => boolean;
+  /** Test hooks: forge access, clock, not-ready retry, sync deadline, forge timeout ceiling, fencing. */
+  reconciler?: Partial<
+    Pick<
+      PreviewReconcilerOptions,
+      'forgeFor' | 'now' | 'notReadyRetryMs' | 'syncDeadlineMs' | 'forgeTimeoutCeilingMs' | 'mayWrite'
+    >
+  >;
   now?: () => number;
 }
 
@@ -71,10 +92,12 @@ export class Previews {
       clusterName: o.clusterName,
       egress: o.egress,
       ...o.reconciler,
+      mayWrite: () => (o.mayWrite?.() ?? true) && (o.reconciler?.mayWrite?.() ?? true),
     });
     this.queue = new WorkQueue({
       name: 'preview',
-      concurrency: 2,
+      concurrency: PREVIEW_WORKERS,
+      fairBy: namespaceOf,
       reconcile: (k) => this.reconciler.reconcile(k),
       logger: o.logger.child({ queue: 'preview' }),
       ...(o.registry ? { registry: o.registry } : {}),
@@ -186,6 +209,15 @@ export class Previews {
       onPushToBase: async (namespace, name) => {
         const prp = o.previews.get(namespace, name);
         if (prp === undefined) return;
+        // A write like every preview write: only by the replica that holds the Lease (PKO's own
+        // poll of the branch still runs the base Stack when another replica got the push).
+        if (!(o.mayWrite?.() ?? true)) {
+          o.logger.info(
+            { preview: `${namespace}/${name}` },
+            'push to the base branch: not holding the Lease, the base Stack is not asked to run',
+          );
+          return;
+        }
         await kubeRequest(o.kubeConfig, {
           method: 'PATCH',
           path: objectPath({
@@ -218,7 +250,7 @@ export class Previews {
   async stop(deadlineMs: number): Promise<{ drained: boolean }> {
     const r = await this.queue.shutdown(deadlineMs);
     await this.#receiver?.close();
-    await this.reconciler.close();
+    await this.reconciler.close(deadlineMs);
     return r;
   }
 }
