@@ -378,7 +378,10 @@ describe('leader fencing of preview writes', () => {
       namespace: ns,
       plural: 'pullrequestpreviews',
       name: 'previews',
-      body: { metadata: { annotations: { 'notification.pko.dev/sync-requested': 'now' } } },
+      // JSON patch (the client's default content type): a sync request, as a webhook would make.
+      body: [
+        { op: 'add', path: '/metadata/annotations', value: { 'notification.pko.dev/sync-requested': 'now' } },
+      ],
     });
     const r2 = await previewReconciles(ctl);
     await waitFor(async () => (await previewReconciles(ctl)) >= r2 + 1 || undefined, {
