@@ -431,6 +431,27 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
         );
         expect(stopped.id).toBe(running.id);
         expect(stopped.body).toContain("lacks the label 'preview'");
+        // A later sync keeps saying so (it once turned the notice into "No preview" at once, so
+        // that a slow reader never saw "Previews stopped").
+        const synced = (await getPreview(s.obj))?.status?.lastSyncTime;
+        await new Promise((r) => setTimeout(r, 1_100));
+        await s.obj.custom.patchNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: s.ns,
+          plural: 'pullrequestpreviews',
+          name: 'previews',
+          body: [
+            {
+              op: 'add',
+              path: '/metadata/annotations',
+              value: { 'notification.pko.dev/sync-requested': new Date().toISOString() },
+            },
+          ],
+        });
+        await waitForPreview(s.obj, (x) => x.status?.lastSyncTime !== synced, 'synced again');
+        const later = (await botComments(s.repo, pr.number)).find((c) => c.id === running.id);
+        expect(later?.body).toContain('**Previews stopped**');
 
         await gitea.api('POST', `/repos/${ORG}/${s.repo}/issues/${String(pr.number)}/labels`, {
           body: { labels: [label.id] },
