@@ -17,7 +17,7 @@
  * 6. write status (`previews`, `activePreviews`, `lastSyncTime`, `Ready`) and requeue after
  *    `spec.interval`.
  * Bounds (case B12): a sync stops asking the forge after `syncDeadlineMs` (15 s) and requeues
- * itself in 1 s with what it did kept; every forge request of preview work is bounded by
+ * itself in 1 s with what it did kept (associations looked up are used for 60 s); every forge request of preview work is bounded by
  * min(Provider `spec.timeout`, `forgeTimeoutCeilingMs` = 10 s). Fencing: every write (Stacks,
  * PullRequestPreview finalizer and status, Events, forge notices and statuses) is made only while
  * `mayWrite()` (the elector's `holdsLease()`).
@@ -71,6 +71,12 @@ export const NOT_READY_RETRY_MS = 15_000;
 export const SYNC_DEADLINE_MS = 15_000;
 /** Requeue of a sync that stopped at its deadline. */
 export const DEFERRED_RETRY_MS = 1_000;
+/**
+ * How long an author's association looked up by one sync is used by the next ones (so syncs
+ * stopped at their deadline make progress); a change of an author's access is seen after at most
+ * this long.
+ */
+export const ASSOCIATION_MEMO_MS = 60_000;
 /** Controller-wide ceiling of one forge request of preview work (a Provider's `spec.timeout` cannot raise it), ms. */
 export const FORGE_TIMEOUT_CEILING_MS = 10_000;
 /** Requeue of a sync that found this replica not holding the Lease. */
@@ -166,10 +172,11 @@ export class PreviewReconciler {
   /** Last listing per PullRequestPreview key with its ETag (304 → reuse). */
   readonly #listings = new Map<string, { etag: string; pulls: OpenPullRequest[] }>();
   /**
-   * Associations looked up by a sync that stopped at its deadline, per PullRequestPreview key and
-   * author: the next sync goes on from there (dropped once a sync completes).
+   * Associations looked up, per PullRequestPreview key and author (login, or id where the forge
+   * has one), with when: used for {@link ASSOCIATION_MEMO_MS}, so the sync after one stopped at
+   * its deadline goes on from there.
    */
-  readonly #associations = new Map<string, Map<string, AuthorAssociation>>();
+  readonly #associations = new Map<string, Map<string, { association: AuthorAssociation; at: number }>>();
   /** Pull requests whose preview was stopped (untrusted or waiting now), per key: number → Stack. */
   readonly #stopped = new Map<string, Map<number, string>>();
   /** Notices and pending-status resolutions, off the sync path. */
@@ -377,7 +384,10 @@ export class PreviewReconciler {
       (a, b) => Number(has.has(b.number)) - Number(has.has(a.number)) || a.number - b.number,
     );
     const withStack = ranked.filter((p) => has.has(p.number)).length;
-    const memo = this.#associations.get(key) ?? new Map<string, AuthorAssociation>();
+    const now = this.#now().getTime();
+    const memo =
+      this.#associations.get(key) ?? new Map<string, { association: AuthorAssociation; at: number }>();
+    for (const [who, m] of memo) if (now - m.at > ASSOCIATION_MEMO_MS) memo.delete(who);
     const resolved: KnownPull[] = [];
     let trusted = 0;
     const resolveWhile = async (more: () => boolean): Promise<void> => {
@@ -390,14 +400,14 @@ export class PreviewReconciler {
         if (p.fork && trust?.allowForks !== true) association = p.association ?? 'NONE';
         else if (p.association !== undefined) association = p.association;
         else {
-          const known = memo.get(who);
+          const known = memo.get(who)?.association;
           try {
             association = known ?? (await forge.association(repoURL, p, deadline.signal));
           } catch (err) {
             if (deadline.expired()) break;
             throw err;
           }
-          memo.set(who, association);
+          if (known === undefined) memo.set(who, { association, at: now });
         }
         const pull = { ...p, association };
         resolved.push(pull);
@@ -432,7 +442,7 @@ export class PreviewReconciler {
     const plan = planFor(after);
     removed.push(...(await this.#applyStacks(prp, ctx, plan, stacks)));
     const deferred = ranked.length - resolved.length;
-    if (deferred > 0) this.#associations.set(key, memo);
+    if (memo.size > 0) this.#associations.set(key, memo);
     else this.#associations.delete(key);
     this.#o.logger.debug(
       {

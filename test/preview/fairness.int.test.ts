@@ -12,6 +12,10 @@ import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts'
 import { GROUP, Objects, VERSION, startInProcess } from '../support/controller.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startGitHubServer, type GitHubContractServer } from '../forge/github/server.ts';
+import { startGitLabServer } from '../forge/gitlab/server.ts';
+import { FORGES } from '../../src/forge/registry.ts';
+import type { PreviewForge } from '../../src/forge/types.ts';
+import { ProviderHttp } from '../../src/notifier/http.ts';
 
 const BOUND_MS = 30_000;
 const sha = (n: number): string => n.toString(16).padStart(40, 'a');
@@ -174,4 +178,102 @@ describe('B12: previews are fair across tenants', () => {
     );
     expect(gh.comments('acme/app', 12)[0]?.body).toContain('**Preview waiting**');
   }, 240_000);
+
+  it('B12: a sync stops asking the forge at its deadline, keeps what it did (the first previews exist before every author is looked up) and goes on from there in the next sync', async () => {
+    const gl = await startGitLabServer({ tokens: { 'glpat-deadline': { id: 7, username: 'pko-bot' } } });
+    onTestFinished(() => gl.close());
+    gl.project('acme/app');
+    for (let i = 1; i <= 12; i++) {
+      const author = { id: 100 + i, username: `dev${String(i)}` };
+      gl.addMember('acme/app', author, 30);
+      gl.addMR('acme/app', { iid: i, sha: sha(i), author, source_branch: `b${String(i)}` });
+    }
+    // Every author lookup takes 400 ms; a sync may ask the forge for 3 s (12 lookups do not fit).
+    const lookups: string[] = [];
+    const forgeFor = (
+      p: Parameters<NonNullable<(typeof FORGES)['gitlab']['previews']>>[0],
+    ): PreviewForge | undefined => {
+      const real = FORGES.gitlab.previews?.(p, { http: new ProviderHttp(p) });
+      if (real === undefined) return undefined;
+      return {
+        ...real,
+        association: async (repoURL, pull, signal) => {
+          lookups.push(pull.author);
+          await new Promise((r) => setTimeout(r, 400));
+          return real.association(repoURL, pull, signal);
+        },
+      };
+    };
+    const ns = await createTestNamespace('b12-deadline');
+    const ctl = await startInProcess(ns, {
+      flags: ['--cluster-name=e2e'],
+      deps: { previews: { forgeFor, syncDeadlineMs: 3_000, notReadyRetryMs: 300 } },
+    });
+    onTestFinished(() => ctl.stop());
+    const obj = new Objects(ns);
+    await obj.secret('gl', { token: 'glpat-deadline' });
+    await obj.provider('gl', { type: 'gitlab', address: `${gl.url}/acme`, secretRef: { name: 'gl' } });
+    await obj.waitReady('providers', 'gl');
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gl.url}/acme/app.git`, branch: 'main' } });
+    await obj.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: 'pullrequestpreviews',
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'PullRequestPreview',
+        metadata: { name: 'previews' },
+        spec: { stackRef: { name: 'app' }, providerRef: { name: 'gl' }, interval: '10m', maxPreviews: 2 },
+      },
+    });
+    type Status = { conditions?: { type: string; message: string }[]; previews?: { state: string }[] };
+    const status = async (): Promise<Status | undefined> =>
+      (
+        (await obj.custom.getNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: ns,
+          plural: 'pullrequestpreviews',
+          name: 'previews',
+        })) as { status?: Status }
+      ).status;
+    // The two previews come first: before the other ten authors were looked up.
+    await waitFor(async () => (await stackOrNone(sim, 'app-pr-2')) !== undefined || undefined, {
+      timeoutMs: 30_000,
+      what: 'app-pr-2',
+    });
+    expect(await stackOrNone(sim, 'app-pr-1')).toBeDefined();
+    expect(lookups.length).toBeLessThan(12);
+    // A sync stopped at its deadline says so, and the next ones go on.
+    const deferred = await waitFor(
+      async () =>
+        (await status())?.conditions?.find(
+          (c) => c.type === 'Ready' && c.message.includes('not checked yet'),
+        ),
+      { timeoutMs: 30_000, intervalMs: 50, what: 'a sync deferred at its deadline' },
+    );
+    expect(deferred.message).toMatch(/\d+ pull request\(s\) not checked yet \(sync deadline reached\)/);
+    const done = await waitFor(
+      async () => {
+        const s = await status();
+        return s?.previews?.length === 12 &&
+          s.conditions?.some((c) => c.type === 'Ready' && !c.message.includes('not checked yet')) === true
+          ? s
+          : undefined;
+      },
+      { timeoutMs: 60_000, what: 'every pull request checked' },
+    );
+    expect(done.previews?.filter((e) => e.state === 'Active')).toHaveLength(2);
+    expect(done.previews?.filter((e) => e.state === 'Waiting')).toHaveLength(10);
+    // What a deferred sync looked up was kept: no author is looked up again, except one whose
+    // lookup was cut by a deadline (at most twice, where redoing every sync's lookups would ask
+    // for dev1 in each of them).
+    const times = new Map<string, number>();
+    for (const a of lookups) times.set(a, (times.get(a) ?? 0) + 1);
+    expect(times.size).toBe(12);
+    expect(Math.max(...times.values())).toBeLessThanOrEqual(2);
+    expect(times.get('dev1')).toBe(1);
+  }, 180_000);
 });
