@@ -92,7 +92,7 @@ export class Previews {
       clusterName: o.clusterName,
       egress: o.egress,
       ...o.reconciler,
-      mayWrite: () => (o.mayWrite?.() ?? true) && (o.reconciler?.mayWrite?.() ?? true),
+      mayWrite: () => this.#mayWrite(),
     });
     this.queue = new WorkQueue({
       name: 'preview',
@@ -137,6 +137,11 @@ export class Previews {
       for (const p of o.previews.list(ns))
         if (p.spec.providerRef.name === key.slice(i + 1)) this.queue.add(keyOf(p));
     });
+  }
+
+  /** Whether this replica may write now: the elector's Lease (and the test hook), checked before every preview write. */
+  #mayWrite(): boolean {
+    return (this.#o.mayWrite?.() ?? true) && (this.#o.reconciler?.mayWrite?.() ?? true);
   }
 
   /** Bound port of the webhook receiver (0 when off). */
@@ -211,7 +216,7 @@ export class Previews {
         if (prp === undefined) return;
         // A write like every preview write: only by the replica that holds the Lease (PKO's own
         // poll of the branch still runs the base Stack when another replica got the push).
-        if (!(o.mayWrite?.() ?? true)) {
+        if (!this.#mayWrite()) {
           o.logger.info(
             { preview: `${namespace}/${name}` },
             'push to the base branch: not holding the Lease, the base Stack is not asked to run',
