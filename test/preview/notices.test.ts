@@ -6,6 +6,8 @@ import { describe, expect, it } from 'vitest';
 import type { PreviewForge } from '../../src/forge/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { NoticeQueue, type NoticeJob } from '../../src/preview/notices.ts';
+import { FORGE_TIMEOUT_CEILING_MS, withTimeoutCeiling } from '../../src/preview/controller.ts';
+import type { ResolvedProvider } from '../../src/credential/provider.ts';
 
 interface Call {
   repoURL: string;
@@ -144,5 +146,14 @@ describe('NoticeQueue', () => {
     await tick();
     expect(calls).toHaveLength(1);
     await q.close(0);
+  });
+});
+
+describe('withTimeoutCeiling (B12: a tenant cannot raise the time preview work waits)', () => {
+  const provider = (timeoutMs: number): ResolvedProvider => ({ timeoutMs }) as ResolvedProvider;
+  it('lowers a Provider timeout above the ceiling to it, and keeps a lower one', () => {
+    expect(withTimeoutCeiling(provider(300_000), FORGE_TIMEOUT_CEILING_MS).timeoutMs).toBe(10_000);
+    const fast = provider(3_000);
+    expect(withTimeoutCeiling(fast, FORGE_TIMEOUT_CEILING_MS)).toBe(fast);
   });
 });
