@@ -16,8 +16,9 @@
  * - Bounded: each job has `timeoutMs` (its forge requests are aborted then; the worker is free
  *   at once); at most `maxPending` jobs wait (the oldest are dropped and logged: the next sync
  *   queues what is still needed); results are remembered for at most 10,000 pull requests.
- * - Fenced: a job starts only while `mayWrite()` (the elector's `holdsLease()`); otherwise it is
- *   dropped — the replica holding the Lease posts it.
+ * - Fenced: a job starts only while `mayWrite()` (the elector's `holdsLease()`), and its write
+ *   is made only if `mayWrite()` still holds right before it; otherwise it is dropped — the
+ *   replica holding the Lease posts it.
  * Results (the notice's web URL) reach the PullRequestPreview's status at its next sync
  * ({@link NoticeQueue.posted}).
  */
@@ -282,8 +283,16 @@ export class NoticeQueue {
         job.marker,
         `${job.marker}\n${job.body}\n`,
         signal,
+        this.#o.mayWrite,
       );
     }
-    return job.forge.resolvePending(job.repoURL, job.sha, job.context, job.description, signal);
+    return job.forge.resolvePending(
+      job.repoURL,
+      job.sha,
+      job.context,
+      job.description,
+      signal,
+      this.#o.mayWrite,
+    );
   }
 }
