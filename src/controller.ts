@@ -284,6 +284,8 @@ export async function startController(
     webhookMaxBodyBytes: opts.previewWebhookMaxBodyBytes,
     isLeader: () => state.leading,
     providerType: (ns, name) => inf.providers.get(ns, name)?.spec.type,
+    // Writes only while the Lease is surely ours, like the dispatcher's sends.
+    mayWrite: () => elector?.holdsLease() ?? true,
     ...(deps.previews ? { reconciler: deps.previews } : {}),
   });
 

@@ -34,6 +34,15 @@ export function previewForge<R, P extends { id: string }>(
   discovery: PullRequestDiscovery<R>,
 ): PreviewForge {
   const comments = newCommentCache(1_000);
+  /** Leader fencing right before a write: `mayWrite` false → nothing is written. */
+  const fence = (mayWrite: (() => boolean) | undefined, what: string): void => {
+    if (mayWrite === undefined || mayWrite()) return;
+    throw new ProviderError(`${label}: not holding the leader Lease: ${what} not written`, {
+      code: 'NOT_LEADER',
+      retryable: true,
+      secretValues: http.secretValues,
+    });
+  };
   const ctxFor = (repoURL: string, sha: string, signal: AbortSignal | undefined): SendContext<R, P> => {
     const ev = repositoryEvent(repoURL);
     const repo = adapter.repository(ev);
@@ -48,7 +57,7 @@ export function previewForge<R, P extends { id: string }>(
         ? Promise.resolve(pull.association)
         : discovery.association(ctxFor(repoURL, '', signal).repo, pull, signal),
 
-    async upsertNotice(repoURL, pull, marker, body, signal) {
+    async upsertNotice(repoURL, pull, marker, body, signal, mayWrite) {
       const ctx = ctxFor(repoURL, '', signal);
       const pr = await adapter.pullRequest(ctx, String(pull.number));
       if (pr === undefined) {
@@ -66,17 +75,24 @@ export function previewForge<R, P extends { id: string }>(
         marker,
         body,
         pages: () => adapter.comments(ctx, pr),
-        create: (b) => adapter.createComment(ctx, pr, b),
-        edit: (ref, b) => adapter.editComment(ctx, pr, ref, b),
+        create: (b) => {
+          fence(mayWrite, 'the notice');
+          return adapter.createComment(ctx, pr, b);
+        },
+        edit: (ref, b) => {
+          fence(mayWrite, 'the notice');
+          return adapter.editComment(ctx, pr, ref, b);
+        },
       });
       const ref = comments.get(key)?.ref;
       return ref === undefined ? pull.webURL : discovery.commentURL(pull.webURL, ref);
     },
 
-    async resolvePending(repoURL, sha, context, description, signal) {
+    async resolvePending(repoURL, sha, context, description, signal, mayWrite) {
       const ctx = ctxFor(repoURL, sha, signal);
       const current = await adapter.readStatus(ctx, context);
       if (current?.state !== adapter.nativeState('pending')) return false;
+      fence(mayWrite, 'the commit status');
       await adapter.writeStatus(ctx, {
         state: adapter.nativeState('failure'),
         context,

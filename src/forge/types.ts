@@ -159,7 +159,9 @@ export interface PreviewForge {
   association(repoURL: string, pull: OpenPullRequest, signal?: AbortSignal): Promise<AuthorAssociation>;
   /**
    * Creates or edits in place the one comment of ours on pull request `number` that carries
-   * `marker` (same rules as the sticky comment: ours AND marked). @returns the comment's web URL.
+   * `marker` (same rules as the sticky comment: ours AND marked). `mayWrite` is asked right
+   * before the write (leader fencing; false → `ProviderError` code `NOT_LEADER`, nothing
+   * written). @returns the comment's web URL.
    */
   upsertNotice(
     repoURL: string,
@@ -167,10 +169,12 @@ export interface PreviewForge {
     marker: string,
     body: string,
     signal?: AbortSignal,
+    mayWrite?: () => boolean,
   ): Promise<string>;
   /**
    * When the newest status of `context` on `sha` is pending, sets it to failure with
-   * `description`. @returns whether a status was written.
+   * `description` (`mayWrite` asked right before, as for {@link upsertNotice}). @returns whether
+   * a status was written.
    */
   resolvePending(
     repoURL: string,
@@ -178,6 +182,7 @@ export interface PreviewForge {
     context: string,
     description: string,
     signal?: AbortSignal,
+    mayWrite?: () => boolean,
   ): Promise<boolean>;
   close(): Promise<void>;
 }

@@ -6,7 +6,10 @@
  * - a reconcile that throws is retried after a per-key exponential backoff
  *   (`baseMs * 2^(failures-1)`, capped at `maxMs`); a success forgets the key's failures;
  * - a reconcile may ask for a later run with `{ requeueAfterMs }`.
- * Keys are opaque strings (conventionally `namespace/name`). Order is FIFO among ready keys.
+ * Keys are opaque strings (conventionally `namespace/name`). Order is FIFO among ready keys,
+ * unless `fairBy` groups them (e.g. by namespace): then ready keys are taken round-robin across
+ * groups, a group with a key running yields to a waiting group without one, and one group never
+ * holds more than `concurrency - 1` workers (so another group's key starts at once).
  */
 import type { Registry } from 'prom-client';
 import type { Logger } from '../log.ts';
@@ -33,6 +36,13 @@ export interface WorkQueueOptions {
   clock?: Clock;
   /** Where `pkonc_workqueue_*` / `pkonc_reconcile_*` metrics go; unregistered when absent. */
   registry?: Registry;
+  /**
+   * The fairness group of a key (e.g. its namespace: `k => k.slice(0, k.indexOf('/'))`). Absent:
+   * plain FIFO. Present: round-robin across groups (the group served longest ago first), a group
+   * with a key running only gets another worker when no other group waits, and never more than
+   * `concurrency - 1` workers when `concurrency > 1`.
+   */
+  fairBy?: (key: string) => string;
 }
 
 export class WorkQueue {
@@ -48,6 +58,9 @@ export class WorkQueue {
   /** Delayed adds: key → due time and timer handle (the earliest due wins). */
   private readonly delayed = new Map<string, { due: number; handle: unknown }>();
   private readonly failures = new Map<string, number>();
+  /** With `fairBy`: group → sequence number of its last start (lower = served longer ago). */
+  private readonly served = new Map<string, number>();
+  private serveSeq = 0;
   private started = false;
   private shuttingDown = false;
   private idleWaiters: (() => void)[] = [];
@@ -165,14 +178,48 @@ export class WorkQueue {
   private pump(): void {
     if (!this.started || this.shuttingDown) return;
     while (this.active.size < this.opts.concurrency) {
-      const next = this.ready.values().next();
-      if (next.done === true) break;
-      const key = next.value;
+      const key = this.next();
+      if (key === undefined) break;
       this.ready.delete(key);
       this.active.add(key);
       void this.run(key);
     }
     this.depth.set(this.ready.size);
+  }
+
+  /** The ready key to start next (FIFO, or fair across `fairBy` groups); undefined: none may start. */
+  private next(): string | undefined {
+    const groupOf = this.opts.fairBy;
+    if (groupOf === undefined) {
+      const first = this.ready.values().next();
+      return first.done === true ? undefined : first.value;
+    }
+    const running = new Map<string, number>();
+    for (const k of this.active) {
+      const g = groupOf(k);
+      running.set(g, (running.get(g) ?? 0) + 1);
+    }
+    const cap = this.opts.concurrency > 1 ? this.opts.concurrency - 1 : 1;
+    let idle: { key: string; group: string; served: number } | undefined;
+    let busy: { key: string; group: string; served: number } | undefined;
+    for (const key of this.ready) {
+      const group = groupOf(key);
+      const n = running.get(group) ?? 0;
+      if (n >= cap) continue;
+      const served = this.served.get(group) ?? -1;
+      if (n === 0) {
+        if (idle === undefined || served < idle.served) idle = { key, group, served };
+      } else if (busy === undefined || served < busy.served) busy = { key, group, served };
+    }
+    const pick = idle ?? busy;
+    if (pick === undefined) return undefined;
+    this.served.set(pick.group, ++this.serveSeq);
+    if (this.served.size > 10_000) {
+      // Forget groups with nothing ready or running (bounded memory).
+      const live = new Set([...this.ready, ...this.active].map(groupOf));
+      for (const g of this.served.keys()) if (!live.has(g)) this.served.delete(g);
+    }
+    return pick.key;
   }
 
   private async run(key: string): Promise<void> {

@@ -9,15 +9,24 @@
  *    Stack, the forge Provider (Ready ones only), the branch and the repository (the base
  *    Stack's `spec.projectRepo`);
  * 3. list the open pull requests of the branch (conditional request where the forge has one),
- *    resolve authors' associations where the trust rules need them, plan (./plan.ts);
+ *    resolve authors' associations where the trust rules need them — those with a preview Stack
+ *    first, then the lowest numbers, only until the preview slots are decided — and plan
+ *    (./plan.ts);
  * 4. create / patch (new head commit, changed base spec) / delete preview Stacks — only Stacks
  *    this PullRequestPreview controls (owner reference, uid preconditions): a Stack of the same
  *    name that is not ours is left alone and the pull request's entry says the name is taken
- *    (state `Blocked`, Warning Event `PreviewNameTaken`); a removed
- *    preview's pending status is resolved (P02); notices (one edited comment per pull request)
- *    say why a pull request has no preview, waits, or lost its preview (F30, P01, P03);
- * 5. write status (`previews`, `activePreviews`, `lastSyncTime`, `Ready`) and requeue after
+ *    (state `Blocked`, Warning Event `PreviewNameTaken`); then resolve
+ *    the associations of the other pull requests (they only decide notices and status);
+ * 5. queue, off the sync path (./notices.ts), the resolution of a removed preview's pending
+ *    status (P02) and the notices (one edited comment per pull request) that say why a pull
+ *    request has no preview, waits, or lost its preview (F30, P01, P03);
+ * 6. write status (`previews`, `activePreviews`, `lastSyncTime`, `Ready`) and requeue after
  *    `spec.interval`.
+ * Bounds (case B12): a sync stops asking the forge after `syncDeadlineMs` (15 s) and requeues
+ * itself in 1 s with what it did kept (associations looked up are used for 60 s); every forge request of preview work is bounded by
+ * min(Provider `spec.timeout`, `forgeTimeoutCeilingMs` = 10 s). Fencing: every write (Stacks,
+ * PullRequestPreview finalizer and status, Events, forge notices and statuses) is made only while
+ * `mayWrite()` (the elector's `holdsLease()`).
  * Results of the preview runs reach the pull request through the Alert pipeline: preview Stacks
  * carry the pull request label, so their events name it (`metadata.pullRequest`).
  */
@@ -50,7 +59,15 @@ import { compileTemplates, renderNotification } from '../template/index.ts';
 import { boundText } from '../text.ts';
 import { AdmissionPolicyCheck } from './admission.ts';
 import { PREVIEW_FINALIZER, PREVIEW_LABEL, PULL_REQUEST_LABEL, previewStackName } from './naming.ts';
-import { planSync, type ExistingPreview, type KnownPull, type Verdict } from './plan.ts';
+import { NoticeQueue } from './notices.ts';
+import {
+  planSync,
+  untrustedReason,
+  type ExistingPreview,
+  type KnownPull,
+  type Plan,
+  type Verdict,
+} from './plan.ts';
 import {
   controllerOf,
   mergePatchBetween,
@@ -65,6 +82,28 @@ import {
 export const MIN_INTERVAL_MS = 10_000;
 /** Re-check of a PullRequestPreview that cannot sync (missing Stack or Provider, forge error). */
 export const NOT_READY_RETRY_MS = 15_000;
+/** How long one sync may keep asking the forge; the rest is deferred to a sync {@link DEFERRED_RETRY_MS} later. */
+export const SYNC_DEADLINE_MS = 15_000;
+/** Requeue of a sync that stopped at its deadline. */
+export const DEFERRED_RETRY_MS = 1_000;
+/**
+ * How long an author's association looked up by one sync is used by the next ones (so syncs
+ * stopped at their deadline make progress); a change of an author's access is seen after at most
+ * this long.
+ */
+export const ASSOCIATION_MEMO_MS = 60_000;
+/** Controller-wide ceiling of one forge request of preview work (a Provider's `spec.timeout` cannot raise it), ms. */
+export const FORGE_TIMEOUT_CEILING_MS = 10_000;
+/** Requeue of a sync that found this replica not holding the Lease. */
+export const NOT_HOLDING_RETRY_MS = 2_000;
+
+/** A write was refused: this replica does not hold the leader Lease now (`mayWrite()` false). */
+export class LeaseNotHeldError extends Error {
+  constructor(what: string) {
+    super(`not holding the leader Lease: ${what} not done`);
+    this.name = 'LeaseNotHeldError';
+  }
+}
 /** Marker of the notice comment (docs/previews.md). */
 export const noticeMarker = (namespace: string, name: string): string =>
   `<!-- pko-notification-controller:preview-notice:${namespace}/${name} -->`;
@@ -89,8 +128,22 @@ export interface PreviewReconcilerOptions {
   now?: () => Date;
   /** Re-check interval of a PullRequestPreview that cannot sync, ms (default {@link NOT_READY_RETRY_MS}). */
   notReadyRetryMs?: number;
+  /**
+   * Whether this replica may write now: checked before every write (the elector's `holdsLease()`,
+   * src/kube/leader.ts). Default: always.
+   */
+  mayWrite?: () => boolean;
+  /** Forge time of one sync, ms (default {@link SYNC_DEADLINE_MS}). */
+  syncDeadlineMs?: number;
+  /** Ceiling of one forge request of preview work, ms (default {@link FORGE_TIMEOUT_CEILING_MS}). */
+  forgeTimeoutCeilingMs?: number;
   /** Whether Secret envRefs are guarded by the admission policy; default an AdmissionPolicyCheck. */
   admission?: Pick<AdmissionPolicyCheck, 'secretEnvRefs'>;
+}
+
+/** `p` with its request timeout lowered to `ceilingMs` (the Provider's own when lower). */
+export function withTimeoutCeiling(p: ResolvedProvider, ceilingMs: number): ResolvedProvider {
+  return p.timeoutMs > ceilingMs ? { ...p, timeoutMs: ceilingMs } : p;
 }
 
 function defaultForge(p: ResolvedProvider, egress: EgressPolicy | undefined): PreviewForge | undefined {
@@ -114,6 +167,20 @@ interface NotReady {
   message: string;
 }
 
+interface SyncContext {
+  base: Stack;
+  provider: ResolvedProvider;
+  forge: PreviewForge;
+  branch: string;
+  repoURL: string;
+}
+
+/** The forge-time budget of one sync. */
+interface Deadline {
+  signal: AbortSignal;
+  expired(): boolean;
+}
+
 export class PreviewReconciler {
   readonly #o: PreviewReconcilerOptions;
   readonly #now: () => Date;
@@ -121,6 +188,16 @@ export class PreviewReconciler {
   readonly #forges = new Map<string, { p: ResolvedProvider; forge: PreviewForge }>();
   /** Last listing per PullRequestPreview key with its ETag (304 → reuse). */
   readonly #listings = new Map<string, { etag: string; pulls: OpenPullRequest[] }>();
+  /**
+   * Associations looked up, per PullRequestPreview key and author (login, or id where the forge
+   * has one), with when: used for {@link ASSOCIATION_MEMO_MS}, so the sync after one stopped at
+   * its deadline goes on from there.
+   */
+  readonly #associations = new Map<string, Map<string, { association: AuthorAssociation; at: number }>>();
+  /** Pull requests whose preview was stopped (untrusted or waiting now), per key: number → Stack. */
+  readonly #stopped = new Map<string, Map<number, string>>();
+  /** Notices and pending-status resolutions, off the sync path. */
+  readonly notices: NoticeQueue;
   readonly #admission: Pick<AdmissionPolicyCheck, 'secretEnvRefs'>;
   /** Pull requests per PullRequestPreview key whose name-taken Warning was recorded (once each). */
   readonly #nameTaken = new Map<string, Set<number>>();
@@ -129,11 +206,28 @@ export class PreviewReconciler {
     this.#o = opts;
     this.#now = opts.now ?? (() => new Date());
     this.#admission = opts.admission ?? new AdmissionPolicyCheck({ kubeConfig: opts.kubeConfig });
+    this.notices = new NoticeQueue({
+      logger: opts.logger,
+      timeoutMs: opts.forgeTimeoutCeilingMs ?? FORGE_TIMEOUT_CEILING_MS,
+      ...(opts.mayWrite !== undefined ? { mayWrite: opts.mayWrite } : {}),
+    });
   }
 
-  async close(): Promise<void> {
+  /** Stops the notice queue (waiting up to `deadlineMs` for running jobs) and closes forge clients. */
+  async close(deadlineMs = 0): Promise<void> {
+    await this.notices.close(deadlineMs);
     await Promise.all([...this.#forges.values()].map((f) => f.forge.close()));
     this.#forges.clear();
+  }
+
+  #mayWrite(): boolean {
+    return this.#o.mayWrite?.() ?? true;
+  }
+
+  /** Records an Event (a write: skipped when not holding the Lease). */
+  #event(prp: PullRequestPreview, type: 'Normal' | 'Warning', reason: string, message: string): void {
+    if (!this.#mayWrite()) return;
+    void this.#o.recorder.event(objectOf(prp), type, reason, message);
   }
 
   #forge(key: string, p: ResolvedProvider): PreviewForge | undefined {
@@ -141,7 +235,10 @@ export class PreviewReconciler {
     if (have?.p === p) return have.forge;
     if (have) void have.forge.close();
     this.#forges.delete(key);
-    const forge = this.#o.forgeFor !== undefined ? this.#o.forgeFor(p) : defaultForge(p, this.#o.egress);
+    // Preview work never waits longer per request than the controller-wide ceiling (B12).
+    const capped = withTimeoutCeiling(p, this.#o.forgeTimeoutCeilingMs ?? FORGE_TIMEOUT_CEILING_MS);
+    const forge =
+      this.#o.forgeFor !== undefined ? this.#o.forgeFor(capped) : defaultForge(capped, this.#o.egress);
     if (forge) this.#forges.set(key, { p, forge });
     return forge;
   }
@@ -152,10 +249,35 @@ export class PreviewReconciler {
     const name = key.slice(i + 1);
     const prp = this.#o.previews.get(namespace, name);
     if (prp === undefined) {
-      this.#listings.delete(key);
-      this.#nameTaken.delete(key);
+      this.#forget(key);
       return undefined;
     }
+    try {
+      return await this.#reconcile(key, namespace, prp);
+    } catch (err) {
+      if (!(err instanceof LeaseNotHeldError)) throw err;
+      this.#o.logger.info(
+        { previewKey: key, err: err.message },
+        'preview sync stopped: not holding the Lease',
+      );
+      return { requeueAfterMs: NOT_HOLDING_RETRY_MS };
+    }
+  }
+
+  #forget(key: string): void {
+    this.#listings.delete(key);
+    this.#associations.delete(key);
+    this.#stopped.delete(key);
+    this.#nameTaken.delete(key);
+    this.notices.forget(key);
+  }
+
+  async #reconcile(
+    key: string,
+    namespace: string,
+    prp: PullRequestPreview,
+  ): Promise<ReconcileResult | undefined> {
+    if (!this.#mayWrite()) return { requeueAfterMs: NOT_HOLDING_RETRY_MS };
     if (prp.metadata.deletionTimestamp !== undefined) {
       await this.#finalize(prp);
       return undefined;
@@ -187,19 +309,30 @@ export class PreviewReconciler {
       return { requeueAfterMs: Math.min(retry, interval) };
     }
     try {
-      const previews = await this.#sync(key, prp, ctx);
+      const signal = AbortSignal.timeout(this.#o.syncDeadlineMs ?? SYNC_DEADLINE_MS);
+      const { entries: previews, deferred } = await this.#sync(key, prp, ctx, {
+        signal,
+        expired: () => signal.aborted,
+      });
+      const active = previews.filter((p) => p.state === 'Active').length;
       const blocked = previews.filter((p) => p.state === 'Blocked');
       await this.#writeStatus(
         prp,
         {
           ready: true,
           reason: 'Synced',
-          message: `${String(previews.filter((p) => p.state === 'Active').length)} preview(s) of pull requests into ${ctx.branch}${blocked.map((p) => `; pull request #${String(p.number)} has none: ${p.reason ?? ''}`).join('')}`,
+          message:
+            `${String(active)} preview(s) of pull requests into ${ctx.branch}` +
+            blocked.map((p) => `; pull request #${String(p.number)} has none: ${p.reason ?? ''}`).join('') +
+            (deferred > 0
+              ? `; ${String(deferred)} pull request(s) not checked yet (sync deadline reached), continuing`
+              : ''),
         },
         previews,
       );
-      return { requeueAfterMs: interval };
+      return { requeueAfterMs: deferred > 0 ? Math.min(DEFERRED_RETRY_MS, interval) : interval };
     } catch (err) {
+      if (err instanceof LeaseNotHeldError) throw err;
       const message = `syncing pull requests failed: ${errorMessage(err)}`;
       this.#o.logger.warn({ previewKey: key, err: errorMessage(err) }, 'preview sync failed');
       await this.#writeStatus(prp, { ready: false, reason: 'SyncFailed', message });
@@ -217,12 +350,7 @@ export class PreviewReconciler {
     return refusedOverride(overrides, secrets);
   }
 
-  #context(
-    prp: PullRequestPreview,
-    namespace: string,
-  ):
-    | NotReady
-    | { base: Stack; provider: ResolvedProvider; forge: PreviewForge; branch: string; repoURL: string } {
+  #context(prp: PullRequestPreview, namespace: string): NotReady | SyncContext {
     const base = this.#o.stacks.get(namespace, prp.spec.stackRef.name);
     if (base === undefined)
       return { reason: 'StackNotFound', message: `Stack ${prp.spec.stackRef.name} not found` };
@@ -261,12 +389,13 @@ export class PreviewReconciler {
   async #sync(
     key: string,
     prp: PullRequestPreview,
-    ctx: { base: Stack; provider: ResolvedProvider; forge: PreviewForge; branch: string; repoURL: string },
-  ): Promise<PreviewEntry[]> {
+    ctx: SyncContext,
+    deadline: Deadline,
+  ): Promise<{ entries: PreviewEntry[]; deferred: number }> {
     const { forge, repoURL } = ctx;
     const namespace = prp.metadata.namespace ?? '';
     const prev = this.#listings.get(key);
-    const listed = await forge.listOpen(repoURL, ctx.branch, prev?.etag);
+    const listed = await forge.listOpen(repoURL, ctx.branch, prev?.etag, deadline.signal);
     let open: OpenPullRequest[];
     if (!listed.changed && prev !== undefined) open = prev.pulls;
     else if (listed.changed) {
@@ -275,19 +404,11 @@ export class PreviewReconciler {
       else this.#listings.delete(key);
     } else {
       this.#listings.delete(key);
-      return this.#sync(key, prp, ctx);
+      return this.#sync(key, prp, ctx, deadline);
     }
 
     const trust = prp.spec.trust;
-    const pulls: KnownPull[] = [];
-    for (const p of open) {
-      // A fork that is refused anyway needs no lookup of its author.
-      const association: AuthorAssociation =
-        p.fork && trust?.allowForks !== true
-          ? (p.association ?? 'NONE')
-          : await forge.association(repoURL, p);
-      pulls.push({ ...p, association });
-    }
+    const maxPreviews = prp.spec.maxPreviews ?? 5;
     const uid = prp.metadata.uid ?? '';
     const stacks = this.#o.stacks.list(namespace).filter((s) => ownedBy(s, uid));
     const existing: ExistingPreview[] = [];
@@ -300,23 +421,200 @@ export class PreviewReconciler {
           headSHA: typeof s.spec?.commit === 'string' ? s.spec.commit : '',
         });
     }
-    const plan = planSync({ pulls, trust, maxPreviews: prp.spec.maxPreviews ?? 5, existing });
+
+    // Associations in the order previews are granted (./plan.ts): pull requests with a preview
+    // Stack first, then the lowest numbers. A pull request not resolved yet is left out of the
+    // plan — and so is its preview Stack (never removed for want of a lookup).
+    const has = new Set(existing.map((e) => e.number));
+    const ranked = [...open].sort(
+      (a, b) => Number(has.has(b.number)) - Number(has.has(a.number)) || a.number - b.number,
+    );
+    const withStack = ranked.filter((p) => has.has(p.number)).length;
+    const now = this.#now().getTime();
+    const memo =
+      this.#associations.get(key) ?? new Map<string, { association: AuthorAssociation; at: number }>();
+    for (const [who, m] of memo) if (now - m.at > ASSOCIATION_MEMO_MS) memo.delete(who);
+    const resolved: KnownPull[] = [];
+    let trusted = 0;
+    const resolveWhile = async (more: () => boolean): Promise<void> => {
+      while (resolved.length < ranked.length && more() && !deadline.expired()) {
+        const p = ranked[resolved.length];
+        if (p === undefined) break;
+        let association: AuthorAssociation;
+        const who = p.authorId ?? p.author;
+        // A fork that is refused anyway needs no lookup of its author.
+        if (p.fork && trust?.allowForks !== true) association = p.association ?? 'NONE';
+        else if (p.association !== undefined) association = p.association;
+        else {
+          const known = memo.get(who)?.association;
+          try {
+            association = known ?? (await forge.association(repoURL, p, deadline.signal));
+          } catch (err) {
+            if (deadline.expired()) break;
+            throw err;
+          }
+          if (known === undefined) memo.set(who, { association, at: now });
+        }
+        const pull = { ...p, association };
+        resolved.push(pull);
+        if (untrustedReason(pull, trust) === undefined) trusted++;
+      }
+    };
+    const listedNumbers = new Set(open.map((p) => p.number));
+    const planFor = (have: readonly ExistingPreview[]): Plan => {
+      const known = new Set(resolved.map((p) => p.number));
+      return planSync({
+        pulls: resolved,
+        trust,
+        maxPreviews,
+        existing: have.filter((e) => known.has(e.number) || !listedNumbers.has(e.number)),
+      });
+    };
+
+    // 1. Only what decides the preview Stacks: then create/update/delete them at once.
+    await resolveWhile(() => resolved.length < withStack || trusted < maxPreviews);
+    const first = planFor(existing);
+    /** Pull requests whose preview Stack name is held by a Stack that is not ours, with why. */
+    const taken = new Map<number, string>();
+    const removed = await this.#applyStacks(prp, ctx, first, stacks, taken);
+    // 2. The other pull requests (notices and status only), while the deadline allows.
+    await resolveWhile(() => true);
+    const after = [
+      ...existing.filter((e) => !first.remove.some((r) => r.preview.number === e.number)),
+      ...first.create.map((p) => ({
+        number: p.number,
+        stackName: previewStackName(prp.spec.stackRef.name, p.number),
+        headSHA: p.headSHA,
+      })),
+    ];
+    const plan = planFor(after);
+    removed.push(...(await this.#applyStacks(prp, ctx, plan, stacks, taken)));
+    const deferred = ranked.length - resolved.length;
+    if (memo.size > 0) this.#associations.set(key, memo);
+    else this.#associations.delete(key);
     this.#o.logger.debug(
       {
         previewKey: key,
         verdicts: plan.verdicts.map((v) => `#${String(v.pull.number)} ${v.kind}`),
-        create: plan.create.length,
-        update: plan.update.length,
-        remove: plan.remove.length,
+        create: first.create.length + plan.create.length,
+        update: first.update.length + plan.update.length,
+        remove: removed.length,
+        deferred,
       },
       'preview sync planned',
     );
+
+    // 3. Off the sync path: pending statuses of removed previews, then the notices.
     const previous = new Map((prp.status?.previews ?? []).map((e) => [e.number, e]));
     const marker = noticeMarker(namespace, prp.metadata.name ?? '');
-    const notices = new Map<number, string>();
+    const stopped = this.#stopped.get(key) ?? new Map<number, string>();
+    const notice = (pull: { number: number; webURL: string }, body: string): void => {
+      this.notices.add({ kind: 'notice', preview: key, forge, repoURL, marker, body, ...pull });
+    };
+    for (const r of removed) {
+      this.#queueResolve(
+        key,
+        ctx,
+        namespace,
+        r.preview,
+        r.why === 'gone'
+          ? 'preview cancelled: pull request closed or retargeted'
+          : 'preview cancelled: no longer previewed',
+      );
+      if (r.why === 'gone') {
+        stopped.delete(r.preview.number);
+        const before = previous.get(r.preview.number);
+        notice(
+          {
+            number: r.preview.number,
+            webURL:
+              prev?.pulls.find((p) => p.number === r.preview.number)?.webURL ??
+              (webURLOf(before) || (this.#urlOf(key, r.preview.number) ?? '')),
+          },
+          stoppedGone(r.preview.stackName, ctx.branch),
+        );
+      } else stopped.set(r.preview.number, r.preview.stackName);
+    }
 
-    /** Pull requests whose preview Stack name is held by a Stack that is not ours, with why. */
-    const taken = new Map<number, string>();
+    const noted = this.#nameTaken.get(key);
+    if (taken.size > 0) this.#nameTaken.set(key, new Set(taken.keys()));
+    else this.#nameTaken.delete(key);
+    const entries: PreviewEntry[] = [];
+    const decided = new Set<number>();
+    for (const v of plan.verdicts) {
+      const n = v.pull.number;
+      decided.add(n);
+      const before = previous.get(n);
+      const blocked = taken.get(n);
+      if (blocked !== undefined) {
+        if (before?.state !== 'Blocked' && noted?.has(n) !== true) {
+          this.#event(prp, 'Warning', 'PreviewNameTaken', blocked);
+        }
+        const url = this.notices.posted(key, n)?.url ?? before?.commentURL;
+        entries.push({
+          number: n,
+          headSHA: v.pull.headSHA,
+          state: 'Blocked',
+          ...(url !== undefined ? { commentURL: url } : {}),
+          reason: boundText(blocked, 1024, 'utf16'),
+        });
+        continue;
+      }
+      // "Previews stopped" stays until the pull request qualifies again (a later sync must not
+      // turn it into "No preview": the Stack it had is gone for this reason).
+      const stoppedStack =
+        v.kind === 'preview'
+          ? undefined
+          : (stopped.get(n) ?? (before?.state === 'Active' ? before.stackName : undefined));
+      if (v.kind === 'preview') stopped.delete(n);
+      else if (stoppedStack !== undefined) stopped.set(n, stoppedStack);
+      const body = noticeBody(v, stoppedStack, previewName(prp, v, stacks));
+      const commentURL = this.notices.posted(key, n)?.url ?? before?.commentURL;
+      // Notices: every pull request without a preview; and one that had a notice and now runs.
+      if (v.kind !== 'preview' || commentURL !== undefined) notice(v.pull, body);
+      const stackName = v.kind === 'preview' ? previewName(prp, v, stacks) : undefined;
+      const live = stackName === undefined ? undefined : this.#o.stacks.get(namespace, stackName);
+      const lastResult = live?.status?.lastUpdate?.state;
+      entries.push({
+        number: n,
+        headSHA: v.pull.headSHA,
+        state: v.kind === 'preview' ? 'Active' : v.kind === 'waiting' ? 'Waiting' : 'Untrusted',
+        ...(stackName !== undefined ? { stackName } : {}),
+        ...(lastResult !== undefined && lastResult !== '' ? { lastResult } : {}),
+        ...(commentURL !== undefined ? { commentURL } : {}),
+        ...(v.kind !== 'preview' ? { reason: boundText(v.reason, 1024, 'utf16') } : {}),
+      });
+    }
+    // Not checked yet (deadline): the previous entry stands until the next sync.
+    for (const p of ranked) {
+      const before = previous.get(p.number);
+      if (!decided.has(p.number) && before !== undefined) entries.push(before);
+    }
+    for (const n of stopped.keys()) if (!listedNumbers.has(n)) stopped.delete(n);
+    if (stopped.size > 0) this.#stopped.set(key, stopped);
+    else this.#stopped.delete(key);
+    entries.sort((a, b) => a.number - b.number);
+    return { entries, deferred };
+  }
+
+  /** The web URL of pull request `number` as a posted notice's URL names it, if known. */
+  #urlOf(key: string, number: number): string | undefined {
+    return this.notices.posted(key, number)?.url?.replace(/#.*$/, '');
+  }
+
+  /**
+   * Creates, patches and deletes preview Stacks as `plan` says. @returns the removals done.
+   */
+  async #applyStacks(
+    prp: PullRequestPreview,
+    ctx: SyncContext,
+    plan: Plan,
+    stacks: readonly Stack[],
+    taken: Map<number, string>,
+  ): Promise<Plan['remove']> {
+    const namespace = prp.metadata.namespace ?? '';
+    const repoURL = ctx.repoURL;
+    const uid = prp.metadata.uid ?? '';
     for (const pull of plan.create) {
       const body = previewStack(ctx.base, prp, pull, repoURL);
       const name = body.metadata.name;
@@ -326,13 +624,14 @@ export class PreviewReconciler {
         continue;
       }
       try {
+        if (!this.#mayWrite()) throw new LeaseNotHeldError('create a preview Stack');
         await kubeRequest(this.#o.kubeConfig, {
           method: 'POST',
           path: objectPath(stackRef(namespace)),
           body,
         });
-        void this.#o.recorder.event(
-          objectOf(prp),
+        this.#event(
+          prp,
           'Normal',
           'PreviewCreated',
           `created preview Stack ${name} for pull request #${String(pull.number)} at ${pull.headSHA.slice(0, 7)}`,
@@ -371,8 +670,8 @@ export class PreviewReconciler {
         spec: patch,
       });
       if (plan.update.some((u) => u.pull.number === v.pull.number)) {
-        void this.#o.recorder.event(
-          objectOf(prp),
+        this.#event(
+          prp,
           'Normal',
           'PreviewUpdated',
           `preview Stack ${have.metadata.name ?? ''} now runs ${v.pull.headSHA.slice(0, 7)} of pull request #${String(v.pull.number)}`,
@@ -386,112 +685,32 @@ export class PreviewReconciler {
         r.why === 'gone'
           ? `pull request #${String(r.preview.number)} is closed or no longer targets ${ctx.branch}`
           : `pull request #${String(r.preview.number)}: ${r.why.reason}`;
-      void this.#o.recorder.event(
-        objectOf(prp),
-        'Normal',
-        'PreviewDeleted',
-        `deleted preview Stack ${r.preview.stackName}: ${why}`,
-      );
-      await this.#resolvePending(
-        ctx,
-        namespace,
-        r.preview,
-        r.why === 'gone'
-          ? 'preview cancelled: pull request closed or retargeted'
-          : 'preview cancelled: no longer previewed',
-      );
-      if (r.why === 'gone') {
-        const url = await this.#notice(
-          forge,
-          repoURL,
-          { number: r.preview.number, webURL: webURLOf(previous.get(r.preview.number)) },
-          marker,
-          stoppedGone(r.preview.stackName, ctx.branch),
-        );
-        if (url !== undefined) notices.set(r.preview.number, url);
-      }
+      this.#event(prp, 'Normal', 'PreviewDeleted', `deleted preview Stack ${r.preview.stackName}: ${why}`);
     }
-
-    const entries: PreviewEntry[] = [];
-    const noted = this.#nameTaken.get(key);
-    if (taken.size > 0) this.#nameTaken.set(key, new Set(taken.keys()));
-    else this.#nameTaken.delete(key);
-    for (const v of plan.verdicts) {
-      const n = v.pull.number;
-      const before = previous.get(n);
-      const removed = plan.remove.find((r) => r.preview.number === n);
-      const body = noticeBody(v, removed?.preview.stackName, previewName(prp, v, stacks));
-      let commentURL = before?.commentURL;
-      const blocked = taken.get(n);
-      // Notices: every pull request without a preview; and one that had a notice and now runs.
-      if (blocked === undefined && (v.kind !== 'preview' || before?.commentURL !== undefined)) {
-        commentURL = (await this.#notice(forge, repoURL, v.pull, marker, body)) ?? commentURL;
-      }
-      if (blocked !== undefined) {
-        if (before?.state !== 'Blocked' && noted?.has(n) !== true) {
-          void this.#o.recorder.event(objectOf(prp), 'Warning', 'PreviewNameTaken', blocked);
-        }
-        entries.push({
-          number: n,
-          headSHA: v.pull.headSHA,
-          state: 'Blocked',
-          ...(commentURL !== undefined ? { commentURL } : {}),
-          reason: boundText(blocked, 1024, 'utf16'),
-        });
-        continue;
-      }
-      const stackName = v.kind === 'preview' ? previewName(prp, v, stacks) : undefined;
-      const live = stackName === undefined ? undefined : this.#o.stacks.get(namespace, stackName);
-      const lastResult = live?.status?.lastUpdate?.state;
-      entries.push({
-        number: n,
-        headSHA: v.pull.headSHA,
-        state: v.kind === 'preview' ? 'Active' : v.kind === 'waiting' ? 'Waiting' : 'Untrusted',
-        ...(stackName !== undefined ? { stackName } : {}),
-        ...(lastResult !== undefined && lastResult !== '' ? { lastResult } : {}),
-        ...(commentURL !== undefined ? { commentURL } : {}),
-        ...(v.kind !== 'preview' ? { reason: boundText(v.reason, 1024, 'utf16') } : {}),
-      });
-    }
-    return entries;
+    return [...plan.remove];
   }
 
-  /** Upserts the notice on pull request `number`; undefined (logged) when the forge refused. */
-  async #notice(
-    forge: PreviewForge,
-    repoURL: string,
-    pull: { number: number; webURL: string },
-    marker: string,
-    body: string,
-  ): Promise<string | undefined> {
-    const number = pull.number;
-    try {
-      const url = await forge.upsertNotice(repoURL, pull, marker, `${marker}\n${body}\n`);
-      return pull.webURL === '' ? undefined : url;
-    } catch (err) {
-      this.#o.logger.warn({ pullRequest: number, err: errorMessage(err) }, 'cannot post the preview notice');
-      return undefined;
-    }
-  }
-
-  /** P02: a removed preview's pending status on its head commit becomes a failure that says why. */
-  async #resolvePending(
+  /** P02: a removed preview's pending status on its head commit becomes a failure that says why (queued). */
+  #queueResolve(
+    key: string,
     ctx: { provider: ResolvedProvider; forge: PreviewForge; repoURL: string },
     namespace: string,
     preview: ExistingPreview,
     description: string,
-  ): Promise<void> {
+  ): void {
     if (!/^[0-9a-f]{40}$/.test(preview.headSHA)) return;
     const context = this.#statusContext(ctx.provider, namespace, preview.stackName, preview.headSHA);
     if (context === undefined) return;
-    try {
-      await ctx.forge.resolvePending(ctx.repoURL, preview.headSHA, context, description);
-    } catch (err) {
-      this.#o.logger.warn(
-        { stack: preview.stackName, err: errorMessage(err) },
-        'cannot resolve the pending preview status',
-      );
-    }
+    this.notices.add({
+      kind: 'resolve',
+      preview: key,
+      forge: ctx.forge,
+      repoURL: ctx.repoURL,
+      sha: preview.headSHA,
+      context,
+      description,
+      stackName: preview.stackName,
+    });
   }
 
   /** The commit status context deliveries use for Stack `stackName` with this Provider (built-in template or `commitStatus.context`). */
@@ -539,10 +758,12 @@ export class PreviewReconciler {
     });
     const owned = (list.items ?? []).filter((s) => ownedBy(s, uid));
     const ctx = this.#context(prp, namespace);
+    const key = `${namespace}/${prp.metadata.name ?? ''}`;
     for (const s of owned) {
       await this.#deleteStack(s);
       if (!('reason' in ctx)) {
-        await this.#resolvePending(
+        this.#queueResolve(
+          key,
           ctx,
           namespace,
           {
@@ -555,8 +776,8 @@ export class PreviewReconciler {
       }
     }
     if (owned.length > 0) {
-      void this.#o.recorder.event(
-        objectOf(prp),
+      this.#event(
+        prp,
         'Normal',
         'PreviewsDeleted',
         `deleted ${String(owned.length)} preview Stack(s) before removal: ${owned.map((s) => s.metadata.name ?? '').join(', ')}`,
@@ -566,10 +787,11 @@ export class PreviewReconciler {
       prp,
       (prp.metadata.finalizers ?? []).filter((f) => f !== PREVIEW_FINALIZER),
     );
-    this.#listings.delete(`${namespace}/${prp.metadata.name ?? ''}`);
+    this.#forget(key);
   }
 
   async #patchFinalizers(prp: PullRequestPreview, finalizers: string[]): Promise<void> {
+    if (!this.#mayWrite()) throw new LeaseNotHeldError('patch the finalizers');
     await kubeRequest(this.#o.kubeConfig, {
       method: 'PATCH',
       path: objectPath({
@@ -586,6 +808,7 @@ export class PreviewReconciler {
   }
 
   async #patchStack(namespace: string, name: string, body: object): Promise<void> {
+    if (!this.#mayWrite()) throw new LeaseNotHeldError('patch a preview Stack');
     await kubeRequest(this.#o.kubeConfig, {
       method: 'PATCH',
       path: objectPath(stackRef(namespace, name)),
@@ -600,6 +823,7 @@ export class PreviewReconciler {
    * is never deleted (409, logged). Already gone (404) is fine.
    */
   async #deleteStack(s: Stack): Promise<void> {
+    if (!this.#mayWrite()) throw new LeaseNotHeldError('delete a preview Stack');
     const name = s.metadata.name ?? '';
     try {
       await kubeRequest(this.#o.kubeConfig, {
@@ -637,6 +861,7 @@ export class PreviewReconciler {
       now,
     );
     const status: Record<string, unknown> = { observedGeneration: generation, conditions };
+    if (!this.#mayWrite()) throw new LeaseNotHeldError('write the PullRequestPreview status');
     if (previews !== undefined) {
       status.previews = previews;
       status.activePreviews = previews.filter((p) => p.state === 'Active').length;
@@ -658,15 +883,9 @@ export class PreviewReconciler {
       if (errorStatusCode(err) !== 404) throw err;
     }
     if (!ready.ready && prp.status?.conditions?.find((c) => c.type === 'Ready')?.reason !== ready.reason) {
-      void this.#o.recorder.event(objectOf(prp), 'Warning', ready.reason, ready.message);
+      this.#event(prp, 'Warning', ready.reason, ready.message);
     }
   }
-}
-
-/** Why a pull request has no preview when its Stack name is held by `s`, which is not ours. */
-function nameTaken(name: string, s: Stack): string {
-  const owner = controllerOf(s);
-  return `Stack ${name} already exists and is not this PullRequestPreview's (${owner !== undefined ? `it belongs to ${owner}` : 'it has no controller owner'}): the name is taken; delete or rename that Stack`;
 }
 
 /** The pull request's web URL from a notice URL recorded in status (`<pr url>#…`), or ''. */
@@ -711,4 +930,10 @@ export function noticeBody(v: Verdict, removedStack: string | undefined, stackNa
 
 function stoppedGone(stackName: string, branch: string): string {
   return `**Preview stopped**: this pull request is closed or no longer targets \`${branch}\`. Preview Stack \`${stackName}\` was deleted.`;
+}
+
+/** Why a pull request has no preview when its Stack name is held by `s`, which is not ours. */
+function nameTaken(name: string, s: Stack): string {
+  const owner = controllerOf(s);
+  return `Stack ${name} already exists and is not this PullRequestPreview's (${owner !== undefined ? `it belongs to ${owner}` : 'it has no controller owner'}): the name is taken; delete or rename that Stack`;
 }

@@ -4,6 +4,11 @@
  * a deleted preview Stack, a Provider that became usable, a verified webhook delivery), and the
  * optional webhook receiver. The composition root (src/controller.ts) builds it and starts it
  * as leader.
+ *
+ * Fairness (case B12): {@link PREVIEW_WORKERS} syncs run in parallel, taken round-robin across
+ * namespaces, and one namespace never holds more than all workers but one (src/kube/workqueue.ts
+ * `fairBy`); each sync is bounded (./controller.ts) and its notices go to a separate fair queue
+ * (./notices.ts).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
@@ -34,6 +39,11 @@ export const RECONCILE_REQUEST_ANNOTATION = 'pulumi.com/reconciliation-request';
 export const SYNC_REQUEST_ANNOTATION = 'notification.pko.dev/sync-requested';
 /** How long a webhook Secret read is reused (unsigned requests cannot make us read it more often). */
 const SECRET_CACHE_MS = 10_000;
+/** Parallel PullRequestPreview syncs (fair across namespaces). */
+export const PREVIEW_WORKERS = 4;
+
+/** The namespace of a `namespace/name` key (the fairness group of the preview queue). */
+const namespaceOf = (key: string): string => key.slice(0, key.indexOf('/'));
 
 export interface PreviewsOptions {
   kubeConfig: KubeConfig;
@@ -57,8 +67,19 @@ export interface PreviewsOptions {
   providerType?: (namespace: string, name: string) => string | undefined;
   /** Whether this replica leads (only the leader reconciles); default: always. */
   isLeader?: () => boolean;
-  /** Test hooks: forge access, clock, not-ready retry. */
-  reconciler?: Partial<Pick<PreviewReconcilerOptions, 'forgeFor' | 'now' | 'notReadyRetryMs'>>;
+  /**
+   * Whether this replica may write now (the elector's `holdsLease()`): checked before every
+   * preview write — Stacks, PullRequestPreview finalizer and status, Events, forge notices and
+   * statuses, the base Stack's reconcile request. Default: always.
+   */
+  mayWrite?: () => boolean;
+  /** Test hooks: forge access, clock, not-ready retry, sync deadline, forge timeout ceiling, fencing. */
+  reconciler?: Partial<
+    Pick<
+      PreviewReconcilerOptions,
+      'forgeFor' | 'now' | 'notReadyRetryMs' | 'syncDeadlineMs' | 'forgeTimeoutCeilingMs' | 'mayWrite'
+    >
+  >;
   now?: () => number;
 }
 
@@ -80,10 +101,12 @@ export class Previews {
       clusterName: o.clusterName,
       egress: o.egress,
       ...o.reconciler,
+      mayWrite: () => this.#mayWrite(),
     });
     this.queue = new WorkQueue({
       name: 'preview',
-      concurrency: 2,
+      concurrency: PREVIEW_WORKERS,
+      fairBy: namespaceOf,
       reconcile: (k) => this.reconciler.reconcile(k),
       logger: o.logger.child({ queue: 'preview' }),
       ...(o.registry ? { registry: o.registry } : {}),
@@ -123,6 +146,11 @@ export class Previews {
       for (const p of o.previews.list(ns))
         if (p.spec.providerRef.name === key.slice(i + 1)) this.queue.add(keyOf(p));
     });
+  }
+
+  /** Whether this replica may write now: the elector's Lease (and the test hook), checked before every preview write. */
+  #mayWrite(): boolean {
+    return (this.#o.mayWrite?.() ?? true) && (this.#o.reconciler?.mayWrite?.() ?? true);
   }
 
   /** Bound port of the webhook receiver (0 when off). */
@@ -213,7 +241,10 @@ export class Previews {
         }
       },
       // The same value for the same push: PKO runs when the annotation's value changes
-      // (ReconcileRequestedPredicate), so a redelivered push runs nothing more.
+      // (ReconcileRequestedPredicate), so a redelivered push runs nothing more. Not fenced by the
+      // Lease like the other preview writes: the value is the push body's digest, the same from
+      // any replica, so a replica that does not lead cannot write anything the leader would not
+      // (and a push reaching it still runs the base Stack at once).
       onPushToBase: async (namespace, name, key) => {
         const prp = o.previews.get(namespace, name);
         if (prp === undefined) return;
@@ -242,7 +273,7 @@ export class Previews {
   async stop(deadlineMs: number): Promise<{ drained: boolean }> {
     const r = await this.queue.shutdown(deadlineMs);
     await this.#receiver?.close();
-    await this.reconciler.close();
+    await this.reconciler.close(deadlineMs);
     return r;
   }
 }

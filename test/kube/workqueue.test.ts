@@ -294,3 +294,61 @@ describe('WorkQueue', () => {
     await bad.shutdown(0);
   });
 });
+
+describe('WorkQueue with fairBy (B12: one tenant cannot starve the others)', () => {
+  const byNamespace = (k: string): string => k.slice(0, k.indexOf('/'));
+
+  it("a namespace with many slow keys never holds every worker: another namespace's key starts at once", async () => {
+    const started: string[] = [];
+    const gates = new Map<string, () => void>();
+    const { q } = makeQueue(
+      (key) => {
+        started.push(key);
+        const d = deferred();
+        gates.set(key, d.resolve);
+        return d.promise;
+      },
+      { concurrency: 4, fairBy: byNamespace },
+    );
+    q.start();
+    for (let i = 0; i < 10; i++) q.add(`a/p${String(i)}`);
+    await settle();
+    // Three of four workers: one stays free for another namespace.
+    expect(started).toEqual(['a/p0', 'a/p1', 'a/p2']);
+    q.add('b/first');
+    await settle();
+    expect(started.at(-1)).toBe('b/first');
+    expect(q.processing()).toBe(4);
+    // A worker that frees goes to the namespace served longest ago among those waiting.
+    q.add('c/x');
+    q.add('b/second');
+    gates.get('a/p0')?.();
+    await settle();
+    expect(started.at(-1)).toBe('c/x');
+  });
+
+  it('round-robin across namespaces; FIFO within one; without fairBy, FIFO overall', async () => {
+    const order: string[] = [];
+    const fair = makeQueue(
+      (key) => {
+        order.push(key);
+        return Promise.resolve();
+      },
+      { concurrency: 1, fairBy: byNamespace },
+    ).q;
+    for (const k of ['a/1', 'a/2', 'a/3', 'b/1', 'b/2', 'c/1']) fair.add(k);
+    fair.start();
+    await settle();
+    expect(order).toEqual(['a/1', 'b/1', 'c/1', 'a/2', 'b/2', 'a/3']);
+
+    const fifo: string[] = [];
+    const plain = makeQueue((key) => {
+      fifo.push(key);
+      return Promise.resolve();
+    }).q;
+    for (const k of ['a/1', 'a/2', 'b/1']) plain.add(k);
+    plain.start();
+    await settle();
+    expect(fifo).toEqual(['a/1', 'a/2', 'b/1']);
+  });
+});

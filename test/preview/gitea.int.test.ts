@@ -385,7 +385,7 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
   );
 
   it(
-    'P01: with required label "preview", removing it deletes the preview Stack and the PR says why; adding it back recreates it. P03: retargeting to an untracked branch deletes it and the PR says so',
+    'P01: with required label "preview", removing it deletes the preview Stack and the PR says why; adding it back recreates it. P03: retargeting to an untracked branch deletes it and the PR says so; back to main recreates it, a title edit writes nothing (R07)',
     async () => {
       const s = await setup('pv-label', 'label', { trust: { requiredLabels: ['preview'] } });
       try {
@@ -431,6 +431,27 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
         );
         expect(stopped.id).toBe(running.id);
         expect(stopped.body).toContain("lacks the label 'preview'");
+        // A later sync keeps saying so (it once turned the notice into "No preview" at once, so
+        // that a slow reader never saw "Previews stopped").
+        const synced = (await getPreview(s.obj))?.status?.lastSyncTime;
+        await new Promise((r) => setTimeout(r, 1_100));
+        await s.obj.custom.patchNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: s.ns,
+          plural: 'pullrequestpreviews',
+          name: 'previews',
+          body: [
+            {
+              op: 'add',
+              path: '/metadata/annotations',
+              value: { 'notification.pko.dev/sync-requested': new Date().toISOString() },
+            },
+          ],
+        });
+        await waitForPreview(s.obj, (x) => x.status?.lastSyncTime !== synced, 'synced again');
+        const later = (await botComments(s.repo, pr.number)).find((c) => c.id === running.id);
+        expect(later?.body).toContain('**Previews stopped**');
 
         await gitea.api('POST', `/repos/${ORG}/${s.repo}/issues/${String(pr.number)}/labels`, {
           body: { labels: [label.id] },
@@ -454,6 +475,28 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
         expect(
           (await botComments(s.repo, pr.number)).filter((c) => c.body.includes('preview-notice')),
         ).toHaveLength(1);
+
+        // R07 on Gitea: retargeted back to main → recreated; a title-only edit (Gitea's 'edited'
+        // delivery) syncs and writes nothing.
+        await gitea.api('PATCH', `/repos/${ORG}/${s.repo}/pulls/${String(pr.number)}`, {
+          body: { base: 'main' },
+          expect: [201],
+        });
+        const back = await waitForStack(s.sim, stackName, (x) => x.spec?.commit === sha, 'recreated on main');
+        const beforeTitle = (await getPreview(s.obj))?.status?.lastSyncTime;
+        await new Promise((r) => setTimeout(r, 1_100));
+        await gitea.api('PATCH', `/repos/${ORG}/${s.repo}/pulls/${String(pr.number)}`, {
+          body: { title: 'Only the title changed' },
+          expect: [201],
+        });
+        await waitForPreview(
+          s.obj,
+          (x) => x.status?.lastSyncTime !== beforeTitle,
+          'synced after the title edit',
+        );
+        expect((await s.sim.getStack(stackName)).metadata.resourceVersion).toBe(
+          back.metadata.resourceVersion,
+        );
       } finally {
         await s.ctl.stop();
       }

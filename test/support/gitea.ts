@@ -404,10 +404,25 @@ export class Gitea {
 
   /** Merges a pull request with a merge commit; returns the pull request as Gitea then shows it. */
   async mergePull(owner: string, repo: string, index: number): Promise<GiteaPull> {
-    await this.api('POST', `/repos/${owner}/${repo}/pulls/${index}/merge`, {
-      body: { Do: 'merge' },
-      expect: [200],
-    });
+    // Gitea answers 405 "Please try again later" while it still computes whether the pull
+    // request can be merged (right after it was opened or pushed to): wait and try again, as a
+    // user would, for up to 60 s.
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const res = await this.api('POST', `/repos/${owner}/${repo}/pulls/${index}/merge`, {
+        body: { Do: 'merge' },
+        expect: [200, 405],
+      });
+      if (res.status === 200) break;
+      const said =
+        typeof res.data === 'object' && res.data !== null ? JSON.stringify(res.data) : String(res.data);
+      if (!/try again later/i.test(said) || Date.now() > deadline) {
+        throw new Error(
+          `Gitea POST /api/v1/repos/${owner}/${repo}/pulls/${String(index)}/merge answered 405: ${said.slice(0, 500)}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
     return this.getPull(owner, repo, index);
   }
 

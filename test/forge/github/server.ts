@@ -265,6 +265,8 @@ export interface StoredPull {
   author?: string;
   /** GitHub's `author_association` of the author (default `MEMBER`). */
   association?: string;
+  /** Title (default `PR <number>`). */
+  title?: string;
   labels?: string[];
 }
 
@@ -360,7 +362,7 @@ export interface GitHubContractServer {
   updatePullRequest(
     repo: string,
     n: number,
-    patch: Partial<Pick<StoredPull, 'headSha' | 'state' | 'merged' | 'base' | 'labels'>>,
+    patch: Partial<Pick<StoredPull, 'headSha' | 'state' | 'merged' | 'base' | 'labels' | 'title'>>,
   ): void;
   /** Locks the conversation of issue or pull request `n`: comments are refused (403). */
   lockIssue(repo: string, n: number): void;
@@ -391,6 +393,11 @@ export interface GitHubContractServer {
   /** Comments of an issue or pull request, oldest first. */
   comments(repo: string, issue: number): StoredComment[];
   throttle(spec: ThrottleSpec): void;
+  /**
+   * From now on, requests for which `match` returns true are never answered (held open until
+   * `close()`): a forge that hangs. They are logged with status 0.
+   */
+  stall(match: (method: string, path: string) => boolean): void;
   /** Makes "pull requests for commit" answer 422 "No commit found" for `sha` (not yet indexed). */
   commitNotIndexed(sha: string): void;
   /** Requests that reached the server and were not throttled. */
@@ -456,6 +463,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
   const pulls = new Map<string, StoredPull[]>(); // repo → pulls
   const credentials = new Map<string, Credential>();
   const throttles: (ThrottleSpec & { left: number })[] = [];
+  const stalls: ((method: string, path: string) => boolean)[] = [];
   const notIndexed = new Set<string>();
   const locked = new Set<string>(); // repo#n
   const archived = new Set<string>(); // repo key
@@ -526,7 +534,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     number: p.number,
     node_id: `PR_${p.number}`,
     state: p.state,
-    title: `PR ${p.number}`,
+    title: p.title ?? `PR ${p.number}`,
     html_url: `https://github.invalid/${repo}/pull/${p.number}`,
     merged_at: p.merged ? MERGED_AT : null,
     head: {
@@ -1047,6 +1055,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
         'x-ratelimit-resource': 'core',
       };
 
+      if (stalls.some((m) => m(method, url.pathname))) return; // never answered
       const t = throttles.find((x) => x.left > 0 && (x.match?.(method, url.pathname) ?? true));
       if (t) {
         t.left--;
@@ -1198,6 +1207,9 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     comments: (repo, issue) => [...(comments.get(`${repoKey(repo)}#${issue}`) ?? [])],
     throttle: (spec) => {
       throttles.push({ ...spec, left: spec.count ?? 1 });
+    },
+    stall: (match) => {
+      stalls.push(match);
     },
     commitNotIndexed: (commit) => {
       notIndexed.add(commit.toLowerCase());

@@ -1,0 +1,159 @@
+/**
+ * The preview notice queue (src/preview/notices.ts, case B12): coalescing per pull request,
+ * round-robin across PullRequestPreviews, each job bounded in time, writes fenced by the Lease.
+ */
+import { describe, expect, it } from 'vitest';
+import type { PreviewForge } from '../../src/forge/types.ts';
+import { createLogger } from '../../src/log.ts';
+import { NoticeQueue, type NoticeJob } from '../../src/preview/notices.ts';
+import { FORGE_TIMEOUT_CEILING_MS, withTimeoutCeiling } from '../../src/preview/controller.ts';
+import type { ResolvedProvider } from '../../src/credential/provider.ts';
+
+interface Call {
+  repoURL: string;
+  number: number;
+  body: string;
+  signal: AbortSignal | undefined;
+  finish: (url?: string) => void;
+}
+
+/** A forge whose notice calls wait until the test finishes them (or forever). */
+function heldForge(): { forge: PreviewForge; calls: Call[] } {
+  const calls: Call[] = [];
+  const forge: PreviewForge = {
+    listOpen: () => Promise.resolve({ changed: true, pulls: [], etag: undefined }),
+    association: () => Promise.resolve('NONE'),
+    upsertNotice: (repoURL, pull, _marker, body, signal) =>
+      new Promise<string>((resolve, reject) => {
+        signal?.addEventListener('abort', () => {
+          reject(new Error('aborted'));
+        });
+        calls.push({
+          repoURL,
+          number: pull.number,
+          body,
+          signal,
+          finish: (url) => {
+            resolve(url ?? `${pull.webURL}#c1`);
+          },
+        });
+      }),
+    resolvePending: () => Promise.resolve(false),
+    close: () => Promise.resolve(),
+  };
+  return { forge, calls };
+}
+
+const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function job(forge: PreviewForge, preview: string, number: number, body: string): NoticeJob {
+  return {
+    kind: 'notice',
+    preview,
+    forge,
+    repoURL: `https://forge.example/${preview}.git`,
+    number,
+    webURL: `https://forge.example/pr/${String(number)}`,
+    marker: '<!-- m -->',
+    body,
+  };
+}
+
+const logger = createLogger({ level: 'silent' });
+
+describe('NoticeQueue', () => {
+  it('B12: a PullRequestPreview with 100 notices waiting on a forge that does not answer does not hold up another one', async () => {
+    const slow = heldForge();
+    const ok = heldForge();
+    const q = new NoticeQueue({ logger, timeoutMs: 60_000, concurrency: 4 });
+    for (let n = 1; n <= 100; n++) q.add(job(slow.forge, 'a/slow', n, `body ${String(n)}`));
+    for (let n = 1; n <= 100; n++) q.add(job(slow.forge, 'a/other', n, `body ${String(n)}`));
+    q.add(job(ok.forge, 'b/ok', 1, 'b notice'));
+    await tick();
+    // One job per forge client at a time (its writes are paced per credential): b/ok's starts at once.
+    expect(slow.calls).toHaveLength(1);
+    expect(ok.calls.map((c) => c.repoURL)).toEqual(['https://forge.example/b/ok.git']);
+    ok.calls[0]?.finish();
+    await tick();
+    expect(q.posted('b/ok', 1)).toEqual({ body: 'b notice', url: 'https://forge.example/pr/1#c1' });
+    // Round-robin: the next job of the slow forge is a/other's, not a/slow's second.
+    slow.calls[0]?.finish();
+    await tick();
+    expect(slow.calls.map((c) => c.repoURL)).toEqual([
+      'https://forge.example/a/slow.git',
+      'https://forge.example/a/other.git',
+    ]);
+    await q.close(0);
+  });
+
+  it('coalesces: the newest notice of a pull request replaces a queued one; a body already posted is not queued again', async () => {
+    const { forge, calls } = heldForge();
+    const q = new NoticeQueue({ logger, timeoutMs: 60_000, concurrency: 1 });
+    q.add(job(forge, 'a/p', 1, 'first'));
+    q.add(job(forge, 'a/p', 2, 'two: old'));
+    q.add(job(forge, 'a/p', 2, 'two: new'));
+    expect(q.pendingCount()).toBe(1);
+    calls[0]?.finish();
+    await tick();
+    expect(calls.map((c) => c.body)).toEqual(['<!-- m -->\nfirst\n', '<!-- m -->\ntwo: new\n']);
+    calls[1]?.finish();
+    await q.idle();
+    expect(q.add(job(forge, 'a/p', 2, 'two: new'))).toBe(false);
+    expect(q.add(job(forge, 'a/p', 2, 'two: newer'))).toBe(true);
+    await tick();
+    expect(calls).toHaveLength(3);
+    await q.close(0);
+  });
+
+  it('a forge that never answers frees the worker after timeoutMs and its request is aborted', async () => {
+    const { forge, calls } = heldForge();
+    const q = new NoticeQueue({ logger, timeoutMs: 50, concurrency: 1 });
+    q.add(job(forge, 'a/p', 1, 'never answered'));
+    q.add(job(forge, 'a/p', 2, 'next'));
+    await tick();
+    expect(calls).toHaveLength(1);
+    await tick(120);
+    expect(calls[0]?.signal?.aborted).toBe(true);
+    expect(calls.map((c) => c.number)).toEqual([1, 2]);
+    expect(q.posted('a/p', 1)).toBeUndefined();
+    await q.close(0);
+  });
+
+  it('fenced: while mayWrite() is false nothing reaches the forge', async () => {
+    const { forge, calls } = heldForge();
+    let holds = false;
+    const q = new NoticeQueue({ logger, timeoutMs: 1_000, mayWrite: () => holds });
+    q.add(job(forge, 'a/p', 1, 'x'));
+    q.add({
+      kind: 'resolve',
+      preview: 'a/p',
+      forge: {
+        ...forge,
+        resolvePending: () => {
+          throw new Error('written without the Lease');
+        },
+      },
+      repoURL: 'r',
+      sha: 'a'.repeat(40),
+      context: 'c',
+      description: 'd',
+      stackName: 's',
+    });
+    await q.idle();
+    expect(calls).toEqual([]);
+    holds = true;
+    q.add(job(forge, 'a/p', 1, 'x'));
+    await tick();
+    expect(calls).toHaveLength(1);
+    await q.close(0);
+  });
+});
+
+describe('withTimeoutCeiling (B12: a tenant cannot raise the time preview work waits)', () => {
+  const provider = (timeoutMs: number): ResolvedProvider => ({ timeoutMs }) as ResolvedProvider;
+  it('lowers a Provider timeout above the ceiling to it, and keeps a lower one', () => {
+    expect(withTimeoutCeiling(provider(300_000), FORGE_TIMEOUT_CEILING_MS).timeoutMs).toBe(10_000);
+    const fast = provider(3_000);
+    expect(withTimeoutCeiling(fast, FORGE_TIMEOUT_CEILING_MS)).toBe(fast);
+  });
+});

@@ -1,0 +1,398 @@
+/**
+ * Pull-request updates that change no code, retargets, and leader fencing, on the real control
+ * plane against the GitHub and GitLab contract servers (test/forge/<forge>/server.ts). A webhook
+ * delivery only triggers a sync; the sync plans from the open pull requests listed into the
+ * branch, so:
+ * - R06 (GitLab `Merge Request Hook` action=update): labels only → the preview Stack is not
+ *   written (no new PKO run); a new head → the Stack pins it; target_branch main→release → the
+ *   Stack is deleted, the MR says it no longer targets main, nothing is left pending;
+ * - R07 (GitHub `pull_request` action=edited): base → release deletes the preview with a reason
+ *   and resolves its pending status; back to main recreates it; a title-only edit does nothing;
+ * - fencing: while the replica does not hold the Lease, nothing is written (Stacks, finalizer,
+ *   status, notices).
+ * Each delivery has a distinct body (a nonce), so no replay rule of the receiver applies.
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import type { Stack } from '../../src/api/pko.ts';
+import { errorStatusCode } from '../../src/kube/client.ts';
+import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
+import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
+import { PkoSimulator } from '../support/pko.ts';
+import { startGitHubServer } from '../forge/github/server.ts';
+import { startGitLabServer } from '../forge/gitlab/server.ts';
+
+const WAIT = { timeoutMs: 30_000 };
+const sha = (c: string): string => c.repeat(40);
+
+async function stackOrNone(sim: PkoSimulator, name: string): Promise<Stack | undefined> {
+  try {
+    return await sim.getStack(name);
+  } catch (err) {
+    if (errorStatusCode(err) === 404) return undefined;
+    throw err;
+  }
+}
+
+interface Prp {
+  metadata: { finalizers?: string[] };
+  status?: { lastSyncTime?: string; previews?: { number: number; state: string }[] };
+}
+
+async function getPreview(obj: Objects): Promise<Prp> {
+  return (await obj.custom.getNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: obj.namespace,
+    plural: 'pullrequestpreviews',
+    name: 'previews',
+  })) as Prp;
+}
+
+async function createPreview(obj: Objects, spec: Record<string, unknown>): Promise<void> {
+  await obj.custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: obj.namespace,
+    plural: 'pullrequestpreviews',
+    body: {
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: 'PullRequestPreview',
+      metadata: { name: 'previews' },
+      spec: { interval: '10m', webhook: { secretRef: { name: 'hook' } }, ...spec },
+    },
+  });
+}
+
+/** Runs `trigger` and waits for a sync that started after it (`lastSyncTime` has 1 s resolution). */
+async function syncAfter(obj: Objects, trigger: () => Promise<void>): Promise<void> {
+  const before = (await getPreview(obj)).status?.lastSyncTime;
+  await new Promise((r) => setTimeout(r, 1_100));
+  await trigger();
+  await waitFor(async () => ((await getPreview(obj)).status?.lastSyncTime !== before ? true : undefined), {
+    ...WAIT,
+    what: 'a sync after the delivery',
+  });
+}
+
+async function deliver(
+  ctl: InProcessController,
+  ns: string,
+  headers: Record<string, string>,
+  body: string,
+): Promise<void> {
+  const res = await fetch(`http://127.0.0.1:${String(ctl.handle.previewWebhookPort)}/hooks/${ns}/previews`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+  });
+  expect(res.status).toBe(202);
+}
+
+/** Reconciles the preview queue has run (from the controller's metrics). */
+async function previewReconciles(ctl: InProcessController): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${String(ctl.handle.metricsPort)}/metrics`)).text();
+  const m = /^pkonc_reconcile_total\{queue="preview"\} (\d+)/m.exec(text);
+  return Number(m?.[1] ?? 0);
+}
+
+describe('R07: GitHub pull_request edited', () => {
+  it('R07: base → release deletes the preview (the PR says why, nothing left pending); back to main recreates it; a title-only edit changes nothing', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_r07token0123: 'pko-bot' },
+    });
+    onTestFinished(() => gh.close());
+    gh.addPullRequest('acme/app', { number: 7, headSha: sha('a'), author: 'alice', association: 'MEMBER' });
+    const ns = await createTestNamespace('pv-r07');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, {
+      flags: ['--cluster-name=e2e', '--preview-webhook-bind-address=127.0.0.1:0'],
+    });
+    onTestFinished(() => ctl.stop());
+    const secret = randomBytes(12).toString('hex');
+    const edited = async (changes: Record<string, unknown>, base: string): Promise<void> => {
+      const body = JSON.stringify({
+        action: 'edited',
+        number: 7,
+        changes,
+        pull_request: { number: 7, base: { ref: base } },
+        nonce: randomBytes(8).toString('hex'),
+      });
+      await deliver(
+        ctl,
+        ns,
+        {
+          'x-github-event': 'pull_request',
+          'x-github-delivery': randomBytes(8).toString('hex'),
+          'x-hub-signature-256': `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`,
+        },
+        body,
+      );
+    };
+    await obj.secret('gh', { token: 'ghp_r07token0123' });
+    await obj.secret('hook', { token: secret });
+    await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+    await obj.alert('gh', { providerRef: { name: 'gh' }, eventSources: [{ kind: 'Stack' }] });
+    await obj.waitReady('providers', 'gh');
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+    await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gh' } });
+    await waitFor(async () => stackOrNone(sim, 'app-pr-7'), { ...WAIT, what: 'app-pr-7' });
+    // A preview run in flight: its status on the head is pending.
+    await sim.startRun('app-pr-7', { type: 'preview', commit: sha('a') });
+    const context = `pko/e2e/${ns}/app-pr-7`;
+    await waitFor(
+      () => Promise.resolve(gh.statuses('acme/app', sha('a'))[0]?.state === 'pending' || undefined),
+      {
+        ...WAIT,
+        what: 'the pending status',
+      },
+    );
+
+    // Retargeted to release.
+    gh.updatePullRequest('acme/app', 7, { base: 'release' });
+    await edited({ base: { ref: { from: 'main' }, sha: { from: sha('0') } } }, 'release');
+    await waitFor(async () => ((await stackOrNone(sim, 'app-pr-7')) === undefined ? true : undefined), {
+      ...WAIT,
+      what: 'app-pr-7 deleted',
+    });
+    const notice = await waitFor(
+      () =>
+        Promise.resolve(gh.comments('acme/app', 7).find((c) => c.body.includes('no longer targets `main`'))),
+      { ...WAIT, what: 'the notice saying #7 left main' },
+    );
+    expect(notice.body).toContain('app-pr-7');
+    const resolved = await waitFor(
+      () =>
+        Promise.resolve(
+          gh.statuses('acme/app', sha('a')).find((s) => s.context === context && s.state !== 'pending'),
+        ),
+      { ...WAIT, what: 'the pending status resolved' },
+    );
+    expect(resolved.state).toBe('failure');
+    expect(resolved.description).toContain('preview cancelled');
+    expect(gh.statuses('acme/app', sha('a'))[0]?.state).toBe('failure');
+
+    // Back to main: recreated.
+    gh.updatePullRequest('acme/app', 7, { base: 'main' });
+    await edited({ base: { ref: { from: 'release' }, sha: { from: sha('0') } } }, 'main');
+    const again = await waitFor(async () => stackOrNone(sim, 'app-pr-7'), {
+      ...WAIT,
+      what: 'app-pr-7 recreated',
+    });
+    expect(again.spec?.commit).toBe(sha('a'));
+
+    // Title only: the listing changes (a new ETag, 200), the Stack is not written.
+    const rv = again.metadata.resourceVersion;
+    const comments = gh.comments('acme/app', 7).map((c) => `${String(c.id)}:${c.updated_at}`);
+    const listings = gh.log.filter((r) => r.operationId === 'pulls/list').length;
+    gh.updatePullRequest('acme/app', 7, { title: 'A better title' });
+    await syncAfter(obj, () => edited({ title: { from: 'PR 7' } }, 'main'));
+    expect(
+      gh.log
+        .filter((r) => r.operationId === 'pulls/list')
+        .slice(listings)
+        .map((r) => r.status),
+    ).toContain(200);
+    expect((await sim.getStack('app-pr-7')).metadata.resourceVersion).toBe(rv);
+    expect(gh.comments('acme/app', 7).map((c) => `${String(c.id)}:${c.updated_at}`)).toEqual(comments);
+    expect(gh.violations).toEqual([]);
+  }, 120_000);
+});
+
+describe('R06: GitLab Merge Request Hook action=update', () => {
+  it('R06: (a) labels only → the preview Stack is not written; (b) a new head → pinned to it; (c) target_branch main → release → deleted, the MR says it no longer targets main, nothing left pending', async () => {
+    const BOT = { id: 7, username: 'pko-bot' };
+    const DEV = { id: 21, username: 'dev' };
+    const gl = await startGitLabServer({ tokens: { 'glpat-r06-token': BOT } });
+    onTestFinished(() => gl.close());
+    gl.project('acme/app');
+    gl.addMember('acme/app', DEV, 30);
+    const mr = gl.addMR('acme/app', {
+      iid: 3,
+      sha: sha('1'),
+      author: DEV,
+      source_branch: 'feat',
+      labels: [],
+    });
+    const ns = await createTestNamespace('pv-r06');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, {
+      flags: ['--cluster-name=e2e', '--preview-webhook-bind-address=127.0.0.1:0'],
+    });
+    onTestFinished(() => ctl.stop());
+    const secret = randomBytes(12).toString('hex');
+    const hook = (attrs: Record<string, unknown>, changes: Record<string, unknown>): Promise<void> =>
+      deliver(
+        ctl,
+        ns,
+        {
+          'x-gitlab-event': 'Merge Request Hook',
+          'x-gitlab-event-uuid': randomBytes(8).toString('hex'),
+          'x-gitlab-token': secret,
+        },
+        JSON.stringify({
+          object_kind: 'merge_request',
+          event_type: 'merge_request',
+          object_attributes: { iid: 3, action: 'update', ...attrs },
+          changes,
+          nonce: randomBytes(8).toString('hex'),
+        }),
+      );
+    await obj.secret('gl', { token: 'glpat-r06-token' });
+    await obj.secret('hook', { token: secret });
+    await obj.provider('gl', { type: 'gitlab', address: `${gl.url}/acme`, secretRef: { name: 'gl' } });
+    await obj.alert('gl', { providerRef: { name: 'gl' }, eventSources: [{ kind: 'Stack' }] });
+    await obj.waitReady('providers', 'gl');
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gl.url}/acme/app.git`, branch: 'main' } });
+    await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gl' } });
+    const first = await waitFor(async () => stackOrNone(sim, 'app-pr-3'), { ...WAIT, what: 'app-pr-3' });
+
+    // (a) Labels only (no oldrev): a sync runs, the preview Stack is not written.
+    mr.labels = ['needs-review'];
+    await syncAfter(obj, () =>
+      hook({ target_branch: 'main' }, { labels: { previous: [], current: [{ title: 'needs-review' }] } }),
+    );
+    const still = await sim.getStack('app-pr-3');
+    expect(still.metadata.resourceVersion).toBe(first.metadata.resourceVersion);
+    expect(still.metadata.generation).toBe(first.metadata.generation);
+
+    // (b) A new head (oldrev present): pinned to it.
+    mr.sha = sha('2');
+    mr.commits.push(sha('2'));
+    await hook({ oldrev: sha('1'), last_commit: { id: sha('2') }, target_branch: 'main' }, {});
+    await waitFor(
+      async () => ((await stackOrNone(sim, 'app-pr-3'))?.spec?.commit === sha('2') ? true : undefined),
+      { ...WAIT, what: 'app-pr-3 at the new head' },
+    );
+
+    // (c) Retargeted while a run is in flight.
+    await sim.startRun('app-pr-3', { type: 'preview', commit: sha('2') });
+    const name = `pko/e2e/${ns}/app-pr-3`;
+    const ours = () => gl.project('acme/app').statuses.filter((s) => s.sha === sha('2') && s.name === name);
+    await waitFor(
+      () => Promise.resolve(ours().at(-1)?.status === 'running' || ours().at(-1)?.status === 'pending'),
+      {
+        ...WAIT,
+        what: 'the running status of app-pr-3',
+      },
+    );
+    mr.target_branch = 'release';
+    await hook({ target_branch: 'release' }, { target_branch: { previous: 'main', current: 'release' } });
+    await waitFor(async () => ((await stackOrNone(sim, 'app-pr-3')) === undefined ? true : undefined), {
+      ...WAIT,
+      what: 'app-pr-3 deleted',
+    });
+    const note = await waitFor(
+      () =>
+        Promise.resolve(
+          mr.notes.find((n) => n.author.id === BOT.id && n.body.includes('no longer targets `main`')),
+        ),
+      { ...WAIT, what: 'the note saying !3 left main' },
+    );
+    expect(note.body).toContain('app-pr-3');
+    await waitFor(
+      () =>
+        Promise.resolve(!['pending', 'running'].includes(ours().at(-1)?.status ?? 'pending') || undefined),
+      { ...WAIT, what: 'nothing left pending on the head' },
+    );
+    expect(ours().at(-1)?.description).toContain('preview cancelled');
+  }, 120_000);
+});
+
+describe('leader fencing of preview writes', () => {
+  it('while the replica does not hold the Lease, no preview write happens (no Stack, finalizer, status or notice), also when the Lease is lost after a sync began; holding it again, the sync writes', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_fence0123456: 'pko-bot' },
+    });
+    onTestFinished(() => gh.close());
+    gh.addPullRequest('acme/app', { number: 1, headSha: sha('c'), association: 'MEMBER' });
+    gh.addPullRequest('acme/app', { number: 2, headSha: sha('d'), association: 'NONE' });
+    let holds = false;
+    /** Writes left before the Lease is lost (Infinity: not lost). */
+    let budget = Number.POSITIVE_INFINITY;
+    const ns = await createTestNamespace('pv-fence');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, {
+      flags: ['--cluster-name=e2e'],
+      deps: { previews: { mayWrite: () => holds && budget-- > 0, notReadyRetryMs: 300 } },
+    });
+    onTestFinished(() => ctl.stop());
+    await obj.secret('gh', { token: 'ghp_fence0123456' });
+    await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+    await obj.waitReady('providers', 'gh');
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+    const writes = async (): Promise<unknown[]> => {
+      const p = await getPreview(obj);
+      const events = await obj.core.listNamespacedEvent({ namespace: ns });
+      return [
+        await stackOrNone(sim, 'app-pr-1'),
+        p.metadata.finalizers,
+        p.status,
+        gh.comments('acme/app', 2).length,
+        events.items.filter((e) => e.involvedObject.kind === 'PullRequestPreview').length,
+      ];
+    };
+    const none = [undefined, undefined, undefined, 0, 0];
+
+    // Not holding the Lease: syncs are attempted (and retried), nothing is written.
+    await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gh' } });
+    const r0 = await previewReconciles(ctl);
+    await waitFor(async () => (await previewReconciles(ctl)) >= r0 + 2 || undefined, {
+      ...WAIT,
+      what: 'two fenced syncs',
+    });
+    expect(await writes()).toEqual(none);
+
+    // The Lease is lost right after a sync began (its first check passes, the next write is refused).
+    holds = true;
+    budget = 1;
+    const r1 = await previewReconciles(ctl);
+    await waitFor(async () => (await previewReconciles(ctl)) >= r1 + 2 || undefined, {
+      ...WAIT,
+      what: 'two syncs that lose the Lease',
+    });
+    expect(await writes()).toEqual(none);
+
+    // Holding it: the sync writes.
+    budget = Number.POSITIVE_INFINITY;
+    await waitFor(async () => stackOrNone(sim, 'app-pr-1'), { ...WAIT, what: 'app-pr-1' });
+    await waitFor(() => Promise.resolve(gh.comments('acme/app', 2).length === 1 || undefined), {
+      ...WAIT,
+      what: 'the notice on #2',
+    });
+    expect((await getPreview(obj)).metadata.finalizers).toContain('notification.pko.dev/preview-stacks');
+
+    // Lost again: closing #1 deletes nothing until the Lease is held.
+    holds = false;
+    gh.updatePullRequest('acme/app', 1, { state: 'closed' });
+    await obj.custom.patchNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: 'pullrequestpreviews',
+      name: 'previews',
+      // JSON patch (the client's default content type): a sync request, as a webhook would make.
+      body: [
+        { op: 'add', path: '/metadata/annotations', value: { 'notification.pko.dev/sync-requested': 'now' } },
+      ],
+    });
+    const r2 = await previewReconciles(ctl);
+    await waitFor(async () => (await previewReconciles(ctl)) >= r2 + 1 || undefined, {
+      ...WAIT,
+      what: 'a fenced sync',
+    });
+    expect(await stackOrNone(sim, 'app-pr-1')).toBeDefined();
+    holds = true;
+    await waitFor(async () => ((await stackOrNone(sim, 'app-pr-1')) === undefined ? true : undefined), {
+      ...WAIT,
+      what: 'app-pr-1 deleted once the Lease is held',
+    });
+  }, 120_000);
+});
