@@ -118,6 +118,7 @@ describe('R07: GitHub pull_request edited', () => {
         number: 7,
         changes,
         pull_request: { number: 7, base: { ref: base } },
+        repository: { full_name: 'acme/app', clone_url: `${gh.origin}/acme/app.git` },
         nonce: randomBytes(8).toString('hex'),
       });
       await deliver(
@@ -237,6 +238,7 @@ describe('R06: GitLab Merge Request Hook action=update', () => {
           object_kind: 'merge_request',
           event_type: 'merge_request',
           object_attributes: { iid: 3, action: 'update', ...attrs },
+          project: { path_with_namespace: 'acme/app', git_http_url: `${gl.url}/acme/app.git` },
           changes,
           nonce: randomBytes(8).toString('hex'),
         }),
