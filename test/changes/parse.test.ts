@@ -60,6 +60,13 @@ describe('recordings of the real agent', () => {
     expect(resource(up, 'f').diff.join('\n')).not.toContain('size');
   });
 
+  it('docs/changes.md shows what the parser makes of 02-update.log', () => {
+    const doc = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'changes.md'), 'utf8');
+    const json = /```json\n([\s\S]*?)\n```/.exec(doc)?.[1];
+    expect(json).toBeDefined();
+    expect(previewAndUp('02-update').preview).toMatchObject(JSON.parse(json ?? '') as object);
+  });
+
   it('02 update: property lines old => new; a changed secret stays masked', () => {
     const { preview, up } = previewAndUp('02-update');
     expect(preview).toMatchObject({ complete: true, counts: { update: 2, same: 2 } });
