@@ -244,6 +244,7 @@ export class ChangeSetParser {
     if (logger === 'server') {
       const end = RUN_END.exec(message);
       if (end && run) {
+        if (!run.ended) run.info.endedAt = m[1] ?? '';
         run.ended = true;
         run.inSummary = false;
         if (end[2] !== undefined) run.failed = true;
@@ -260,20 +261,21 @@ export class ChangeSetParser {
     }
     const banner = BANNER.exec(text);
     if (banner) {
-      this.#startRun(banner);
+      this.#startRun(banner, m[1] ?? '');
       return;
     }
     if (!run) return;
     this.#stdout(run, text);
   }
 
-  #startRun(banner: RegExpExecArray): void {
+  #startRun(banner: RegExpExecArray, time: string): void {
     const label = banner[1] ?? '';
     const previewKind = banner[2];
     const info: RunInfo = {
       kind: previewKind !== undefined ? (previewKind as RunInfo['kind']) : (BANNER_KIND[label] ?? 'update'),
       dryRun: previewKind !== undefined,
       stack: boundText(banner[3] ?? '', 400),
+      startedAt: time,
     };
     const previous = this.#run;
     const next = newRun(info);
@@ -442,7 +444,7 @@ export class ChangeSetParser {
       source: 'workspace-log',
       complete: incomplete.length === 0,
       incomplete,
-      run: run.info,
+      run: { ...run.info },
       failed: run.failed,
       counts: fromSummary ? withUnsummarized(run.summary ?? {}, run.seen) : { ...run.seen },
       countsFrom: fromSummary ? 'summary' : 'resources',

@@ -58,6 +58,10 @@ export interface RunInfo {
   dryRun: boolean;
   /** The stack name as the banner prints it (`dev`, or `org/project/dev` on Pulumi Cloud). */
   stack: string;
+  /** The agent's log time of the banner line (zap ISO 8601, e.g. `2026-12-01T15:24:31.100Z`). */
+  startedAt: string;
+  /** The agent's log time of the run's end line; absent when it was not read. */
+  endedAt?: string;
 }
 
 /** One resource line of the display and the property lines under it. */
