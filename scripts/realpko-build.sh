@@ -172,7 +172,7 @@ fi
 # the build never rewrites them) with github.com/pulumi/pulumi-go-provider, on the same
 # pulumi/pkg and sdk versions as the CLI above, so it reuses most of the CLI's Go build cache.
 if ! provider_current; then
-  begin "pulumi-resource-pkotest (test/realpko/provider)" "3 min"
+  begin "pulumi-resource-pkotest (test/realpko/provider)" "4 min alone, 30 s after the CLI build"
   [[ -f "$PROVIDER_SRC/go.mod" ]] || die "provider source not found at $PROVIDER_SRC"
   hash="$(provider_hash)"
   (cd "$PROVIDER_SRC" && GOFLAGS=-mod=readonly go build -p 2 -trimpath -buildvcs=false -ldflags "-s -w" \
