@@ -6,6 +6,9 @@
 #   pko-v1/manager             PKO v1 manager        (github.com/pulumi/pulumi-kubernetes-operator, Go module)
 #   pko-v2/manager, agent      PKO v2 operator+agent (source archive in ../shared/upstream-src: the
 #                              Go module proxy refuses the /v2 module)
+#   bin/pulumi-resource-pkotest the tests' cloud-free resource provider (test/realpko/provider, its
+#                              own Go module); rebuilt when its source changes (a stamp holds the
+#                              source's hash)
 # Release downloads are unreachable here; the Go module proxy is not. Parts that already exist
 # are reused; a missing part is always built (nothing is skipped) and any failure ends the
 # script with a non-zero status and the reason on stderr.
@@ -30,10 +33,21 @@ V2_TARBALL="$SRC_DIR/pulumi-kubernetes-operator-v$PKO_V2_VERSION.tar.gz"
 CACHE_ROOT="${PKO_NC_REALPKO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pko-notification-controller/realpko}"
 OUT="$CACHE_ROOT/pulumi-$PULUMI_VERSION-yaml-$PULUMI_YAML_VERSION-pko-$PKO_V1_VERSION-$PKO_V2_VERSION"
 
-PARTS=(bin/pulumi bin/pulumi-language-yaml pko-v1/manager pko-v2/manager pko-v2/agent)
+PROVIDER_SRC="$ROOT/test/realpko/provider"
+PROVIDER_STAMP="$OUT/bin/pulumi-resource-pkotest.src-sha256"
+# The provider's source changes with the repository, not with the versions above: its binary is
+# current only while the stamp beside it holds the hash of its go.mod, go.sum and *.go files.
+provider_hash() { (cd "$PROVIDER_SRC" && cat go.mod go.sum ./*.go | sha256sum | cut -d' ' -f1); }
+provider_current() {
+  [[ -x "$OUT/bin/pulumi-resource-pkotest" && -f "$PROVIDER_STAMP" ]] \
+    && [[ "$(cat "$PROVIDER_STAMP")" == "$(provider_hash)" ]]
+}
+
+PARTS=(bin/pulumi bin/pulumi-language-yaml pko-v1/manager pko-v2/manager pko-v2/agent bin/pulumi-resource-pkotest)
 all_built() {
   local p
   for p in "${PARTS[@]}"; do [[ -x "$OUT/$p" ]] || return 1; done
+  provider_current
 }
 
 if all_built; then
@@ -151,6 +165,22 @@ if [[ ! -x "$OUT/pko-v2/manager" || ! -x "$OUT/pko-v2/agent" ]]; then
   mv "$OUT/pko-v2/agent.tmp" "$OUT/pko-v2/agent"
   mv "$OUT/pko-v2/manager.tmp" "$OUT/pko-v2/manager"
   finish "PKO v$PKO_V2_VERSION operator and agent"
+fi
+
+# --- Test resource provider -------------------------------------------------------------------
+# pulumi-resource-pkotest (test/realpko/provider): built from its own go.mod/go.sum (read-only:
+# the build never rewrites them) with github.com/pulumi/pulumi-go-provider, on the same
+# pulumi/pkg and sdk versions as the CLI above, so it reuses most of the CLI's Go build cache.
+if ! provider_current; then
+  begin "pulumi-resource-pkotest (test/realpko/provider)" "4 min alone, 30 s after the CLI build"
+  [[ -f "$PROVIDER_SRC/go.mod" ]] || die "provider source not found at $PROVIDER_SRC"
+  hash="$(provider_hash)"
+  (cd "$PROVIDER_SRC" && GOFLAGS=-mod=readonly go build -p 2 -trimpath -buildvcs=false -ldflags "-s -w" \
+    -o "$OUT/bin/pulumi-resource-pkotest.tmp" . >&2) \
+    || die "pulumi-resource-pkotest did not build (output above)"
+  mv "$OUT/bin/pulumi-resource-pkotest.tmp" "$OUT/bin/pulumi-resource-pkotest"
+  echo "$hash" >"$PROVIDER_STAMP"
+  finish "pulumi-resource-pkotest"
 fi
 
 all_built || die "some parts are missing after the build: ${PARTS[*]}"

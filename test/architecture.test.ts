@@ -20,6 +20,7 @@ export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   kube: ['api', 'log', 'text'],
   credential: ['api', 'kube', 'text'],
   template: ['api', 'text'],
+  changes: ['text'],
   source: ['api', 'kube', 'log', 'text'],
   notifier: ['api', 'credential', 'template', 'log', 'text'],
   forge: ['notifier', 'api', 'credential', 'template', 'log', 'text'],

@@ -53,7 +53,11 @@ export const REALPKO_VERSIONS = {
 /** Where the built parts are, given the folder the build script printed. */
 export interface RealPkoBinaries {
   dir: string;
-  /** Holds `pulumi` and `pulumi-language-yaml`. */
+  /**
+   * Holds `pulumi`, `pulumi-language-yaml` and the test resource provider
+   * `pulumi-resource-pkotest` (test/realpko/provider: cloud-free `pkotest:index:File` and
+   * `pkotest:index:Value`, found on PATH as an ambient plugin).
+   */
   pulumiBinDir: string;
   pkoV1Manager: string;
   pkoV2Manager: string;
@@ -71,6 +75,7 @@ export function realPkoBinaries(dir: string): RealPkoBinaries {
   for (const f of [
     path.join(b.pulumiBinDir, 'pulumi'),
     path.join(b.pulumiBinDir, 'pulumi-language-yaml'),
+    path.join(b.pulumiBinDir, 'pulumi-resource-pkotest'),
     b.pkoV1Manager,
     b.pkoV2Manager,
     b.pkoV2Agent,

@@ -1,0 +1,181 @@
+/**
+ * The change set of one Pulumi run (a preview, or what an up/refresh/destroy applied), as read
+ * from the Pulumi CLI's own display. Shapes only; the parser is ./parse.ts, the format and the
+ * limits are described in docs/changes.md.
+ *
+ * Operation names are Pulumi's step operations exactly as its display prints them between
+ * parentheses (`(create)`, `(replace)`, …): `pkg/resource/deploy/step.go` of the Pulumi CLI
+ * v3.276.0 (`OpSame` … `OpImportReplacement`).
+ */
+
+/** Pulumi's step operations as printed in a resource line `type: (op)`. */
+export const STEP_OPS = [
+  'same',
+  'create',
+  'update',
+  'delete',
+  'replace',
+  'create-replacement',
+  'delete-replaced',
+  'read',
+  'read-replacement',
+  'refresh',
+  'discard',
+  'discard-replaced',
+  'remove-pending-replace',
+  'import',
+  'import-replacement',
+] as const;
+export type StepOp = (typeof STEP_OPS)[number];
+
+/**
+ * The two-character glyph the display prints before each operation (`deploy.RawPrefix`,
+ * Pulumi CLI v3.276.0). `~ ` stands for update, refresh and remove-pending-replace alike.
+ */
+export const STEP_OP_GLYPH: Readonly<Record<StepOp, string>> = {
+  same: '  ',
+  create: '+ ',
+  update: '~ ',
+  delete: '- ',
+  replace: '+-',
+  'create-replacement': '++',
+  'delete-replaced': '--',
+  read: '> ',
+  'read-replacement': '>>',
+  refresh: '~ ',
+  discard: '< ',
+  'discard-replaced': '<<',
+  'remove-pending-replace': '~ ',
+  import: '= ',
+  'import-replacement': '=>',
+};
+
+/** What kind of run printed the change set: the CLI's banner (`Previewing update (dev):`, `Updating (dev):`, …). */
+export interface RunInfo {
+  /** `update` (pulumi up/preview), `refresh`, `destroy`, `import` or `stack import`. */
+  kind: 'update' | 'refresh' | 'destroy' | 'import' | 'stack import';
+  /** True for a preview (`Previewing …`), false for a run that changed the stack. */
+  dryRun: boolean;
+  /** The stack name as the banner prints it (`dev`, or `org/project/dev` on Pulumi Cloud). */
+  stack: string;
+  /** The agent's log time of the banner line (zap ISO 8601, e.g. `2026-12-01T15:24:31.100Z`). */
+  startedAt: string;
+  /** The agent's log time of the run's end line; absent when it was not read. */
+  endedAt?: string;
+}
+
+/** One resource line of the display and the property lines under it. */
+export interface ResourceChange {
+  op: StepOp;
+  /** Type token, e.g. `pkotest:index:File`, `pulumi:pulumi:Stack`. */
+  type: string;
+  /** The resource's name: the URN's last part; '' when the `[urn=…]` line was not read. */
+  name: string;
+  /** The URN from the `[urn=…]` line; '' when it was not read. */
+  urn: string;
+  /** `[retain]`: the resource is `retainOnDelete`, so a delete or replace leaves it in place. */
+  retain: boolean;
+  /** 🔒 (protected) or 🔓 (protection being removed); absent otherwise. */
+  protect?: 'protected' | 'unprotected';
+  /**
+   * Property-level lines as the CLI printed them, with the glyph column first (`~ value: "a" =>
+   * "b"`, `  content: "a"` under a create, `  --outputs:--`), without the `[id=…]`, `[urn=…]`,
+   * `[provider=…]` lines. Outputs blocks are kept for the root stack and for refreshes only (the
+   * other ones are printed by `up` after other resources' lines: whose they are is unknown). Secrets appear as Pulumi masks them (`[secret]`); values a
+   * provider does not mark secret appear as printed. At most `limits.maxDiffLinesPerResource`
+   * lines of at most `limits.maxDiffLineChars` code points each (a cut line ends with `…`).
+   */
+  diff: string[];
+  /** Property lines of this resource that were not kept (caps). */
+  diffOmitted: number;
+}
+
+/** Why a change set is not complete. */
+export type IncompleteReason =
+  /** No run banner in the input: nothing of a run was read (or only its tail). */
+  | 'no-run'
+  /** The run has no `Resources:` summary: the log was cut or rotated, or the run stopped early. */
+  | 'no-summary'
+  /** The summary was read but not the end of the run: its last lines may be missing. */
+  | 'no-end'
+  /** A second run started before the first one ended: two runs' lines are mixed. */
+  | 'interleaved'
+  /** Lines inside the run that are not the agent's log format (garbled, or another writer). */
+  | 'garbled'
+  /** The parser stopped reading at `limits.maxLines` or `limits.maxBytes`. */
+  | 'input-cap';
+
+/** The change set of one run. */
+export interface ChangeSet {
+  /** Where it was read: the PKO v2 workspace pod's log (the agent's `pulumi` logger). */
+  source: 'workspace-log';
+  /**
+   * True when the run was read whole: banner, every line, the summary and the run's end, with no
+   * garbled line and no input cap hit. The parser's own detail caps (resources, property lines,
+   * long lines: see `omitted`) do not make a change set incomplete; `counts` stay exact then.
+   */
+  complete: boolean;
+  /** Why not complete (empty when complete). */
+  incomplete: IncompleteReason[];
+  /** The run's banner; absent when none was read. */
+  run?: RunInfo;
+  /** The run ended with an error (the agent logged `… completed with an error`, or the CLI printed `error:` lines). */
+  failed: boolean;
+  /**
+   * Resources per operation. From the CLI's `Resources:` summary when it was read
+   * (`countsFrom: 'summary'`, same = its "N unchanged"), else counted from the resource lines
+   * read so far (`countsFrom: 'resources'`, a lower bound). Operations with no resource are absent.
+   */
+  counts: Partial<Record<StepOp, number>>;
+  countsFrom: 'summary' | 'resources';
+  /** Resources in display order (at most `limits.maxResources`). */
+  resources: ResourceChange[];
+  /** Error lines the CLI printed (`error: …`), at most `limits.maxErrors`, each bounded. */
+  errors: string[];
+  /** What the caps left out. */
+  omitted: {
+    /** Resource lines beyond `limits.maxResources`. */
+    resources: number;
+    /** Property lines beyond the per-resource or total caps. */
+    diffLines: number;
+    /** Input lines longer than `limits.maxLineChars` (cut; the rest of such a line is dropped). */
+    longLines: number;
+    /** Error lines beyond `limits.maxErrors`. */
+    errors: number;
+  };
+}
+
+/** Bounds of one parse (all counts; chars are UTF-16 code units of decoded text unless noted). */
+export interface ParseLimits {
+  /** Input bytes read (UTF-8 for byte chunks, UTF-16 units for string chunks); the rest is ignored. */
+  maxBytes: number;
+  /** Input lines read; the rest is ignored. */
+  maxLines: number;
+  /** A longer input line is cut to this length (the rest up to its newline is skipped). */
+  maxLineChars: number;
+  /** Resources kept in `resources`. */
+  maxResources: number;
+  /** Property lines kept per resource. */
+  maxDiffLinesPerResource: number;
+  /** Property lines kept over all resources. */
+  maxDiffLines: number;
+  /** Length of a kept property line, in code points (a longer one is cut with `…`). */
+  maxDiffLineChars: number;
+  /** Error lines kept. */
+  maxErrors: number;
+  /** Length of a kept error line, in code points. */
+  maxErrorChars: number;
+}
+
+/** Defaults: a change set stays under ~6 MB of strings whatever the input (docs/changes.md). */
+export const DEFAULT_PARSE_LIMITS: Readonly<ParseLimits> = {
+  maxBytes: 16 * 1024 * 1024,
+  maxLines: 200_000,
+  maxLineChars: 16 * 1024,
+  maxResources: 1000,
+  maxDiffLinesPerResource: 200,
+  maxDiffLines: 5000,
+  maxDiffLineChars: 500,
+  maxErrors: 20,
+  maxErrorChars: 2000,
+};

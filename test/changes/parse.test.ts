@@ -1,0 +1,261 @@
+/**
+ * The change-set parser over logs the real PKO v2.9.0 agent wrote while running the real Pulumi
+ * CLI v3.276.0 (test/fixtures/agent-logs/, see its README), plus the failure shapes a log can
+ * take: cut, rotated, interleaved, garbled, enormous.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ChangeSetParser, parseWorkspaceLog } from '../../src/changes/parse.ts';
+import type { ChangeSet } from '../../src/changes/types.ts';
+
+const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'agent-logs');
+const recording = (name: string): string => readFileSync(join(FIXTURES, `${name}.log`), 'utf8');
+
+/** The log up to the `up` run (the preview run alone) and the whole log (its last run: the up). */
+function previewAndUp(name: string): { preview: ChangeSet; up: ChangeSet } {
+  const text = recording(name);
+  const at = text.indexOf('\tpulumi\tUpdating (dev):');
+  expect(at).toBeGreaterThan(0);
+  return {
+    preview: parseWorkspaceLog(text.slice(0, text.lastIndexOf('\n', at) + 1)),
+    up: parseWorkspaceLog(text),
+  };
+}
+const byName = (cs: ChangeSet): Record<string, string> =>
+  Object.fromEntries(cs.resources.filter((r) => r.type !== 'pulumi:pulumi:Stack').map((r) => [r.name, r.op]));
+const resource = (cs: ChangeSet, name: string, op?: string) => {
+  const r = cs.resources.find((x) => x.name === name && (op === undefined || x.op === op));
+  if (!r) throw new Error(`no resource ${name} ${op ?? ''}`);
+  return r;
+};
+
+describe('recordings of the real agent', () => {
+  it('01 create: a preview and the up that applied it', () => {
+    const { preview, up } = previewAndUp('01-create');
+    expect(preview).toMatchObject({
+      source: 'workspace-log',
+      complete: true,
+      incomplete: [],
+      run: {
+        kind: 'update',
+        dryRun: true,
+        stack: 'dev',
+        startedAt: '2026-12-01T15:24:28.125Z',
+        endedAt: '2026-12-01T15:24:28.289Z',
+      },
+      failed: false,
+      counts: { create: 4 },
+      countsFrom: 'summary',
+    });
+    expect(byName(preview)).toEqual({ a: 'create', b: 'create', f: 'create' });
+    expect(resource(preview, 'f')).toMatchObject({
+      type: 'pkotest:index:File',
+      urn: 'urn:pulumi:dev::pkonc-changes::pkotest:index:File::f',
+      retain: false,
+      diff: ['  content: "hello"', '  path   : "/tmp/pkonc-agent-logs/files/f.txt"', '  secret : [secret]'],
+    });
+    expect(resource(preview, 'pkonc-changes-dev').diff).toEqual(['  --outputs:--', '  aValue: "one"']);
+    expect(up).toMatchObject({
+      complete: true,
+      run: { kind: 'update', dryRun: false },
+      counts: { create: 4 },
+    });
+    expect(byName(up)).toEqual(byName(preview));
+    // The File's own outputs (`size`), printed by `up` after other lines, are not attributed.
+    expect(resource(up, 'f').diff.join('\n')).not.toContain('size');
+  });
+
+  it('docs/changes.md shows what the parser makes of 02-update.log', () => {
+    const doc = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'changes.md'), 'utf8');
+    const json = /```json\n([\s\S]*?)\n```/.exec(doc)?.[1];
+    expect(json).toBeDefined();
+    expect(previewAndUp('02-update').preview).toMatchObject(JSON.parse(json ?? '') as object);
+  });
+
+  it('02 update: property lines old => new; a changed secret stays masked', () => {
+    const { preview, up } = previewAndUp('02-update');
+    expect(preview).toMatchObject({ complete: true, counts: { update: 2, same: 2 } });
+    expect(byName(preview)).toEqual({ a: 'update', f: 'update' });
+    expect(resource(preview, 'a').diff).toEqual(['~ value: "one" => "two"']);
+    expect(resource(preview, 'f').diff).toEqual([
+      '~ content: "hello" => "hello-again"',
+      '~ secret : [secret] => [secret]',
+    ]);
+    expect(resource(preview, 'pkonc-changes-dev')).toMatchObject({
+      op: 'same',
+      diff: ['  --outputs:--', '~ aValue: "one" => "two"'],
+    });
+    const log = recording('02-update');
+    expect(log).not.toContain('s3cr3t');
+    expect(up).toMatchObject({ complete: true, run: { dryRun: false }, counts: { update: 2, same: 2 } });
+  });
+
+  it('03 replace and 04 delete', () => {
+    const replace = previewAndUp('03-replace');
+    expect(replace.preview).toMatchObject({ complete: true, counts: { replace: 2, same: 2 } });
+    expect(byName(replace.preview)).toEqual({ b: 'replace', f: 'replace' });
+    expect(resource(replace.preview, 'b').diff).toEqual(['~ key: "k1" => "k2"']);
+    expect(replace.up.counts).toEqual({ replace: 2, same: 2 });
+    const del = previewAndUp('04-delete');
+    expect(del.preview).toMatchObject({ complete: true, counts: { delete: 1, same: 3 } });
+    expect(byName(del.preview)).toEqual({ b: 'delete' });
+    expect(resource(del.preview, 'b').diff).toEqual(['  key  : "k2"', '  value: "bee"']);
+    expect(del.up).toMatchObject({ complete: true, counts: { delete: 1, same: 3 } });
+  });
+
+  it('05 drift: preview --refresh shows what changed out of band and what the preview would undo', () => {
+    const cs = parseWorkspaceLog(recording('05-drift'));
+    expect(cs).toMatchObject({
+      complete: true,
+      run: { dryRun: true },
+      counts: { update: 1, same: 2, refresh: 1 },
+    });
+    expect(resource(cs, 'f', 'refresh').diff).toEqual([
+      '  --outputs:--',
+      '~ content:',
+      '    - hello-again',
+      '    + changed out of band',
+      '~ size   : 11 => 20',
+    ]);
+    expect(resource(cs, 'f', 'update').diff).toEqual([
+      '~ content:',
+      '    - changed out of band',
+      '    + hello-again',
+    ]);
+  });
+
+  it('06 a failing preview: failed, with the error lines, still complete', () => {
+    const cs = parseWorkspaceLog(recording('06-error-program'));
+    expect(cs).toMatchObject({ complete: true, failed: true, counts: { same: 3 } });
+    expect(cs.errors).toEqual([
+      'error: resource or variable named "doesNotExist" could not be found',
+      'error: Error registering output [aValue]: no diagnostics',
+    ]);
+  });
+
+  it('07 a failing up: the preview created, the up errored', () => {
+    const { preview, up } = previewAndUp('07-error-up');
+    expect(preview).toMatchObject({ complete: true, failed: false, counts: { create: 1, same: 3 } });
+    expect(byName(preview)).toEqual({ c: 'create' });
+    expect(up).toMatchObject({ complete: true, failed: true, counts: { same: 3 } });
+    expect(up.errors).toEqual([
+      'error: c: failing on create as asked (failOn: create)',
+      'error: update failed',
+    ]);
+  });
+
+  it('08 a large diff: all 31 resources and 152 property lines, or the caps with what they left out', () => {
+    const log = recording('08-large');
+    const cs = parseWorkspaceLog(log);
+    expect(cs).toMatchObject({ complete: true, counts: { create: 30, update: 1, same: 2 } });
+    expect(Object.keys(byName(cs))).toHaveLength(31);
+    expect(resource(cs, 'a').diff).toHaveLength(152);
+    expect(resource(cs, 'a').diff.slice(0, 2)).toEqual(['+ tags: {', '    + tag001: "value-001"']);
+
+    const capped = parseWorkspaceLog(log, {
+      maxResources: 5,
+      maxDiffLinesPerResource: 10,
+      maxDiffLineChars: 12,
+    });
+    expect(capped).toMatchObject({ complete: true, counts: { create: 30, update: 1, same: 2 } });
+    expect(capped.resources).toHaveLength(5);
+    expect(capped.omitted.resources).toBe(27);
+    for (const r of capped.resources) {
+      expect(r.diff.length).toBeLessThanOrEqual(10);
+      for (const d of r.diff) expect([...d].length).toBeLessThanOrEqual(12);
+    }
+    if (capped.resources.some((r) => r.name === 'a')) expect(resource(capped, 'a').diffOmitted).toBe(142);
+    const total = parseWorkspaceLog(log, { maxDiffLines: 20 });
+    expect(total.resources.reduce((n, r) => n + r.diff.length, 0)).toBe(20);
+    expect(total.omitted.diffLines).toBe(cs.resources.reduce((n, r) => n + r.diff.length, 0) - 20);
+  });
+
+  it('09 two runs at once: interleaved, never complete', () => {
+    const cs = parseWorkspaceLog(recording('09-interleaved'));
+    expect(cs.complete).toBe(false);
+    expect(cs.incomplete).toEqual(['interleaved']);
+    // The second banner's run, ended by the first run's end line: the times cannot be trusted either.
+    expect(cs.run?.startedAt).toBe('2026-12-01T15:24:46.392Z');
+  });
+});
+
+describe('logs that do not hold a whole run', () => {
+  const preview = (): string => {
+    const text = recording('02-update');
+    return text.slice(0, text.indexOf('\tpulumi\tUpdating (dev):'));
+  };
+  const lines = (): string[] => preview().split('\n');
+
+  it('no run at all (rotated away, or read from too late)', () => {
+    expect(parseWorkspaceLog('')).toMatchObject({ complete: false, incomplete: ['no-run'], counts: {} });
+    const tail = lines()
+      .filter((l) => !l.includes('Previewing update'))
+      .join('\n');
+    expect(parseWorkspaceLog(tail).incomplete).toEqual(['no-run']);
+  });
+
+  it('cut before the summary: counts from the resource lines read, a lower bound', () => {
+    const ls = lines();
+    const cut = ls
+      .slice(
+        0,
+        ls.findIndex((l) => l.endsWith('\tResources:')),
+      )
+      .join('\n');
+    expect(parseWorkspaceLog(cut)).toMatchObject({
+      complete: false,
+      incomplete: ['no-summary'],
+      countsFrom: 'resources',
+      counts: { same: 1, update: 2 },
+    });
+  });
+
+  it('cut after the summary but before the end line', () => {
+    const ls = lines();
+    const cut = ls
+      .slice(
+        0,
+        ls.findIndex((l) => l.includes('\tserver\tpreview completed')),
+      )
+      .join('\n');
+    expect(parseWorkspaceLog(cut)).toMatchObject({
+      complete: false,
+      incomplete: ['no-end'],
+      countsFrom: 'summary',
+    });
+  });
+
+  it('a garbled line inside the run', () => {
+    const ls = lines();
+    ls.splice(ls.findIndex((l) => l.includes('(update)')) + 1, 0, 'garbage \u0000\u00ff not a log line');
+    expect(parseWorkspaceLog(ls.join('\n')).incomplete).toEqual(['garbled']);
+  });
+
+  it('an enormous property line is cut and counted, the run stays complete', () => {
+    const ls = lines();
+    const at = ls.findIndex((l) => l.includes('~ value: "one" => "two"'));
+    ls[at] = `${ls[at]}${'x'.repeat(100_000)}`;
+    const cs = parseWorkspaceLog(ls.join('\n'));
+    expect(cs).toMatchObject({ complete: true, omitted: { longLines: 1 } });
+    expect(resource(cs, 'a').diff[0]).toMatch(/^~ value: "one" => "two"x+…$/);
+    expect([...(resource(cs, 'a').diff[0] ?? '')].length).toBe(500);
+  });
+
+  it('CRLF line ends, ANSI colours and chunks split inside a UTF-8 character give the same change set', () => {
+    const text = preview();
+    const plain = parseWorkspaceLog(text);
+    const coloured = text.replace(/\t(~ |\+-)/g, '\t\u001b[33m$1').replace(/\n/g, '\r\n');
+    expect(parseWorkspaceLog(coloured)).toEqual(plain);
+    const bytes = new TextEncoder().encode(`${text}\n`.replace('pkonc-changes-dev]', 'pkonc-changes-dév]'));
+    const p = new ChangeSetParser();
+    for (let i = 0; i < bytes.length; i += 7) p.push(bytes.subarray(i, i + 7));
+    expect(resource(p.end(), 'pkonc-changes-dév').op).toBe('same');
+  });
+
+  it('the last run of a long-lived pod is the one returned; lines after it do not change it', () => {
+    const { up } = previewAndUp('02-update');
+    const withNoise = `${recording('02-update')}2026-12-01T15:30:00.000Z\tINFO\tpulumi\tstray line\n`;
+    expect(parseWorkspaceLog(withNoise)).toEqual(up);
+  });
+});
