@@ -18,10 +18,10 @@
  * - records every request (path, query) in `requests`, and counts the body bytes it wrote.
  * An unknown container answers 404 as the kubelet does.
  *
- * Joining the workspace stand-in (test/support/workspace-standin.ts), for the real-PKO e2e: that
- * stand-in creates `<ws>-workspace-0`; created with `spec.nodeName: kubelet.nodeName` (an option
- * to add there) and with the agent's stderr appended here line by line
- * (`kubelet.append(ns, pod, 'pulumi', line)`), `pods/log` then serves the real agent's output.
+ * Joined with the workspace stand-in (test/support/workspace-standin.ts, option `kubelet`; also
+ * `startPkoV2({ kubelet })`): its workspace pods are created on this Node and every line the real
+ * PKO agent writes is appended here, so `pods/log` serves the real agent's output
+ * (test/realpko/workspace-log.realpko.test.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
