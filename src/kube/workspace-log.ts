@@ -170,6 +170,11 @@ export interface WorkspaceLogRead {
    * previous container's log and were not read.
    */
   restartedDuringRun: boolean;
+  /**
+   * The read ended inside a line (no newline after its last bytes): that fragment was dropped.
+   * At `end: 'eof'` this means the node broke off mid-line.
+   */
+  droppedFragment: boolean;
   /** One sentence on how the read ended (for logs, conditions). */
   message: string;
 }
@@ -496,7 +501,8 @@ async function readChecked(ctx: Ctx, sink: LogLineSink): Promise<WorkspaceLogRes
       line.cut = true;
       return;
     }
-    parts.push(chunk);
+    // A copy: a view would keep the whole network chunk alive while the line is assembled.
+    parts.push(chunk.slice());
     partLen += chunk.byteLength;
   };
 
@@ -533,9 +539,10 @@ async function readChecked(ctx: Ctx, sink: LogLineSink): Promise<WorkspaceLogRes
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  // A final line without its newline is a line, unless the byte cap ended it (then it is a
-  // fragment and is dropped).
-  if ((partLen > 0 || line.cut) && end !== 'byteLimit' && bytes < maxBytes) await emit();
+  // The agent ends every line with a newline, so text after the last one is a fragment: the byte
+  // cap cut it, the read was stopped, or the node broke off (the API server ends its own answer
+  // cleanly then, so that looks like the end of the log). Dropped, never passed as a line.
+  const droppedFragment = partLen > 0 || line.cut;
   if (end === 'eof' && bytes >= maxBytes) end = 'byteLimit';
 
   // The pod must still be the one checked: a replacement in between would have served its own log.
@@ -596,6 +603,9 @@ async function readChecked(ctx: Ctx, sink: LogLineSink): Promise<WorkspaceLogRes
   };
   const notes = [
     cutLines > 0 ? `${cutLines} line(s) longer than ${maxLine} bytes cut` : '',
+    droppedFragment && end === 'eof'
+      ? 'the log ended inside a line (the node broke off?): that part was dropped'
+      : '',
     restartedDuringRun
       ? `container ${WORKSPACE_CONTAINER} restarted during the run: its earlier lines are not in this log`
       : '',
@@ -608,6 +618,7 @@ async function readChecked(ctx: Ctx, sink: LogLineSink): Promise<WorkspaceLogRes
     cutLines,
     end,
     restartedDuringRun,
+    droppedFragment,
     message: `read ${lines} line(s) of pod ${ns}/${pod}'s log since ${sinceTimeOf(run.startTime)} ${how[end]}${notes.length > 0 ? `; ${notes.join('; ')}` : ''}`,
   };
 }

@@ -411,6 +411,107 @@ describe('readWorkspaceLog through pods/log', () => {
     }
   });
 
+  it('a node that breaks off mid-line: the whole lines so far, the fragment dropped', async () => {
+    const ns = await createTestNamespace('wslog-broken');
+    await grantLogs(ns);
+    const made = await pkoStack(ns, 'app');
+    const t = timeline();
+    kubelet.setGenerator(ns, made.pod, 'pulumi', async function* () {
+      yield Buffer.from(`${agentLine(t.during(0), 'Previewing update (dev):')}\n`);
+      yield Buffer.from(`${agentLine(t.during(0), '    + pkotest:index:Thing: (create)')}\n`);
+      yield Buffer.from(agentLine(t.during(0), 'Resources:').slice(0, 20));
+      // Sent before the connection breaks (a node failing before any byte is a plain failure).
+      await new Promise((r) => setTimeout(r, 500));
+      throw new Error('node went away');
+    });
+    const { result, lines } = await read(made.run(t.start));
+    // The API server ends its answer cleanly when the node's connection breaks: it looks like
+    // the end of the log, and only the missing newline tells.
+    expect(result).toMatchObject({ ok: true, end: 'eof', lines: 2, droppedFragment: true });
+    expect(result.message).toMatch(/ended inside a line/);
+    expect(lines.map((l) => l.split('\t')[3])).toEqual([
+      'Previewing update (dev):',
+      '    + pkotest:index:Thing: (create)',
+    ]);
+  });
+
+  it('a pod replaced while its log was read: PodReplaced, its lines not trusted', async () => {
+    const ns = await createTestNamespace('wslog-swap');
+    await grantLogs(ns);
+    const made = await pkoStack(ns, 'app');
+    const t = timeline();
+    kubelet.setLog(ns, made.pod, 'pulumi', [
+      { time: t.during(0), line: agentLine(t.during(0), 'Previewing update (dev):') },
+    ]);
+    const podPath = objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: made.pod });
+    const original = await kubeRequest<{
+      metadata: { uid: string; labels: Record<string, string>; ownerReferences: unknown[] };
+    }>(admin, { method: 'GET', path: podPath });
+    const stop = new AbortController();
+    const result = await readWorkspaceLog(
+      made.run(t.start),
+      async () => {
+        // Deleted (no kubelet: at once) and made again under the same name, with the same owner.
+        await kubeRequest(admin, { method: 'DELETE', path: podPath, query: { gracePeriodSeconds: 0 } });
+        await post(objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns }), {
+          metadata: {
+            name: made.pod,
+            labels: original.metadata.labels,
+            ownerReferences: original.metadata.ownerReferences,
+          },
+          spec: {
+            nodeName: kubelet.nodeName,
+            containers: [{ name: 'pulumi', image: 'pulumi/pulumi:3.276.0' }],
+          },
+        });
+        stop.abort();
+      },
+      { kubeConfig: kubeConfig('controller'), follow: true, signal: stop.signal, timeoutMs: 30_000 },
+    );
+    expect(result).toMatchObject({ ok: false, reason: 'PodReplaced', lines: 1 });
+  });
+
+  it('a container that started after the run did: restartedDuringRun', async () => {
+    const ns = await createTestNamespace('wslog-restart');
+    await grantLogs(ns);
+    const made = await pkoStack(ns, 'app');
+    const t = timeline();
+    const podPath = objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: made.pod });
+    const status = (startedAt: Date): unknown => ({
+      status: {
+        containerStatuses: [
+          {
+            name: 'pulumi',
+            image: 'pulumi/pulumi:3.276.0',
+            imageID: '',
+            ready: true,
+            restartCount: 1,
+            state: { running: { startedAt: startedAt.toISOString().replace(/\.\d{3}Z$/, 'Z') } },
+          },
+        ],
+      },
+    });
+    kubelet.setLog(ns, made.pod, 'pulumi', [
+      { time: t.during(1), line: agentLine(t.during(1), 'Resources:') },
+    ]);
+    const patch = (startedAt: Date): Promise<unknown> =>
+      kubeRequest(admin, {
+        method: 'PATCH',
+        path: `${podPath}/status`,
+        contentType: 'application/merge-patch+json',
+        body: status(startedAt),
+      });
+
+    await patch(t.during(0));
+    const restarted = await read(made.run(t.start));
+    expect(restarted.result).toMatchObject({ ok: true, lines: 1, restartedDuringRun: true });
+    expect(restarted.result.message).toMatch(/restarted during the run/);
+
+    await patch(t.before);
+    const steady = await read(made.run(t.start));
+    expect(steady.result).toMatchObject({ ok: true, lines: 1, restartedDuringRun: false });
+  });
+
   it('follows the log while the run is in progress and stops when told', async () => {
     const ns = await createTestNamespace('wslog-follow');
     await grantLogs(ns);
