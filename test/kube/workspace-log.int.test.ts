@@ -401,7 +401,7 @@ describe('readWorkspaceLog through pods/log', () => {
     });
     try {
       const started = Date.now();
-      const { result, lines } = await read(made.run(t.start), { timeoutMs: 1_500 });
+      const { result, lines } = await read(made.run(t.start), { timeoutMs: 4_000 });
       expect(result).toMatchObject({ ok: false, reason: 'Timeout', lines: 0 });
       expect(lines).toEqual([]);
       expect(Date.now() - started).toBeLessThan(15_000);
@@ -561,7 +561,7 @@ describe('readWorkspaceLog through pods/log', () => {
     const third = await readWorkspaceLog(made.run(t.start), () => undefined, {
       kubeConfig: kubeConfig('controller'),
       follow: true,
-      timeoutMs: 1_500,
+      timeoutMs: 4_000,
     });
     expect(third).toMatchObject({ ok: true, lines: 3, end: 'deadline' });
   }, 90_000);
