@@ -149,6 +149,49 @@ export interface KubeRequest {
   signal?: AbortSignal | undefined;
   /** Whole-request deadline in ms (headers and body). Default 30 000. */
   timeoutMs?: number;
+  /**
+   * `Accept` header. Default `application/json`; e.g.
+   * `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` for an object's metadata only.
+   */
+  accept?: string;
+}
+
+/** URL and authenticated headers of a request to the current cluster of `kc`. */
+async function prepare(
+  kc: KubeConfig,
+  req: Pick<KubeRequest, 'method' | 'path' | 'query' | 'body' | 'contentType' | 'accept'>,
+  what: string,
+): Promise<{ url: URL; headers: Record<string, string>; dispatcher: Dispatcher | undefined }> {
+  const cluster = kc.getCurrentCluster();
+  if (cluster === null) throw new KubeApiError(`${what}: no current cluster in kubeconfig`, 0);
+  const url = new URL(cluster.server.replace(/\/+$/, '') + req.path);
+  for (const [k, v] of Object.entries(req.query ?? {})) {
+    if (v !== undefined) url.searchParams.set(k, String(v));
+  }
+  const ctx = new RequestContext(url.toString(), req.method);
+  await kc.applySecurityAuthentication(ctx);
+  const headers: Record<string, string> = { ...ctx.getHeaders(), Accept: req.accept ?? 'application/json' };
+  if (req.body !== undefined) headers['Content-Type'] = req.contentType ?? 'application/json';
+  if (!dispatchers.has(kc)) dispatchers.set(kc, ctx.getDispatcher());
+  return { url, headers, dispatcher: dispatchers.get(kc) };
+}
+
+/** The `KubeApiError` for a non-2xx answer whose body is `text` (a `Status`, or anything). */
+function statusError(what: string, status: number, text: string): KubeApiError {
+  let reason: string | undefined;
+  let message = '';
+  try {
+    const st = JSON.parse(text) as { reason?: unknown; message?: unknown };
+    if (typeof st.reason === 'string') reason = st.reason;
+    if (typeof st.message === 'string') message = st.message;
+  } catch {
+    message = text.slice(0, 200);
+  }
+  return new KubeApiError(
+    `${what}: HTTP ${status}${reason !== undefined ? ` ${reason}` : ''}${message !== '' ? `: ${message}` : ''}`,
+    status,
+    reason,
+  );
 }
 
 /**
@@ -158,16 +201,7 @@ export interface KubeRequest {
  */
 export async function kubeRequest<T>(kc: KubeConfig, req: KubeRequest): Promise<T> {
   const what = `${req.method} ${req.path}`;
-  const cluster = kc.getCurrentCluster();
-  if (cluster === null) throw new KubeApiError(`${what}: no current cluster in kubeconfig`, 0);
-  const url = new URL(cluster.server.replace(/\/+$/, '') + req.path);
-  for (const [k, v] of Object.entries(req.query ?? {})) {
-    if (v !== undefined) url.searchParams.set(k, String(v));
-  }
-  const ctx = new RequestContext(url.toString(), req.method);
-  await kc.applySecurityAuthentication(ctx);
-  const headers: Record<string, string> = { ...ctx.getHeaders(), Accept: 'application/json' };
-  if (req.body !== undefined) headers['Content-Type'] = req.contentType ?? 'application/json';
+  const { url, headers, dispatcher } = await prepare(kc, req, what);
 
   const timeoutMs = req.timeoutMs ?? 30_000;
   const timeout = AbortSignal.timeout(timeoutMs);
@@ -175,8 +209,6 @@ export async function kubeRequest<T>(kc: KubeConfig, req: KubeRequest): Promise<
   let status: number;
   let text: string;
   try {
-    if (!dispatchers.has(kc)) dispatchers.set(kc, ctx.getDispatcher());
-    const dispatcher = dispatchers.get(kc);
     const res = await fetch(url, {
       method: req.method,
       headers,
@@ -199,20 +231,83 @@ export async function kubeRequest<T>(kc: KubeConfig, req: KubeRequest): Promise<
       throw new KubeApiError(`${what}: HTTP ${status} with a body that is not JSON`, status);
     }
   }
-  let reason: string | undefined;
-  let message = '';
-  try {
-    const st = JSON.parse(text) as { reason?: unknown; message?: unknown };
-    if (typeof st.reason === 'string') reason = st.reason;
-    if (typeof st.message === 'string') message = st.message;
-  } catch {
-    message = text.slice(0, 200);
-  }
-  throw new KubeApiError(
-    `${what}: HTTP ${status}${reason !== undefined ? ` ${reason}` : ''}${message !== '' ? `: ${message}` : ''}`,
-    status,
-    reason,
+  throw statusError(what, status, text);
+}
+
+/** A streaming GET: {@link kubeStream}. */
+export interface KubeStreamRequest {
+  path: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  /** `Accept` header. Default: any media type (pods/log answers `text/plain`). */
+  accept?: string;
+  /** Ends the request (headers or body) at any time; the body stream then errors. */
+  signal?: AbortSignal | undefined;
+  /** Deadline for the response headers in ms. Default 30 000. The body has none: use `signal`. */
+  headersTimeoutMs?: number;
+}
+
+/**
+ * Sends a GET to the current cluster of `kc` and resolves with the response body as a stream of
+ * bytes once a 2xx answer's headers arrived — for bodies that must not be held whole (`pods/log`,
+ * possibly followed). The caller reads the body (or cancels it) and bounds it in time with
+ * `signal`; aborting `signal` ends the request and the connection.
+ * @throws KubeApiError for non-2xx answers (the error body read up to 64 KiB), network errors, the
+ *   headers deadline and aborts — the same codes and messages as {@link kubeRequest}.
+ */
+export async function kubeStream(
+  kc: KubeConfig,
+  req: KubeStreamRequest,
+): Promise<ReadableStream<Uint8Array>> {
+  const what = `GET ${req.path}`;
+  const { url, headers, dispatcher } = await prepare(
+    kc,
+    { method: 'GET', path: req.path, query: req.query ?? {}, accept: req.accept ?? '*/*' },
+    what,
   );
+  const timeoutMs = req.headersTimeoutMs ?? 30_000;
+  const headersDeadline = new AbortController();
+  const timer = setTimeout(() => {
+    headersDeadline.abort();
+  }, timeoutMs);
+  const signal = req.signal ? AbortSignal.any([req.signal, headersDeadline.signal]) : headersDeadline.signal;
+  let res: Awaited<ReturnType<typeof fetch>>;
+  try {
+    res = await fetch(url, {
+      method: 'GET',
+      headers,
+      signal,
+      ...(dispatcher ? { dispatcher } : {}),
+    });
+  } catch (err) {
+    if (headersDeadline.signal.aborted) throw new KubeApiError(`${what}: timed out after ${timeoutMs} ms`, 0);
+    if (req.signal?.aborted === true) throw new KubeApiError(`${what}: aborted`, 0, 'Aborted');
+    throw new KubeApiError(`${what}: ${errorMessage(err)}`, 0);
+  } finally {
+    clearTimeout(timer);
+  }
+  const body = res.body;
+  if (res.status >= 200 && res.status < 300 && body !== null) return body as ReadableStream<Uint8Array>;
+  const text = await readCapped(body, 64 * 1024).catch(() => '');
+  throw statusError(what, res.status, text);
+}
+
+/** Up to `max` bytes of a body as text; the rest is cancelled. */
+async function readCapped(body: ReadableStream<Uint8Array> | null, max: number): Promise<string> {
+  if (body === null) return '';
+  const reader = body.getReader();
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  try {
+    while (n < max) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      n += value.byteLength;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return new TextDecoder().decode(Buffer.concat(parts).subarray(0, max));
 }
 
 /** HTTP status of a failed call (`KubeApiError`, client-node `ApiException`/watch errors), else 0. */

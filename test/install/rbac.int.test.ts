@@ -285,6 +285,11 @@ describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
       method: 'GET',
       path: objectPath({ group: '', version: 'v1', plural: 'pods', namespace: tenant }),
     });
+    // pods/log is a broad right: only the optional config/components/workspace-logs grants it.
+    await denied('read a pod log (config/components/workspace-logs grants it)', {
+      method: 'GET',
+      path: `${objectPath({ group: '', version: 'v1', plural: 'pods', namespace: tenant, name: 'app-workspace-0' })}/log`,
+    });
     await denied('read RBAC (no escalation path)', {
       method: 'GET',
       path: objectPath({ group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'clusterroles' }),

@@ -37,6 +37,7 @@ import { installCRDs, readCRDs, yamlFilesIn } from '../../src/kube/crds.ts';
 import { KubeApiError, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import type { Stack, Update } from '../../src/api/pko.ts';
 import { WorkspaceStandIn } from './workspace-standin.ts';
+import type { KubeletStandIn } from './kubelet-standin.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** Upstream PKO CRDs beside the repository (reference data, read at test time). */
@@ -394,6 +395,8 @@ export async function startPkoV2(opts: {
   namespace: string;
   caFile: string;
   log: (line: string) => void;
+  /** Serve the agent's output as the workspace pod's log (WorkspaceStandInOptions.kubelet). */
+  kubelet?: KubeletStandIn;
 }): Promise<PkoV2> {
   const { admin } = opts.plane;
   const core = admin.makeApiClient(CoreV1Api);
@@ -459,6 +462,7 @@ export async function startPkoV2(opts: {
     caFile: opts.caFile,
     workRoot: path.join(root, 'pods'),
     log: opts.log,
+    ...(opts.kubelet ? { kubelet: opts.kubelet } : {}),
   });
   const operator = new OperatorProcess('pko-v2', child, () => Promise.resolve(), opts.log);
   try {

@@ -37,9 +37,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { createInterface } from 'node:readline';
 import path from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
+import type { KubeletStandIn } from './kubelet-standin.ts';
 
 interface EnvVar {
   name: string;
@@ -96,6 +98,13 @@ export interface WorkspaceStandInOptions {
   /** Parent folder for pod folders. */
   workRoot: string;
   log: (line: string) => void;
+  /**
+   * A kubelet stand-in (test/support/kubelet-standin.ts): when set, pods are created on its Node
+   * (`spec.nodeName`) and every line the agent writes (stdout and stderr, as a container runtime
+   * keeps both) is appended to that pod's `pulumi` log there, so `pods/log` through the API
+   * server serves the real agent's output. A new pod starts with an empty log.
+   */
+  kubelet?: KubeletStandIn;
 }
 
 const POLL_MS = 250;
@@ -391,7 +400,7 @@ export class WorkspaceStandIn {
             },
           ],
         },
-        spec: podSpec,
+        spec: this.#o.kubelet ? { ...podSpec, nodeName: this.#o.kubelet.nodeName } : podSpec,
       },
     });
 
@@ -414,6 +423,20 @@ export class WorkspaceStandIn {
     };
     child.stdout.on('data', pipeLog);
     child.stderr.on('data', pipeLog);
+    const kubelet = this.#o.kubelet;
+    if (kubelet) {
+      const container = main.name;
+      kubelet.setLog(namespace, podName, container, []);
+      for (const stream of [child.stdout, child.stderr]) {
+        // Whole lines only, each stamped when it arrives (as the kubelet's CRI log does).
+        createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
+          kubelet.append(namespace, podName, container, line);
+        });
+      }
+      child.on('exit', () => {
+        kubelet.endFollow(namespace, podName, container);
+      });
+    }
     child.on('exit', (code, signal) => {
       if (r.agent === child) this.#fail(`${tag} exited (${String(code ?? signal)}) while serving`);
     });
