@@ -203,8 +203,12 @@ function lastUpdateMetadata(meta: Record<string, string>, last: StackLastUpdate)
   put(meta, 'failures', last.failures);
 }
 
-function runMessage(type: RunType, label: string, phase: Phase, detail: string | undefined): string {
+/** An empty `stderr:` block at the end of the CLI output (every PKO v1 failure has one: case N19). */
+const EMPTY_STDERR = /\n[ \t]*stderr:\s*$/;
+
+function runMessage(type: RunType, label: string, phase: Phase, raw: string | undefined): string {
   const head = `${RUN_TYPES[type]} of stack ${label} ${phase}`;
+  const detail = raw?.replace(EMPTY_STDERR, '');
   if (detail === undefined || detail.trim() === '') return cleanMessage(head);
   return cleanMessage(detail.includes('\n') ? `${head}:\n${detail}` : `${head}: ${detail}`);
 }
