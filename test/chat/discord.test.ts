@@ -120,6 +120,14 @@ describe('discord webhooks', () => {
     expect(e.verdict).toMatchObject({ kind: 'rateLimited', retry: true, retryAfterMs: 2_000 });
   });
 
+  it('N14: 429 with retry_after 2.5 only in the body (and X-RateLimit-Reset-After), no Retry-After: waits 2.5 s', async () => {
+    server.rateLimit(1, 2.5, { retryAfterHeader: false });
+    const e = await failure(hook().send(runEvent('started'), { message: 'x' }));
+    expect(server.requests.at(-1)?.headers['retry-after']).toBeUndefined();
+    expect(e.verdict).toMatchObject({ kind: 'rateLimited', retry: true, retryAfterMs: 2_500 });
+    expect(e.message).toContain('will retry after 2500ms');
+  });
+
   it('an endpoint answering 200 without a message is badResponse, not taken as delivered', async () => {
     server.failNext({ status: 200, text: 'ok' });
     const e = await failure(hook().send(runEvent('started'), { message: 'x' }));
