@@ -18,7 +18,8 @@
  *   with `retryAfterMs`, and the delivery layer's credential gate (src/delivery/gate.ts) holds
  *   every Provider using that credential until then — the one rate-limit mechanism.
  * - `@octokit/plugin-retry`: one quick retry (after 0.5 s) of an idempotent GET that failed with a
- *   5xx or a transport error. Writes are never retried here (a POST whose answer was lost may
+ *   5xx or a retryable transport error (a final one, such as an answer over the read limit, is
+ *   not: {@link finalTransportErrors}). Writes are never retried here (a POST whose answer was lost may
  *   have taken effect), nor any 4xx; the dispatcher retries those with backoff and jitter.
  *
  * Case ids (F08, …) are described in docs/cases.md.
@@ -33,7 +34,22 @@ import type { Logger } from '../../log.ts';
 import { ProviderError } from '../../notifier/errors.ts';
 import { USER_AGENT, type ProviderHttp } from '../../notifier/http.ts';
 
-const GitHubOctokit = Octokit.plugin(retry, throttling);
+/**
+ * Octokit wraps anything its `fetch` throws in a `RequestError` with status 500, which
+ * plugin-retry would send again. This plugin, applied before it (its error hook runs first),
+ * hands a final `ProviderError` from the transport back as it is — not a `RequestError`, so it
+ * is not retried: an answer over the read limit (case N17) is over it again, and a request to
+ * another origin must not be repeated.
+ */
+function finalTransportErrors(octokit: Pick<Octokit, 'hook'>): Record<string, never> {
+  octokit.hook.error('request', (err: unknown) => {
+    const cause = (err as { cause?: unknown } | null)?.cause;
+    throw cause instanceof ProviderError && !cause.retryable ? cause : err;
+  });
+  return {};
+}
+
+const GitHubOctokit = Octokit.plugin(finalTransportErrors, retry, throttling);
 export type GitHubOctokit = InstanceType<typeof GitHubOctokit>;
 
 export interface OctokitOptions {

@@ -483,6 +483,53 @@ describe('sticky pull-request comment', () => {
     expect(s.violations).toEqual([]);
   });
 
+  it('N17: a 50 MB pull-request listing is an error of the comment step, never "no pull requests"; the status is posted', async () => {
+    const s = await server();
+    const head = sha('n17-pulls');
+    s.addPullRequest(REPO, { number: 12, headSha: head });
+    // A valid listing (PR #12 is in it), padded to 50 MB: only our read limit stands in the way.
+    s.padAnswers({ operationId: 'repos/list-pull-requests-associated-with-commit', toBytes: 50_000_000 });
+    const { notifier } = build(provider(s, newToken()));
+    const e = await failure(() =>
+      notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'body')),
+    );
+    expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success']);
+    expect(e.code).toBe('RESPONSE_TOO_LARGE');
+    expect(e.retryable).toBe(false);
+    expect(e.message).toMatch(
+      /^the commit status is set, but finding the pull requests of [0-9a-f]{40} failed: GET .* answered 200 with a body over 8 MiB \(the controller's read limit/,
+    );
+    expect(s.comments(REPO, 12)).toEqual([]);
+    // Nothing was remembered as "none": the next send asks again, and comments once it can read.
+    await notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'body'));
+    expect(s.comments(REPO, 12).map((c) => c.login)).toEqual(['pko-bot']);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('N17: after a restart, a comment listing over 8 MiB (100 comments of 65,000 CJK characters) fails the step; never a second sticky comment', async () => {
+    const s = await server();
+    const head = sha('n17-comments');
+    s.addPullRequest(REPO, { number: 13, headSha: head });
+    const before = build(provider(s, newToken()));
+    await before.notifier.send(event(head), withComment(status('pending', 'Update started'), 'first'));
+    const mine = (): number =>
+      s.comments(REPO, 13).filter((c) => c.login === 'pko-bot' && c.body.includes(MARKER)).length;
+    expect(mine()).toBe(1);
+    for (let i = 0; i < 100; i++)
+      s.addComment(REPO, 13, { body: '漢'.repeat(65_000), login: i % 2 ? 'alice' : 'bob' });
+    // A restart: a new notifier, nothing cached about where our comment is.
+    const after = build(provider(s, newToken()));
+    const e = await failure(() =>
+      after.notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'second')),
+    );
+    expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success', 'pending']);
+    expect(e.code).toBe('RESPONSE_TOO_LARGE');
+    expect(e.message).toMatch(/^the commit status is set, but the comment on pull request #13 failed: GET /);
+    expect(mine()).toBe(1);
+    expect(s.comments(REPO, 13)[0]?.body).toBe(`${MARKER}\nfirst`);
+    expect(s.violations).toEqual([]);
+  });
+
   it('an archived repository refuses every write: final, the Provider is not blamed', async () => {
     const s = await server();
     s.archiveRepo(REPO);

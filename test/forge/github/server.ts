@@ -391,6 +391,12 @@ export interface GitHubContractServer {
   /** Comments of an issue or pull request, oldest first. */
   comments(repo: string, issue: number): StoredComment[];
   throttle(spec: ThrottleSpec): void;
+  /**
+   * The next `count` (default 1) successful answers of operation `operationId` are followed by
+   * JSON whitespace up to `toBytes` in all: still a valid answer, just too long to read (case N17:
+   * a 50 MB listing). Written in 1 MiB chunks, stopping when the client goes away.
+   */
+  padAnswers(spec: { operationId: string; toBytes: number; count?: number }): void;
   /** Makes "pull requests for commit" answer 422 "No commit found" for `sha` (not yet indexed). */
   commitNotIndexed(sha: string): void;
   /** Requests that reached the server and were not throttled. */
@@ -410,6 +416,24 @@ interface Credential {
   type: 'User' | 'Bot';
   app: { id: number; slug: string } | null;
   expiresAt: number;
+}
+
+/** Writes `json` then spaces up to `toBytes` in all, in 1 MiB chunks, until done or the client leaves. */
+async function writePadded(res: ServerResponse, json: string, toBytes: number): Promise<void> {
+  const chunk = Buffer.alloc(1024 * 1024, 0x20);
+  let left = toBytes - Buffer.byteLength(json);
+  res.write(json);
+  while (left > 0 && !res.destroyed) {
+    const part = left >= chunk.length ? chunk : chunk.subarray(0, left);
+    left -= part.length;
+    if (!res.write(part)) {
+      await new Promise<void>((resolve) => {
+        res.once('drain', resolve);
+        res.once('close', resolve);
+      });
+    }
+  }
+  if (!res.destroyed) res.end();
 }
 
 class HttpAnswer {
@@ -456,6 +480,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
   const pulls = new Map<string, StoredPull[]>(); // repo → pulls
   const credentials = new Map<string, Credential>();
   const throttles: (ThrottleSpec & { left: number })[] = [];
+  const pads: { operationId: string; toBytes: number; left: number }[] = [];
   const notIndexed = new Set<string>();
   const locked = new Set<string>(); // repo#n
   const archived = new Set<string>(); // repo key
@@ -1080,6 +1105,12 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       if (a.violation !== undefined)
         violations.push({ method, path: url.pathname, status: a.status, reason: a.violation });
       res.writeHead(a.status, { ...base, ...a.headers });
+      const pad = pads.find((x) => x.left > 0 && x.operationId === entry.operationId && a.status === 200);
+      if (pad !== undefined) {
+        pad.left--;
+        void writePadded(res, JSON.stringify(a.body), pad.toBytes);
+        return;
+      }
       res.end(a.status === 204 || a.status === 304 ? undefined : JSON.stringify(a.body));
     });
   };
@@ -1198,6 +1229,9 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     comments: (repo, issue) => [...(comments.get(`${repoKey(repo)}#${issue}`) ?? [])],
     throttle: (spec) => {
       throttles.push({ ...spec, left: spec.count ?? 1 });
+    },
+    padAnswers: (spec) => {
+      pads.push({ operationId: spec.operationId, toBytes: spec.toBytes, left: spec.count ?? 1 });
     },
     commitNotIndexed: (commit) => {
       notIndexed.add(commit.toLowerCase());
