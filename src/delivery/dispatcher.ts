@@ -47,7 +47,7 @@ import type { KubeObject } from '../api/meta.ts';
 import { jitteredBackoff, sleep, systemClock, type Clock } from '../kube/clock.ts';
 import { counter } from '../kube/metrics.ts';
 import type { Logger } from '../log.ts';
-import { ProviderError } from '../notifier/errors.ts';
+import { ProviderError, withoutRetryPromise } from '../notifier/errors.ts';
 import type { Verdict } from '../notifier/classify.ts';
 import {
   entryCovers,
@@ -531,7 +531,16 @@ export class Dispatcher implements DeliveryQueue {
       }
       const elapsed = this.#clock.now() - started;
       if (!verdict.retry)
-        return this.#fail(lane, alert, item, p, 'DeliveryFailed', pe.message, log, attempts);
+        return this.#fail(
+          lane,
+          alert,
+          item,
+          p,
+          'DeliveryFailed',
+          failureText('DeliveryFailed', pe),
+          log,
+          attempts,
+        );
       if (elapsed >= this.#retry.maxElapsedMs) {
         return this.#fail(
           lane,
@@ -539,7 +548,7 @@ export class Dispatcher implements DeliveryQueue {
           item,
           p,
           'RetriesExhausted',
-          `gave up after ${Math.round(elapsed / 1000)} s: ${pe.message}`,
+          failureText('RetriesExhausted', pe, elapsed),
           log,
           attempts,
         );
@@ -549,7 +558,7 @@ export class Dispatcher implements DeliveryQueue {
         verdict.retryAfterMs ?? 0,
       );
       const reason = retryReason(verdict);
-      this.#report(alert, p, ev, 'Retrying', reason, pe.message, {
+      this.#report(alert, p, ev, 'Retrying', reason, failureText('Retrying', pe), {
         attempts,
         nextAttemptMs: this.#clock.now() + delay,
       });
@@ -658,7 +667,7 @@ export class Dispatcher implements DeliveryQueue {
     const ev = item.offered.event;
     await this.#record(alert, lane, item, undefined, log);
     const text = this.#redact(
-      `${ev.reason} for ${ev.involvedObject.namespace}/${ev.involvedObject.name} may or may not have arrived (no answer after it was sent: ${pe.message}); not sent again, because ${p.type} cannot tell a repeat`,
+      `${ev.reason} for ${ev.involvedObject.namespace}/${ev.involvedObject.name} may or may not have arrived (${failureText('Unconfirmed', pe)}); not sent again, because ${p.type} cannot tell a repeat`,
       p,
     );
     log.warn({ result: 'Unconfirmed' }, text);
@@ -781,6 +790,30 @@ export class Dispatcher implements DeliveryQueue {
 /** A function, not the property: TypeScript would narrow `signal.aborted` across awaits. */
 function aborted(signal: AbortSignal): boolean {
   return signal.aborted;
+}
+
+/**
+ * What the controller writes about a failed attempt (Alert `lastDelivery`, Warning Events, logs),
+ * by outcome, so that no message contradicts itself about retrying:
+ * - `Retrying`: the error's own message (it says it will retry, and when);
+ * - `RetriesExhausted`: `gave up after N s of retries: …` without the error's promise to retry;
+ * - `DeliveryFailed` (a final error) and `Unconfirmed` (not sent again): the message without it.
+ */
+export function failureText(
+  outcome: 'Retrying' | 'RetriesExhausted' | 'DeliveryFailed' | 'Unconfirmed',
+  pe: ProviderError,
+  elapsedMs = 0,
+): string {
+  switch (outcome) {
+    case 'Retrying':
+      return pe.message;
+    case 'RetriesExhausted':
+      return `gave up after ${String(Math.round(elapsedMs / 1000))} s of retries: ${withoutRetryPromise(pe.message)}`;
+    case 'DeliveryFailed':
+      return withoutRetryPromise(pe.message);
+    case 'Unconfirmed':
+      return `no answer after it was sent: ${withoutRetryPromise(pe.message)}`;
+  }
 }
 
 /** The reason shown while an event is retried (the Alert's status). */

@@ -52,13 +52,20 @@ const TARGET_REFUSALS = new Set(['locked', 'notFound']);
  */
 function commentStepFailed(err: unknown, statusSet: boolean, what: string): unknown {
   if (!(err instanceof ProviderError) || !statusSet) return err;
-  return new ProviderError(`the commit status is set, but ${what} failed: ${err.message}`, {
+  // Conditions per capability: a permission refused for comments while the same credentials set
+  // the status is about comments only. The Provider is not marked AuthenticationFailed (its
+  // statuses work); the event's failure, Event and lastDelivery say what to grant.
+  const commentsOnly = err.verdict.kind === 'permission';
+  const message = commentsOnly
+    ? `the commit status is set, but ${what} was refused: the credentials may set commit statuses but lack permission for pull requests (grant pull requests write, or turn spec.pullRequestComment off); final for this event: ${err.message}`
+    : `the commit status is set, but ${what} failed: ${err.message}`;
+  return new ProviderError(message, {
     code: err.code,
     status: err.status,
     retryable: err.retryable,
     retryAfterMs: err.retryAfterMs,
     secretValues: [],
-    verdict: err.verdict,
+    verdict: commentsOnly ? { kind: 'permission', retry: false } : err.verdict,
   });
 }
 

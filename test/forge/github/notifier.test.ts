@@ -530,6 +530,29 @@ describe('sticky pull-request comment', () => {
     expect(s.violations).toEqual([]);
   });
 
+  it('a token without the pull-requests permission: statuses are posted, the comment step fails for that capability only (no AuthenticationFailed)', async () => {
+    const s = await server();
+    const head = sha('no-pr-permission');
+    s.addPullRequest(REPO, { number: 14, headSha: head });
+    const token = newToken();
+    const p = provider(s, token);
+    s.withoutPullRequestPermission(token);
+    const { notifier } = build(p);
+    const e = await failure(() =>
+      notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'body')),
+    );
+    expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success']);
+    expect([e.status, e.retryable, e.verdict]).toEqual([403, false, { kind: 'permission', retry: false }]);
+    expect(problemReason(e)).toBeUndefined(); // the Provider stays Ready: its statuses work
+    expect(e.message).toMatch(
+      /^the commit status is set, but finding the pull requests of [0-9a-f]{40} was refused: the credentials may set commit statuses but lack permission for pull requests/,
+    );
+    // A status alone (no comment rendered) still works and says nothing about comments.
+    await notifier.send(event(sha('status-only')), status('pending', 'Update started'));
+    expect(s.statuses(REPO, sha('status-only')).map((x) => x.state)).toEqual(['pending']);
+    expect(s.violations).toEqual([]);
+  });
+
   it('an archived repository refuses every write: final, the Provider is not blamed', async () => {
     const s = await server();
     s.archiveRepo(REPO);

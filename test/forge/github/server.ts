@@ -334,6 +334,12 @@ export interface GitHubContractServer {
   /** Revokes a personal token: requests carrying it get 401 "Bad credentials" from now on. */
   revokeToken(token: string): void;
   /**
+   * Takes the "Pull requests" permission from a personal token (a fine-grained token with
+   * "Commit statuses" only): pull-request listings and issue comments answer 403 "Resource not
+   * accessible by personal access token"; statuses still work.
+   */
+  withoutPullRequestPermission(token: string): void;
+  /**
    * Adds a pull request; `commits` are the commits it contains besides its head (the head is
    * always one of them).
    */
@@ -416,6 +422,8 @@ interface Credential {
   type: 'User' | 'Bot';
   app: { id: number; slug: string } | null;
   expiresAt: number;
+  /** A fine-grained token without the "Pull requests" permission (commit statuses only). */
+  noPullRequests?: boolean;
 }
 
 /** Writes `json` then spaces up to `toBytes` in all, in 1 MiB chunks, until done or the client leaves. */
@@ -658,6 +666,14 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     return cred;
   };
 
+  /** GitHub's answer to a token without the permission an operation needs. */
+  const notAccessible = (): HttpAnswer =>
+    new HttpAnswer(403, {
+      message: 'Resource not accessible by personal access token',
+      documentation_url: DOCS,
+      status: '403',
+    });
+
   const repoOf = (ctx: Ctx): string | HttpAnswer => {
     const full = `${ctx.params.owner ?? ''}/${ctx.params.repo ?? ''}`;
     const canonical = repos.get(repoKey(full));
@@ -780,6 +796,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     'repos/list-pull-requests-associated-with-commit': (ctx) => {
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
+      if (who.noPullRequests === true) return notAccessible();
       const repo = repoOf(ctx);
       if (repo instanceof HttpAnswer) return repo;
       const sha = (ctx.params.commit_sha ?? '').toLowerCase();
@@ -835,6 +852,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     'issues/list-comments': (ctx) => {
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
+      if (who.noPullRequests === true) return notAccessible();
       const repo = repoOf(ctx);
       if (repo instanceof HttpAnswer) return repo;
       const n = Number(ctx.params.issue_number);
@@ -851,6 +869,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     'issues/create-comment': (ctx) => {
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
+      if (who.noPullRequests === true) return notAccessible();
       const repo = repoOf(ctx);
       if (repo instanceof HttpAnswer) return repo;
       const n = Number(ctx.params.issue_number);
@@ -888,6 +907,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     'issues/update-comment': (ctx) => {
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
+      if (who.noPullRequests === true) return notAccessible();
       const repo = repoOf(ctx);
       if (repo instanceof HttpAnswer) return repo;
       const found = findComment(repo, Number(ctx.params.comment_id));
@@ -1144,6 +1164,10 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     },
     revokeToken: (token) => {
       credentials.delete(token);
+    },
+    withoutPullRequestPermission: (token) => {
+      const c = credentials.get(token);
+      if (c !== undefined) c.noPullRequests = true;
     },
     addPullRequest: (repo, pr) => {
       const list = pulls.get(repoKey(repo)) ?? [];
