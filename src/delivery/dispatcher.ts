@@ -239,7 +239,7 @@ export class Dispatcher implements DeliveryQueue {
         offered,
         runKey: rk,
         runHash: runHash(rk),
-        beforeAlert: entry === undefined && (Date.parse(ev.timestamp) || 0) < alert.createdMs,
+        beforeAlert: entry === undefined && beforeAlert(ev, offered.observed, alert),
       };
       lane ??= this.#newLane(laneKey, alert, stackUid);
       if (offered.observed !== undefined) {
@@ -790,6 +790,24 @@ export class Dispatcher implements DeliveryQueue {
 /** A function, not the property: TypeScript would narrow `signal.aborted` across awaits. */
 function aborted(signal: AbortSignal): boolean {
   return signal.aborted;
+}
+
+/**
+ * Whether an event happened before its Alert existed (a new Alert does not replay history), by
+ * observation first (case N16): a run the controller first observed at a resourceVersion after
+ * the Alert's ({@link DeliveryAlert.sinceRv}) is after it, whatever time PKO stamped on it — a
+ * PKO clock minutes behind must not make the first run after a new Alert "older" than it. Only
+ * when observation cannot tell (no resourceVersion, or one before the Alert's first-seen one,
+ * which may be later than its creation after a restart) does the event's time decide, against
+ * the Alert's `creationTimestamp`.
+ */
+export function beforeAlert(
+  ev: NotificationEvent,
+  observed: number | undefined,
+  alert: Pick<DeliveryAlert, 'createdMs' | 'sinceRv'>,
+): boolean {
+  if (observed !== undefined && alert.sinceRv !== undefined && observed > alert.sinceRv) return false;
+  return (Date.parse(ev.timestamp) || 0) < alert.createdMs;
 }
 
 /**

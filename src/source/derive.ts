@@ -18,9 +18,11 @@
  * - Type mapping: `preview`→Preview*, `up`→Update*, `destroy`→Destroy*, `refresh`→Refresh*; any
  *   other `spec.type` yields nothing.
  * - A Stack yields (a) `<Type>Succeeded|Failed` from `status.lastUpdate` {name, type, state} only
- *   when that Update object no longer exists (TTL, 24 h): same id as the Update-derived event;
+ *   when that Update object no longer exists (TTL, 24 h) and the controller never saw it
+ *   (`DeriveContext.updateSeen`: a seen Update's run was derived from it, N20): same id as the
+ *   Update-derived event;
  *   (b) `<Type>Started` from `status.currentUpdate` only when that Update object is not (yet)
- *   known — PKO writes `currentUpdate` before it creates the Update; `currentUpdate` has no type,
+ *   known and was never seen — PKO writes `currentUpdate` before it creates the Update; `currentUpdate` has no type,
  *   so it is inferred the way PKO's Stack controller chooses it: `destroy` when the Stack is being
  *   deleted, `preview` when `spec.preview`, else `up`; (c) for PKO v1 Stacks (`lastUpdate` without
  *   `name`/`type`) `UpdateSucceeded|UpdateFailed` (`Preview*` when `spec.preview`) — v1 has no
@@ -77,10 +79,10 @@ import {
 import type { EventReason, Severity } from '../api/v1alpha1.ts';
 import { parseRevision } from './revision.ts';
 import {
+  compareUpdates,
   currentContinuesLast,
   isContinuation,
   unquoteMessage,
-  updateNameMillis,
   v1FailureText,
   v1Outcome,
 } from './runs.ts';
@@ -109,6 +111,12 @@ export interface DeriveContext {
    * current or last run (`RunCommits` in src/source/runs.ts), used when the Stack has moved on.
    */
   updateCommit?: (stackUid: string, updateName: string) => string | undefined;
+  /**
+   * PKO v2: whether the controller has seen Update `updateName` of the Stack with this uid
+   * (`SeenUpdates` in src/source/runs.ts). The Stack's `lastUpdate` yields no event for an Update
+   * that was seen and is gone: its run was derived from the Update itself (case N20).
+   */
+  updateSeen?: (stackUid: string, updateName: string) => boolean;
 }
 
 const STACK_API_VERSION = `${STACK_GROUP}/${STACK_VERSION}`;
@@ -420,7 +428,10 @@ export function eventsFromStack(
     );
     if (last.name !== undefined && last.name !== '') {
       // PKO v2: the Update-derived event has this id; this is the fallback once the Update is gone.
-      if (isRunType(last.type) && !opts.updateExists(namespace, last.name)) {
+      // An Update seen earlier was derived while it existed (a resync continuation that repeated
+      // its run's result yielded nothing then, and must not come back now: case N20).
+      const seen = ctx.updateSeen?.(stack.metadata.uid ?? '', last.name) === true;
+      if (isRunType(last.type) && !opts.updateExists(namespace, last.name) && !seen) {
         lastUpdateMetadata(metadata, last);
         events.push(
           makeEvent(
@@ -478,6 +489,8 @@ export function eventsFromStack(
     current?.name !== undefined &&
     current.name !== '' &&
     !opts.updateExists(namespace, current.name) &&
+    // Seen and gone: its Started was derived from it (a Stack wedged on a missing Update, PKO #1292).
+    ctx.updateSeen?.(stack.metadata.uid ?? '', current.name) !== true &&
     !currentContinuesLast(stack)
   ) {
     // Same choice as PKO's Stack controller when it creates the Update.
@@ -587,11 +600,7 @@ export function eventsForStack(
   const sorted = updates
     .filter((u) => u.metadata.name !== undefined && u.metadata.name !== '')
     .slice()
-    .sort(
-      (a, b) =>
-        (updateNameMillis(a.metadata.name) ?? 0) - (updateNameMillis(b.metadata.name) ?? 0) ||
-        (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
-    );
+    .sort(compareUpdates);
   let prev: Update | undefined;
   /** Outcome of the current run's latest finished attempt, and the result event reported for it. */
   let streak: { outcome: 'succeeded' | 'failed'; event: NotificationEvent | undefined } | undefined;
