@@ -18,13 +18,15 @@
  * | `unreachable` | DNS, refused, TLS, proxy: nothing was sent                                   | yes                        | TLS → `CertificateError`, proxy → `ProxyError` |
  * | `ambiguous`   | timeout or reset after the request was sent: it may have taken effect       | yes — the delivery layer decides per provider type |—|
  * | `redirect`    | a redirect to another origin, or too many                                    | no                         | —                      |
- * | `badResponse` | HTML or another body where the API sends JSON, a wrong JSON shape            | no                         | —                      |
+ * | `badResponse` | HTML or another body where the API sends JSON, a wrong JSON shape            | no                         | `NotTheAPI` (HTML)     |
  * | `aborted`     | cancelled by us (shutdown) or the HTTP client closed                         | yes                        | —                      |
  *
  * The patterns below come from real answers (each with its source) and are table-tested per forge
  * in test/notifier/classify.test.ts. Also here: the retry facts read from headers
  * (`Retry-After`, rate-limit resets), used by every classification.
  */
+
+import { SIGN_IN_LOCATION } from './redirect.ts';
 
 /** The kinds of outcome (see the table in the module comment). */
 export type AnswerKind =
@@ -43,7 +45,7 @@ export type AnswerKind =
   | 'aborted';
 
 /** What a failed send says about the whole Provider (`Ready=False` with this reason until a send succeeds). */
-export type ProviderCondition = 'AuthenticationFailed' | 'CertificateError' | 'ProxyError';
+export type ProviderCondition = 'AuthenticationFailed' | 'CertificateError' | 'ProxyError' | 'NotTheAPI';
 
 /**
  * The typed verdict on one failed call, consumed by the delivery layer (docs/architecture.md,
@@ -252,6 +254,17 @@ const SIGN_IN = [
   /\b(?:_signin|users\/sign_in|user\/login|login\.microsoftonline\.com|\/oauth2?\/authorize)\b/i,
 ];
 
+/** Whether a `Location` names a sign-in page (./redirect.ts `SIGN_IN_LOCATION`: path or host). */
+function signInLocation(location: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(location, 'http://relative.invalid');
+  } catch {
+    return false;
+  }
+  return SIGN_IN_LOCATION.test(u.pathname) || SIGN_IN_LOCATION.test(u.host);
+}
+
 /** Whether an HTML body is a sign-in page (see {@link SIGN_IN}). */
 export function isSignInPage(body: string): boolean {
   const head = body.slice(0, 64 * 1024);
@@ -316,7 +329,7 @@ export function classifyAnswer(a: Answer, nowMs: number): { verdict: Verdict; sa
     if (a.expectJson === true && html) {
       return isSignInPage(body)
         ? verdict('auth', false, { condition: 'AuthenticationFailed' })
-        : verdict('badResponse', false);
+        : verdict('badResponse', false, { condition: 'NotTheAPI' });
     }
     return undefined;
   }
@@ -324,7 +337,7 @@ export function classifyAnswer(a: Answer, nowMs: number): { verdict: Verdict; sa
     // A redirect to a sign-in page (Azure DevOps without `X-TFS-FedAuthRedirect: Suppress`,
     // GitLab `/users/sign_in`, an SSO proxy) means the credentials were not accepted.
     const location = headers.get('location') ?? '';
-    return SIGN_IN[2]?.test(location) === true
+    return SIGN_IN[2]?.test(location) === true || signInLocation(location)
       ? verdict('auth', false, { condition: 'AuthenticationFailed' })
       : verdict('redirect', false);
   }

@@ -24,6 +24,7 @@ import type { ProviderLimits } from '../template/rendered.ts';
 import type { Notifier, NotifierFactory, SendOutcome } from './types.ts';
 import { classifySlackError } from './classify.ts';
 import { assertFits, ProviderError, retryAfterFrom } from './errors.ts';
+import { notApiAnswer } from './http-errors.ts';
 import { RESPONSE_CAPS } from './body.ts';
 import type { ProviderHttp } from './http.ts';
 import { processRunNotes, type RunNotes } from './run-notes.ts';
@@ -99,11 +100,9 @@ async function callSlack(
   try {
     answer = JSON.parse(res.text) as SlackAnswer;
   } catch {
-    throw new ProviderError(`${method} answered with a body that is not JSON: check spec.address`, {
-      status: res.status,
+    throw notApiAnswer(method, res, http.secretValues, {
       retryable: true,
-      code: 'BAD_RESPONSE',
-      secretValues: http.secretValues,
+      fix: "set spec.address to Slack's API (https://slack.com/api/chat.postMessage) or the incoming-webhook URL",
     });
   }
   if (answer.ok === true)

@@ -188,7 +188,7 @@ describe('successful statuses that are not successes', () => {
     expect(
       classifyAnswer({ status: 200, headers: headers(page.headers), body: page.body, expectJson: true }, NOW)
         ?.verdict,
-    ).toEqual({ kind: 'badResponse', retry: false });
+    ).toEqual({ kind: 'badResponse', retry: false, condition: 'NotTheAPI' });
     expect(
       classifyAnswer({ status: 200, headers: headers({}), body: '{"id":1}', expectJson: true }, NOW),
     ).toBeUndefined();

@@ -696,6 +696,67 @@ describe('GitHub App', () => {
       ...extra,
     });
 
+  describe('N13: the installation-token endpoint does not answer as the API (a login or SSO portal in front of GHES)', () => {
+    const LOGIN_PAGE =
+      '<!DOCTYPE html><html><head><title>Sign in to GitHub · GitHub</title></head><body><form action="/session"><input type="password" name="password"></form></body></html>';
+    const tokenCall = (method: string, path: string): boolean =>
+      method === 'POST' && /\/app\/installations\/\d+\/access_tokens$/.test(path);
+    it.each([
+      ['(a) 200 with an HTML login page', 200, { 'content-type': 'text/html; charset=utf-8' }, LOGIN_PAGE],
+      ['(b) 302 to /login on the same host', 302, { location: '/login?return_to=%2Fapi%2Fv3' }, ''],
+      [
+        '(c) 302 to another host (an SSO portal)',
+        302,
+        { location: 'https://sso.example.net/saml/login?x=1' },
+        '',
+      ],
+    ] as const)(
+      '%s: Ready=False NotTheAPI naming the URL to set; no token undefined; no redirect followed',
+      async (_n, code, headers, body) => {
+        const a = app();
+        const s = await server({ app: a, basePath: '/api/v3' });
+        s.portalNext({ match: tokenCall, status: code, headers, body });
+        const p = appProvider(s, a);
+        const seen: { url: string; authorization: string | undefined; method: string }[] = [];
+        const http = new ProviderHttp(p, {
+          fetch: (input, init) => {
+            const h = new Headers(init?.headers);
+            seen.push({
+              url: typeof input === 'string' ? input : input instanceof URL ? input.toString() : input.url,
+              method: init?.method ?? 'GET',
+              authorization: h.get('authorization') ?? undefined,
+            });
+            return fetchUndici(input, init);
+          },
+        });
+        const notifier = createGitHubNotifier(p, { http }, { pacing: false });
+        cleanups.push(() => notifier.close());
+        const e = await failure(() => notifier.send(event(sha(31)), status('pending', 'Update started')));
+        expect(e.verdict).toEqual({
+          kind: code === 200 ? 'badResponse' : 'redirect',
+          retry: false,
+          condition: 'NotTheAPI',
+        });
+        expect(problemReason(e)).toBe('NotTheAPI');
+        expect(e.message).toContain(`the API base URL ${s.apiBase} does not answer as GitHub's API`);
+        expect(e.message).toMatch(
+          /set githubAppBaseURL in the Provider's Secret \(for the App's token\) or spec\.apiURL to GitHub's API URL/,
+        );
+        expect(e.message).not.toMatch(/repository moved/);
+        expect(e.message).toMatch(
+          code === 200 ? /answered 200 with a sign-in page/ : /with a redirect to a sign-in page/,
+        );
+        // Nothing carried a token that is not one, and the POST was not re-sent anywhere.
+        expect(seen.some((r) => /token undefined/i.test(r.authorization ?? ''))).toBe(false);
+        expect(seen.filter((r) => r.method === 'POST').map((r) => new URL(r.url).pathname)).toEqual([
+          `/api/v3/app/installations/${String(a.installationId)}/access_tokens`,
+        ]);
+        expect(seen.some((r) => /\/login|sso\.example\.net/.test(r.url))).toBe(false);
+        expect(s.statuses(REPO, sha(31))).toEqual([]);
+      },
+    );
+  });
+
   it('exchanges a signed JWT for an installation token, then posts statuses and comments as <slug>[bot]', async () => {
     const a = app();
     const s = await server({ app: a });

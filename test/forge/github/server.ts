@@ -403,6 +403,18 @@ export interface GitHubContractServer {
    * a 50 MB listing). Written in 1 MiB chunks, stopping when the client goes away.
    */
   padAnswers(spec: { operationId: string; toBytes: number; count?: number }): void;
+  /**
+   * The next `count` (default 1) requests `match` accepts get this answer instead of GitHub's:
+   * what a login or SSO portal in front of the API answers (an HTML page with 200, a 302 to
+   * `/login` or to another host). Logged with operation id `portal`.
+   */
+  portalNext(spec: {
+    match: (method: string, path: string) => boolean;
+    status: number;
+    headers?: Record<string, string>;
+    body?: string;
+    count?: number;
+  }): void;
   /** Makes "pull requests for commit" answer 422 "No commit found" for `sha` (not yet indexed). */
   commitNotIndexed(sha: string): void;
   /** Requests that reached the server and were not throttled. */
@@ -489,6 +501,13 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
   const credentials = new Map<string, Credential>();
   const throttles: (ThrottleSpec & { left: number })[] = [];
   const pads: { operationId: string; toBytes: number; left: number }[] = [];
+  const portals: {
+    match: (method: string, path: string) => boolean;
+    status: number;
+    headers: Record<string, string>;
+    body: string;
+    left: number;
+  }[] = [];
   const notIndexed = new Set<string>();
   const locked = new Set<string>(); // repo#n
   const archived = new Set<string>(); // repo key
@@ -1092,6 +1111,15 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
         'x-ratelimit-resource': 'core',
       };
 
+      const portal = portals.find((x) => x.left > 0 && x.match(method, url.pathname));
+      if (portal) {
+        portal.left--;
+        entry.status = portal.status;
+        entry.operationId = 'portal';
+        res.writeHead(portal.status, portal.headers);
+        res.end(portal.body);
+        return;
+      }
       const t = throttles.find((x) => x.left > 0 && (x.match?.(method, url.pathname) ?? true));
       if (t) {
         t.left--;
@@ -1253,6 +1281,15 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     comments: (repo, issue) => [...(comments.get(`${repoKey(repo)}#${issue}`) ?? [])],
     throttle: (spec) => {
       throttles.push({ ...spec, left: spec.count ?? 1 });
+    },
+    portalNext: (spec) => {
+      portals.push({
+        match: spec.match,
+        status: spec.status,
+        headers: spec.headers ?? {},
+        body: spec.body ?? '',
+        left: spec.count ?? 1,
+      });
     },
     padAnswers: (spec) => {
       pads.push({ operationId: spec.operationId, toBytes: spec.toBytes, left: spec.count ?? 1 });
