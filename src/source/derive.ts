@@ -26,7 +26,9 @@
  *   so it is inferred the way PKO's Stack controller chooses it: `destroy` when the Stack is being
  *   deleted, `preview` when `spec.preview`, else `up`; (c) for PKO v1 Stacks (`lastUpdate` without
  *   `name`/`type`) `UpdateSucceeded|UpdateFailed` (`Preview*` when `spec.preview`) — v1 has no
- *   run object and no in-flight marker, so no Started; (d) `StackStalled` while `Stalled=True`.
+ *   run object and no in-flight marker, so no Started; (d) `StackStalled` while `Stalled=True`;
+ *   (e) `StackStalled` (reason `UpdateMissing`) while `currentUpdate` names an Update the
+ *   controller saw and that is gone (PKO #1292, N20).
  *
  * ## Identity (`id`)
  * `<stack key>/<run>/<phase>`: stack key = the Stack's uid (from the Update's ownerReference of
@@ -513,6 +515,45 @@ export function eventsFromStack(
           phase: { kind: 'started' },
           reason: reasonOf(type, 'started'),
           message: runMessage(type, label, 'started', undefined),
+          timestamp: timeOf(
+            condition(conds, 'Reconciling')?.lastTransitionTime,
+            stack.metadata.creationTimestamp,
+          ),
+        },
+        metadata,
+      ),
+    );
+  }
+
+  // A Stack wedged on a missing Update (pulumi-kubernetes-operator#1292): `currentUpdate` names
+  // an Update the controller saw and that is gone. PKO starts no other run while it does, and
+  // sets no Stalled condition: one StackStalled (reason UpdateMissing) per wedge — its id names
+  // the Update and generation, so it is not repeated, and it is no longer implied (cleared) once
+  // the Stack moves on (case N20).
+  if (
+    current?.name !== undefined &&
+    current.name !== '' &&
+    !opts.updateExists(namespace, current.name) &&
+    ctx.updateSeen?.(stack.metadata.uid ?? '', current.name) === true
+  ) {
+    const metadata: Record<string, string> = {};
+    sourceMetadata(metadata, stack, undefined, ctx);
+    put(metadata, 'updateName', current.name);
+    events.push(
+      makeEvent(
+        subject,
+        ctx,
+        {
+          run: { kind: 'update', name: current.name },
+          phase: {
+            kind: 'stalled',
+            reason: 'UpdateMissing',
+            generation: status.observedGeneration ?? stack.metadata.generation ?? 0,
+          },
+          reason: 'StackStalled',
+          message: cleanMessage(
+            `Stack ${label} stalled (UpdateMissing): status.currentUpdate names Update ${current.name}, which no longer exists; PKO starts no other run while it does (pulumi-kubernetes-operator#1292)`,
+          ),
           timestamp: timeOf(
             condition(conds, 'Reconciling')?.lastTransitionTime,
             stack.metadata.creationTimestamp,

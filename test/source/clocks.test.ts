@@ -126,10 +126,25 @@ describe('N20: a resync continuation whose Update was garbage-collected', () => 
     seen.observe(y1);
     const withSeen = { ...ctx, updateSeen: (uid: string, name: string) => seen.seen(uid, name) };
     expect(eventsForStack(stack(), [], withSeen)).toEqual([]);
-    // A Stack wedged with currentUpdate naming that missing Update (PKO #1292): no Started either.
+  });
+
+  it('a Stack wedged with currentUpdate naming that missing Update (PKO #1292): one StackStalled, not repeated, cleared when the Stack moves', () => {
+    const seen = new SeenUpdates();
+    seen.observe(y1);
+    const withSeen = { ...ctx, updateSeen: (uid: string, name: string) => seen.seen(uid, name) };
     const wedged = stack();
-    if (wedged.status) wedged.status.currentUpdate = { generation: 4, name: y1.metadata.name!, commit: SHA };
-    expect(eventsForStack(wedged, [], withSeen)).toEqual([]);
+    if (wedged.status) wedged.status.currentUpdate = { generation: 3, name: y1.metadata.name!, commit: SHA };
+    const first = eventsForStack(wedged, [], withSeen);
+    // No Started for the missing Update; one StackStalled naming it.
+    expect(first.map((e) => [e.reason, e.severity, e.id])).toEqual([
+      ['StackStalled', 'error', `${STACK_UID}/${y1.metadata.name!}/stalled:UpdateMissing@3`],
+    ]);
+    expect(first[0]?.message).toMatch(/names Update app-dev-[0-9a-f]+, which no longer exists/);
+    expect(first[0]?.metadata.commit).toBeUndefined(); // no commit: git Providers post no status for it
+    // Seen again (every Stack write): the same event, which the ledger has handled.
+    expect(eventsForStack(wedged, [], withSeen).map((e) => e.id)).toEqual(first.map((e) => e.id));
+    // The Stack moves on (PKO cleared currentUpdate): nothing is implied any more.
+    expect(eventsForStack(stack(), [], withSeen)).toEqual([]);
   });
 
   it('an Update the controller never saw (down for its whole life) is still reported from lastUpdate', () => {
