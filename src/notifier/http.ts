@@ -59,6 +59,13 @@ export interface HttpRequestInit {
    * `maxResponseBytes`); a longer body fails with `RESPONSE_TOO_LARGE` unread.
    */
   responseBody?: 'discard' | number;
+  /**
+   * The endpoint is an API that never answers a web page (chat webhooks): a 2xx with
+   * `Content-Type: text/html` — a login portal or web page in front of it — fails with
+   * `BAD_RESPONSE` and Provider condition `NotTheAPI` instead of counting as delivered (N13).
+   * Say what URL to set in `fix`.
+   */
+  notHtml?: { fix: string };
 }
 
 export interface HttpResponse {
@@ -198,6 +205,19 @@ export class ProviderHttp {
       const ok =
         (res.status >= 200 && res.status <= 299) || (init.acceptStatus?.includes(res.status) ?? false);
       if (ok) {
+        if (init.notHtml !== undefined && /^\s*text\/html\b/i.test(res.headers.get('content-type') ?? '')) {
+          await discardBody(res.body);
+          throw new ProviderError(
+            `${method} ${target} answered ${res.status} with an HTML page, not the API: ${init.notHtml.fix}`,
+            {
+              code: 'BAD_RESPONSE',
+              status: res.status,
+              retryable: false,
+              secretValues,
+              verdict: { kind: 'badResponse', retry: false, condition: 'NotTheAPI' },
+            },
+          );
+        }
         if (init.responseBody === 'discard') {
           await discardBody(res.body);
           return { status: res.status, headers: res.headers, text: '' };
