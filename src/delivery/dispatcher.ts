@@ -235,17 +235,18 @@ export class Dispatcher implements DeliveryQueue {
     for (const offered of events) {
       const ev = offered.event;
       const rk = runKey(ev.identity);
-      const p: Pending = {
-        offered,
-        runKey: rk,
-        runHash: runHash(rk),
-        beforeAlert: entry === undefined && beforeAlert(ev, offered.observed, alert),
-      };
       lane ??= this.#newLane(laneKey, alert, stackUid);
       if (offered.observed !== undefined) {
         const seen = lane.firstSeen.get(rk);
         if (seen === undefined || offered.observed < seen) lane.firstSeen.set(rk, offered.observed);
       }
+      const p: Pending = {
+        offered,
+        runKey: rk,
+        runHash: runHash(rk),
+        // The run's first observation, not this snapshot's (a later write of an old run's object).
+        beforeAlert: entry === undefined && beforeAlert(ev, lane.firstSeen.get(rk), alert),
+      };
       if (entryCovers(entry, this.#ref(lane, p, entry))) {
         lane.pending.delete(ev.id);
         continue;

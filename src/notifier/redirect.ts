@@ -118,7 +118,11 @@ export class RedirectFollower {
       } catch {
         return { res, url: at, refused: { reason: 'otherOrigin', location } };
       }
-      if (SIGN_IN_LOCATION.test(next.pathname) || SIGN_IN_LOCATION.test(next.host))
+      // (A host named like a login portal counts only when it is another host than the API's.)
+      if (
+        SIGN_IN_LOCATION.test(next.pathname) ||
+        (!sameOrigin(from, next) && SIGN_IN_LOCATION.test(next.host))
+      )
         return { res, url: at, refused: { reason: 'signIn', location: shown(next) } };
       if (!sameOrigin(from, next))
         return { res, url: at, refused: { reason: 'otherOrigin', location: next.origin } };
