@@ -346,6 +346,11 @@ export class ProviderHttp {
     return this.#secretValues;
   }
 
+  /** The client's clock (epoch ms; `ProviderHttpOptions.now`), for callers reading `Retry-After` dates. */
+  now(): number {
+    return this.#now();
+  }
+
   /** Closes the dispatcher and its pooled connections. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= this.#dispatcher.close();

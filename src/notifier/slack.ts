@@ -113,7 +113,7 @@ async function callSlack(
       ? answer.error
       : 'unknown_error';
   if (tolerate.has(error)) return { error };
-  const verdict = classifySlackError(error, retryAfterFrom(res.headers, Date.now()));
+  const verdict = classifySlackError(error, retryAfterFrom(res.headers, http.now(), res.text));
   const hint =
     verdict.kind === 'auth'
       ? ' (check the token in the Provider Secret)'
