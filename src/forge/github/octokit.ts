@@ -86,8 +86,11 @@ function pathOf(url: string): string {
  * endpoint and `GET /app` use `githubAppBaseURL` from the Secret when set, everything else
  * `spec.apiURL` (or the API guessed from the address: `https://HOST/api/v3` on GitHub Enterprise).
  */
-function apiURLHint(url: string, base: string): string {
+function apiURLHint(url: string, fallbackBase: string): string {
   const app = /\/app(?:\/installations\/[^/]+\/access_tokens)?$/.test(pathOf(url));
+  // The base the call was made under (the App's calls may use githubAppBaseURL).
+  const m = /^(.*?)\/(?:app|repos|user|users|orgs|installation)(?:\/|$)/.exec(url.split('?')[0] ?? url);
+  const base = m?.[1] ?? fallbackBase;
   return `the API base URL ${base} does not answer as GitHub's API (a login or SSO page in front of it?); set ${
     app ? "githubAppBaseURL in the Provider's Secret (for the App's token) or " : ''
   }spec.apiURL to GitHub's API URL (GitHub Enterprise Server: https://HOST/api/v3)`;
