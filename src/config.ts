@@ -32,7 +32,10 @@ export interface ControllerOptions {
   watchNamespace: string;
   /** Label selector for the Providers and Alerts this instance serves (Flux's sharding flag); empty = all. */
   watchLabelSelector: string;
-  /** Goes into default commit-status contexts so two clusters never overwrite each other. */
+  /**
+   * Goes into default commit-status contexts so two clusters never overwrite each other. '' (the
+   * default): derived from the kube-system namespace UID at start (src/kube/cluster-name.ts).
+   */
   clusterName: string;
   logLevel: (typeof LOG_LEVELS)[number];
   /** Explicit kubeconfig path; otherwise in-cluster, `KUBECONFIG`, `~/.kube/config`. */
@@ -98,7 +101,8 @@ const USAGE = `pko-notification-controller [flags]
   --leader-election-retry-period=2s     interval of renewals and acquisition attempts
   --watch-namespace=NS                only watch NS (default: all namespaces)
   --watch-label-selector=SEL          only serve Providers/Alerts matching SEL, e.g. sharding.fluxcd.io/key=shard1
-  --cluster-name=NAME                 cluster name used in commit status contexts (default: "default")
+  --cluster-name=NAME                 cluster name used in commit status contexts (default: derived from
+                                      the kube-system namespace UID, e.g. cluster-3f9e1c2a)
   --log-level=info                    trace|debug|info|warn|error|fatal|silent
   --log-format=auto                   json|pretty|auto (pretty: dev runs on a terminal)
   --kubeconfig=PATH                   kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)
@@ -180,7 +184,7 @@ export function loadConfig(
         'leader-election-retry-period': { type: 'string', default: '2s' },
         'watch-namespace': { type: 'string', default: '' },
         'watch-label-selector': { type: 'string', default: '' },
-        'cluster-name': { type: 'string', default: 'default' },
+        'cluster-name': { type: 'string', default: '' },
         'log-level': { type: 'string', default: 'info' },
         'log-format': { type: 'string', default: 'auto' },
         kubeconfig: { type: 'string' },
@@ -220,7 +224,7 @@ export function loadConfig(
     throw new UsageError(`--log-format must be json, pretty or auto; got ${JSON.stringify(logFormat)}`);
   }
   const clusterName = v['cluster-name'];
-  if (!/^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$/.test(clusterName)) {
+  if (clusterName !== '' && !/^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$/.test(clusterName)) {
     throw new UsageError('--cluster-name must be a DNS label-like name (lower case, digits, "-", ".", ≤ 63)');
   }
   let relistIntervalMs: number;

@@ -46,6 +46,7 @@ import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
 import { createProviderRegistry, egressPolicy } from './registry.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
+import { resolveClusterName } from './kube/cluster-name.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -70,6 +71,8 @@ export interface ControllerDeps {
 }
 
 export interface ControllerHandle {
+  /** The cluster name in use: `--cluster-name`, else derived from the kube-system namespace UID. */
+  clusterName: string;
   /** Ports actually bound (0 when disabled). */
   metricsPort: number;
   probePort: number;
@@ -146,6 +149,21 @@ export async function startController(
   const namespace = opts.watchNamespace === '' ? undefined : opts.watchNamespace;
   const notReady = deps.notReadyRetryMs !== undefined ? { notReadyRetryMs: deps.notReadyRetryMs } : {};
   const child = (bindings: Record<string, string>): Logger => logger.child(bindings);
+
+  // Part of every default commit-status context: never a name two clusters share by default (N15).
+  // Throws ClusterNameError (the caller refuses to start) when it cannot be derived.
+  const cluster = await resolveClusterName(kc, opts.clusterName);
+  const clusterName = cluster.name;
+  logger.info(
+    {
+      clusterName,
+      source: cluster.source,
+      ...(cluster.uid !== undefined ? { kubeSystemUID: cluster.uid } : {}),
+    },
+    cluster.source === 'flag'
+      ? `cluster name ${clusterName} (--cluster-name)`
+      : `cluster name ${clusterName}, derived from the kube-system namespace UID ${cluster.uid ?? ''}; set --cluster-name to choose one`,
+  );
 
   // Where Provider connections may go (--egress-* flags).
   const egress = egressPolicy(opts.egress);
@@ -235,7 +253,7 @@ export async function startController(
         deps.notifiers ?? createProviderRegistry({ egress, githubWritePacing: opts.githubWritePacing }),
       health,
     },
-    clusterName: opts.clusterName,
+    clusterName,
     logger: child({ component: 'sender' }),
     redactor,
     registry,
@@ -277,7 +295,7 @@ export async function startController(
     readSecret: secretReader(kc),
     recorder,
     logger: child({ component: 'preview' }),
-    clusterName: opts.clusterName,
+    clusterName,
     egress,
     registry,
     webhookBindAddress: opts.previewWebhookBindAddress,
@@ -394,6 +412,7 @@ export async function startController(
   }
 
   return {
+    clusterName,
     metricsPort: servers.metricsPort,
     probePort: servers.probePort,
     alertIndex,

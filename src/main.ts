@@ -12,6 +12,7 @@ import { loadKubeConfig } from './kube/client.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from './kube/crds.ts';
 import { startController } from './controller.ts';
 import { Redactor } from './credential/redact.ts';
+import { ClusterNameError } from './kube/cluster-name.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -140,6 +141,12 @@ try {
     },
   });
 } catch (err) {
+  if (err instanceof ClusterNameError) {
+    // No name two clusters could share by default (case N15): refuse rather than guess.
+    logger.fatal(err.message);
+    await stopDevCluster?.();
+    process.exit(1);
+  }
   const flag = bindFlag(err);
   if (flag === undefined) throw err;
   logger.fatal(`cannot listen on ${flag}`);

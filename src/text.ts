@@ -243,3 +243,30 @@ const CONTROL_OR_SPACE = /[\u0000-\u001f\u007f-\u009f\s]+/g;
 export function singleLine(s: string): string {
   return stripAnsi(s).replace(CONTROL_OR_SPACE, ' ').trim();
 }
+
+/** A line that only labels a block (`stderr:`, `Outputs:`, `Resources:`): says nothing by itself. */
+const LABEL_ONLY = /^[\p{L}\p{N} _-]{1,40}:$/u;
+/** A line carrying an error, as the Pulumi CLI and PKO print them (`error: …`, `… running error: …`). */
+const ERROR_LINE = /(?:^|[\s:])error:/i;
+
+/** Where the Pulumi CLI / PKO start a block of errors: `Diagnostics:` and `stderr:` (PKO v1 and v2). */
+const ERROR_SECTION = /^(?:Diagnostics:$|stderr:)/;
+
+/**
+ * The line of a CLI output that says what failed (the built-in commit status description shows
+ * it): the first error line of the last `Diagnostics:` or `stderr:` block that has one (the cause,
+ * printed before its consequences such as `Error registering output`), else the last line with
+ * `error:`, else the last non-blank line that is not a bare label such as `stderr:` (PKO v1 ends
+ * every failure with an empty `stderr:` block, case N19). Trimmed; null when no line is left.
+ */
+export function meaningfulLine(output: string): string | null {
+  const lines = output.split('\n').map((l) => l.trim());
+  for (let i = lines.length - 1; i >= 0; i--) {
+    if (!ERROR_SECTION.test(lines[i] ?? '')) continue;
+    const cause = lines.slice(i).find((l) => ERROR_LINE.test(l));
+    if (cause !== undefined) return cause;
+  }
+  const error = lines.findLast((l) => ERROR_LINE.test(l));
+  if (error !== undefined) return error;
+  return lines.findLast((l) => l !== '' && !LABEL_ONLY.test(l)) ?? null;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { boundText, cleanMessage, headAndTail, stripAnsi } from '../src/text.ts';
+import { boundText, cleanMessage, headAndTail, meaningfulLine, stripAnsi } from '../src/text.ts';
 
 const ESC = '\u001b';
 
@@ -140,5 +140,63 @@ describe('headAndTail', () => {
 
   it('falls back to a plain cut when even the marker does not fit', () => {
     expect(headAndTail('x'.repeat(100), { max: 10, unit: 'codePoints', source: 'test' })).toBe('xxxxxxxxx…');
+  });
+});
+
+describe('meaningfulLine (N19)', () => {
+  // Real PKO v1.16 `RetryingAfterFailure` message (/work/shared/pko-traces/v1.16.0-real).
+  const v1 = [
+    'failed to run update: exit status 1',
+    'code: 1',
+    'stdout: Updating (dev):',
+    '',
+    '    pulumi:pulumi:Stack demo-app-dev running error: resource or variable named "doesNotExist" could not be found',
+    '    pulumi:pulumi:Stack demo-app-dev **failed** 2 errors',
+    'Diagnostics:',
+    '  pulumi:pulumi:Stack (demo-app-dev):',
+    '    error: resource or variable named "doesNotExist" could not be found',
+    '    ',
+    '      on Pulumi.yaml line 5:',
+    '       5:   greeting: ${doesNotExist}',
+    '    error: Error registering output [greeting]: no diagnostics',
+    '',
+    'Outputs:',
+    '    greeting: "hello-2"',
+    '',
+    'Resources:',
+    '    1 errored',
+    '',
+    'Duration: 1s',
+    '',
+    '',
+    'stderr: ',
+  ].join('\n');
+
+  it('PKO v1: the first diagnostic error, not the empty stderr: block', () => {
+    expect(meaningfulLine(v1)).toBe('error: resource or variable named "doesNotExist" could not be found');
+  });
+
+  it('PKO v2: the error under stderr:, not the source line after it', () => {
+    const v2 = [
+      'stdout: Updating (dev):',
+      'Duration: 1s',
+      '',
+      'stderr: error: resource or variable named "doesNotExist" could not be found',
+      '',
+      '  on Pulumi.yaml line 4:',
+      '   4:   greeting: ${doesNotExist}',
+      '',
+      'error: Error registering output [greeting]: no diagnostics',
+    ].join('\n');
+    expect(meaningfulLine(v2)).toBe(
+      'stderr: error: resource or variable named "doesNotExist" could not be found',
+    );
+  });
+
+  it('without error lines: the last line that is not a bare label; null when none', () => {
+    expect(meaningfulLine('exit status 1\nstderr:\n\n')).toBe('exit status 1');
+    expect(meaningfulLine('the run timed out\nOutputs:')).toBe('the run timed out');
+    expect(meaningfulLine('stderr:\n  \n')).toBeNull();
+    expect(meaningfulLine('a\nerror: late failure\nexit status 2')).toBe('error: late failure');
   });
 });

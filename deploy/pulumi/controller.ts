@@ -34,7 +34,10 @@ export interface ControllerArgs {
   image?: string;
   /** Default 2 (leader election: one sends, the other takes over). */
   replicas?: number;
-  /** `--cluster-name` (part of default commit-status contexts); the controller's default when unset. */
+  /**
+   * `--cluster-name` (part of default commit-status contexts). Unset: the controller derives one from
+   * the cluster's `kube-system` namespace UID (docs/install.md), so two clusters never share it.
+   */
   clusterName?: string;
   /** More controller flags, appended after the defaults. */
   extraArgs?: string[];

@@ -18,6 +18,14 @@ export class AlertIndex {
   /** Stores (or removes) a routed Alert; listeners hear of new or changed generations and removals. */
   set(key: string, alert: RoutedAlert | undefined): void {
     const prev = this.#alerts.get(key);
+    // The Alert's resourceVersion when first seen (its creation's, seen live): kept across updates.
+    if (
+      alert &&
+      prev?.uid === alert.uid &&
+      prev.sinceRv !== undefined &&
+      (alert.sinceRv === undefined || prev.sinceRv < alert.sinceRv)
+    )
+      alert = { ...alert, sinceRv: prev.sinceRv };
     if (alert) this.#alerts.set(key, alert);
     else this.#alerts.delete(key);
     const changed = alert

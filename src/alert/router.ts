@@ -17,7 +17,7 @@ import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { parseResourceVersion } from '../delivery/order.ts';
 import { eventsForStack, type DeriveContext } from '../source/derive.ts';
-import { RunCommits, V1FailureTexts } from '../source/runs.ts';
+import { RunCommits, SeenUpdates, V1FailureTexts } from '../source/runs.ts';
 import { eventForAlert, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
 
@@ -66,6 +66,8 @@ export class Router {
   /** PKO v1 error texts, seen in every stored Stack version (the condition showing them is brief). */
   readonly #v1Texts = new V1FailureTexts();
   readonly #commits = new RunCommits();
+  /** PKO v2 Updates seen, remembered after they are gone (N20). */
+  readonly #seenUpdates = new SeenUpdates();
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
@@ -82,6 +84,7 @@ export class Router {
       pullRequest: (ns, name) => pullRequestOf(opts.stacks.get(ns, name)),
       v1FailureText: (uid, commit) => this.#v1Texts.text(uid, commit),
       updateCommit: (uid, name) => this.#commits.commit(uid, name),
+      updateSeen: (uid, name) => this.#seenUpdates.seen(uid, name),
     };
     const stackKey = (s: Stack): string => `${s.metadata.namespace ?? ''}/${s.metadata.name ?? ''}`;
     opts.stacks.on('add', (s) => {
@@ -98,6 +101,7 @@ export class Router {
       if (s.metadata.uid !== undefined) {
         this.#v1Texts.forget(s.metadata.uid);
         this.#commits.forget(s.metadata.uid);
+        this.#seenUpdates.forget(s.metadata.uid);
       }
       this.queue.add(stackKey(s));
     });
@@ -110,6 +114,7 @@ export class Router {
       if (stack === undefined || name === undefined) return;
       const key = `${u.metadata.namespace ?? ''}/${stack}`;
       let set = this.#updatesByStack.get(key);
+      if (!deleted) this.#seenUpdates.observe(u);
       if (deleted) {
         set?.delete(name);
         if (set?.size === 0) this.#updatesByStack.delete(key);

@@ -22,11 +22,16 @@ const PORT = '(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2
 /** Not whitespace, spelled out: RE2's `\\s` (the API server) and JavaScript's differ beyond ASCII. */
 const NOT_SPACE = '[^\\t\\n\\f\\r ]';
 
-/** An absolute http(s) URL: scheme, host, optional port, then path, query or fragment without whitespace. */
-export const HTTP_URL_PATTERN = `^https?://${HOST}${PORT}([/?#]${NOT_SPACE}*)?$`;
+/**
+ * An absolute http(s) URL: scheme, host, optional port, then path, query or fragment without
+ * whitespace. Schemes are case-insensitive (RFC 3986 §3.1: `HTTPS://GitHub.COM/…` is a valid
+ * URL, and WHATWG and src/forge/url.ts read it so), spelled out as classes because the pattern
+ * also runs in the API server (RE2), where JavaScript's `i` flag does not exist.
+ */
+export const HTTP_URL_PATTERN = `^[Hh][Tt][Tt][Pp][Ss]?://${HOST}${PORT}([/?#]${NOT_SPACE}*)?$`;
 
 /** A git remote over ssh: `ssh://[user@]host[:port]/path` or scp-like `user@host:path`. */
-export const SSH_URL_PATTERN = `^(ssh://([-A-Za-z0-9._~]+@)?${HOST}${PORT}/${NOT_SPACE}+|[-A-Za-z0-9._]+@${HOST}:[^\\t\\n\\f\\r /]${NOT_SPACE}*)$`;
+export const SSH_URL_PATTERN = `^([Ss][Ss][Hh]://([-A-Za-z0-9._~]+@)?${HOST}${PORT}/${NOT_SPACE}+|[-A-Za-z0-9._]+@${HOST}:[^\\t\\n\\f\\r /]${NOT_SPACE}*)$`;
 
 const HTTP_URL = new RegExp(HTTP_URL_PATTERN);
 const SSH_URL = new RegExp(SSH_URL_PATTERN);

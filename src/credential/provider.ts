@@ -72,7 +72,18 @@ export type ProviderNotReadyReason =
   | 'EgressDenied';
 
 export type ResolveResult =
-  { ok: true; provider: ResolvedProvider } | { ok: false; reason: ProviderNotReadyReason; message: string };
+  | { ok: true; provider: ResolvedProvider }
+  | {
+      ok: false;
+      reason: ProviderNotReadyReason;
+      message: string;
+      /**
+       * With `InvalidAddress`: the refused URL and the field it came from (worded as in
+       * `message`), so the caller can say when it points somewhere the egress policy refuses
+       * anyway (a metadata address in decimal form): that is the reason to tell.
+       */
+      invalidURL?: { url: string; where: string };
+    };
 
 /** `spec.timeout` bounds, ms: below 1 s no real endpoint answers, above 5 min a send holds its lane too long. */
 export const TIMEOUT_RANGE_MS = { min: 1_000, max: 300_000 } as const;
@@ -86,10 +97,15 @@ function portProblem(s: string): string | undefined {
   }
 }
 
-const fail = (reason: ProviderNotReadyReason, message: string): ResolveResult => ({
+const fail = (
+  reason: ProviderNotReadyReason,
+  message: string,
+  invalidURL?: { url: string; where: string },
+): ResolveResult => ({
   ok: false,
   reason,
   message,
+  ...(invalidURL !== undefined ? { invalidURL } : {}),
 });
 
 /** Values trimmed of surrounding whitespace: a `token` with a trailing newline (F10c) is the usual `echo` mistake. */
@@ -167,6 +183,7 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
     return fail(
       'InvalidAddress',
       `${where} is not a valid ${git ? 'http(s) or ssh repository' : 'http(s)'} URL`,
+      { url: address, where },
     );
   }
   const badPort = portProblem(address);
@@ -182,7 +199,10 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
     );
   }
   if (spec.apiURL !== undefined && !isHttpURL(spec.apiURL)) {
-    return fail('InvalidAddress', 'spec.apiURL is not a valid http(s) URL');
+    return fail('InvalidAddress', 'spec.apiURL is not a valid http(s) URL', {
+      url: spec.apiURL,
+      where: 'spec.apiURL',
+    });
   }
   const badApiPort = spec.apiURL === undefined ? undefined : portProblem(spec.apiURL);
   if (badApiPort !== undefined) return fail('InvalidAddress', `spec.apiURL: ${badApiPort}`);

@@ -47,7 +47,7 @@ import type { KubeObject } from '../api/meta.ts';
 import { jitteredBackoff, sleep, systemClock, type Clock } from '../kube/clock.ts';
 import { counter } from '../kube/metrics.ts';
 import type { Logger } from '../log.ts';
-import { ProviderError } from '../notifier/errors.ts';
+import { ProviderError, withoutRetryPromise } from '../notifier/errors.ts';
 import type { Verdict } from '../notifier/classify.ts';
 import {
   entryCovers,
@@ -235,17 +235,18 @@ export class Dispatcher implements DeliveryQueue {
     for (const offered of events) {
       const ev = offered.event;
       const rk = runKey(ev.identity);
-      const p: Pending = {
-        offered,
-        runKey: rk,
-        runHash: runHash(rk),
-        beforeAlert: entry === undefined && (Date.parse(ev.timestamp) || 0) < alert.createdMs,
-      };
       lane ??= this.#newLane(laneKey, alert, stackUid);
       if (offered.observed !== undefined) {
         const seen = lane.firstSeen.get(rk);
         if (seen === undefined || offered.observed < seen) lane.firstSeen.set(rk, offered.observed);
       }
+      const p: Pending = {
+        offered,
+        runKey: rk,
+        runHash: runHash(rk),
+        // The run's first observation, not this snapshot's (a later write of an old run's object).
+        beforeAlert: entry === undefined && beforeAlert(ev, lane.firstSeen.get(rk), alert),
+      };
       if (entryCovers(entry, this.#ref(lane, p, entry))) {
         lane.pending.delete(ev.id);
         continue;
@@ -531,7 +532,16 @@ export class Dispatcher implements DeliveryQueue {
       }
       const elapsed = this.#clock.now() - started;
       if (!verdict.retry)
-        return this.#fail(lane, alert, item, p, 'DeliveryFailed', pe.message, log, attempts);
+        return this.#fail(
+          lane,
+          alert,
+          item,
+          p,
+          'DeliveryFailed',
+          failureText('DeliveryFailed', pe),
+          log,
+          attempts,
+        );
       if (elapsed >= this.#retry.maxElapsedMs) {
         return this.#fail(
           lane,
@@ -539,7 +549,7 @@ export class Dispatcher implements DeliveryQueue {
           item,
           p,
           'RetriesExhausted',
-          `gave up after ${Math.round(elapsed / 1000)} s: ${pe.message}`,
+          failureText('RetriesExhausted', pe, elapsed),
           log,
           attempts,
         );
@@ -549,7 +559,7 @@ export class Dispatcher implements DeliveryQueue {
         verdict.retryAfterMs ?? 0,
       );
       const reason = retryReason(verdict);
-      this.#report(alert, p, ev, 'Retrying', reason, pe.message, {
+      this.#report(alert, p, ev, 'Retrying', reason, failureText('Retrying', pe), {
         attempts,
         nextAttemptMs: this.#clock.now() + delay,
       });
@@ -658,7 +668,7 @@ export class Dispatcher implements DeliveryQueue {
     const ev = item.offered.event;
     await this.#record(alert, lane, item, undefined, log);
     const text = this.#redact(
-      `${ev.reason} for ${ev.involvedObject.namespace}/${ev.involvedObject.name} may or may not have arrived (no answer after it was sent: ${pe.message}); not sent again, because ${p.type} cannot tell a repeat`,
+      `${ev.reason} for ${ev.involvedObject.namespace}/${ev.involvedObject.name} may or may not have arrived (${failureText('Unconfirmed', pe)}); not sent again, because ${p.type} cannot tell a repeat`,
       p,
     );
     log.warn({ result: 'Unconfirmed' }, text);
@@ -781,6 +791,48 @@ export class Dispatcher implements DeliveryQueue {
 /** A function, not the property: TypeScript would narrow `signal.aborted` across awaits. */
 function aborted(signal: AbortSignal): boolean {
   return signal.aborted;
+}
+
+/**
+ * Whether an event happened before its Alert existed (a new Alert does not replay history), by
+ * observation first (case N16): a run the controller first observed at a resourceVersion after
+ * the Alert's ({@link DeliveryAlert.sinceRv}) is after it, whatever time PKO stamped on it — a
+ * PKO clock minutes behind must not make the first run after a new Alert "older" than it. Only
+ * when observation cannot tell (no resourceVersion, or one before the Alert's first-seen one,
+ * which may be later than its creation after a restart) does the event's time decide, against
+ * the Alert's `creationTimestamp`.
+ */
+export function beforeAlert(
+  ev: NotificationEvent,
+  observed: number | undefined,
+  alert: Pick<DeliveryAlert, 'createdMs' | 'sinceRv'>,
+): boolean {
+  if (observed !== undefined && alert.sinceRv !== undefined && observed > alert.sinceRv) return false;
+  return (Date.parse(ev.timestamp) || 0) < alert.createdMs;
+}
+
+/**
+ * What the controller writes about a failed attempt (Alert `lastDelivery`, Warning Events, logs),
+ * by outcome, so that no message contradicts itself about retrying:
+ * - `Retrying`: the error's own message (it says it will retry, and when);
+ * - `RetriesExhausted`: `gave up after N s of retries: …` without the error's promise to retry;
+ * - `DeliveryFailed` (a final error) and `Unconfirmed` (not sent again): the message without it.
+ */
+export function failureText(
+  outcome: 'Retrying' | 'RetriesExhausted' | 'DeliveryFailed' | 'Unconfirmed',
+  pe: ProviderError,
+  elapsedMs = 0,
+): string {
+  switch (outcome) {
+    case 'Retrying':
+      return pe.message;
+    case 'RetriesExhausted':
+      return `gave up after ${String(Math.round(elapsedMs / 1000))} s of retries: ${withoutRetryPromise(pe.message)}`;
+    case 'DeliveryFailed':
+      return withoutRetryPromise(pe.message);
+    case 'Unconfirmed':
+      return `no answer after it was sent: ${withoutRetryPromise(pe.message)}`;
+  }
 }
 
 /** The reason shown while an event is retried (the Alert's status). */

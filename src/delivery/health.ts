@@ -1,15 +1,17 @@
 /**
  * What sends reveal about a Provider that its spec cannot show: a TLS verification failure, a
- * proxy failure, rejected credentials, or an address the egress policy refuses. The send façade
- * reports after every attempt; the Provider reconciler shows the problem as `Ready=False`
- * (`CertificateError`, `ProxyError`, `AuthenticationFailed`, `EgressDenied`) until a send
+ * proxy failure, rejected credentials, an address the egress policy refuses, or an address that
+ * answers as something other than the API (an HTML page, a login or SSO redirect: case N13). The
+ * send façade reports after every attempt; the Provider reconciler shows the problem as
+ * `Ready=False` (`CertificateError`, `ProxyError`, `AuthenticationFailed`, `EgressDenied`,
+ * `NotTheAPI`) until a send
  * succeeds. The Provider stays usable meanwhile: its events keep being retried, and the first
  * successful send clears the problem.
  */
 import type { ProviderError } from '../notifier/errors.ts';
 
 export type ProviderProblemReason =
-  'CertificateError' | 'ProxyError' | 'AuthenticationFailed' | 'EgressDenied';
+  'CertificateError' | 'ProxyError' | 'AuthenticationFailed' | 'EgressDenied' | 'NotTheAPI';
 
 export interface ProviderProblem {
   reason: ProviderProblemReason;

@@ -17,6 +17,12 @@ export interface DeliveryAlert {
   /** `metadata.creationTimestamp` in epoch ms: events older than the Alert are not sent. */
   createdMs: number;
   /**
+   * The smallest resourceVersion the controller has seen the Alert at (its creation's when the
+   * controller saw it created): a run first observed at a later resourceVersion happened after
+   * the Alert, whatever PKO's clock says (case N16; ./dispatcher.ts `beforeAlert`).
+   */
+  sinceRv?: number | undefined;
+  /**
    * The Alert's templates (built-ins overridden by its ConfigMap and the Provider's context),
    * rendered in the template sandbox (src/template/sandbox.ts).
    */

@@ -3,7 +3,7 @@
  * redacted errors), and narrowing helpers for the few fields each forge reads (no schema library
  * needed for them).
  */
-import { classifyAnswer } from '../notifier/classify.ts';
+import { classifyAnswer, isHtml } from '../notifier/classify.ts';
 import { ProviderError } from '../notifier/errors.ts';
 import type { HttpResponse, ProviderHttp } from '../notifier/http.ts';
 
@@ -48,7 +48,7 @@ export function parseJson(res: HttpResponse, what: string, secretValues: readonl
     );
     if (c?.verdict.kind === 'auth') {
       throw new ProviderError(
-        `${what} answered ${res.status} with a sign-in page instead of JSON: the credentials were not accepted (expired or revoked?); check the Provider's Secret (spec.secretRef)`,
+        `${what} answered ${res.status} with a sign-in page instead of JSON: the credentials were not accepted (expired or revoked?), or the address is a login or SSO page in front of the API; check the Provider's Secret (spec.secretRef) and that the Provider address (or spec.apiURL) is the API's`,
         {
           code: `HTTP_${res.status}`,
           status: res.status,
@@ -58,14 +58,19 @@ export function parseJson(res: HttpResponse, what: string, secretValues: readonl
         },
       );
     }
+    // An HTML page (the web UI, a portal in front of the API) says the URL is wrong: the Provider
+    // shows it (NotTheAPI, N13); a broken JSON body from the API itself does not.
+    const html = isHtml(res.text, res.headers.get('content-type'));
     throw new ProviderError(
-      `${what} answered ${res.status} with a body that is not JSON: check that the Provider address (or spec.apiURL) points at the forge's API`,
+      `${what} answered ${res.status} with ${html ? 'an HTML page' : 'a body that is not JSON'}: set the Provider address (or spec.apiURL) to the forge's API URL`,
       {
         code: 'BAD_RESPONSE',
         status: res.status,
         retryable: false,
         secretValues,
-        verdict: { kind: 'badResponse', retry: false },
+        verdict: html
+          ? { kind: 'badResponse', retry: false, condition: 'NotTheAPI' }
+          : { kind: 'badResponse', retry: false },
       },
     );
   }

@@ -44,6 +44,31 @@ export function repositoryFor(
  */
 const TARGET_REFUSALS = new Set(['locked', 'notFound']);
 
+/**
+ * A failure of the comment step as the send's error: when the commit status was set first, the
+ * message says so and names the part that failed (kind, retry and status of `err` kept), so
+ * neither an Event nor `lastDelivery` reads as if nothing had been done — or as "no pull request".
+ * Anything that is not a `ProviderError` is returned unchanged.
+ */
+function commentStepFailed(err: unknown, statusSet: boolean, what: string): unknown {
+  if (!(err instanceof ProviderError) || !statusSet) return err;
+  // Conditions per capability: a permission refused for comments while the same credentials set
+  // the status is about comments only. The Provider is not marked AuthenticationFailed (its
+  // statuses work); the event's failure, Event and lastDelivery say what to grant.
+  const commentsOnly = err.verdict.kind === 'permission';
+  const message = commentsOnly
+    ? `the commit status is set, but ${what} was refused: the credentials may set commit statuses but lack permission for pull requests (grant pull requests write, or turn spec.pullRequestComment off); final for this event: ${err.message}`
+    : `the commit status is set, but ${what} failed: ${err.message}`;
+  return new ProviderError(message, {
+    code: err.code,
+    status: err.status,
+    retryable: err.retryable,
+    retryAfterMs: err.retryAfterMs,
+    secretValues: [],
+    verdict: commentsOnly ? { kind: 'permission', retry: false } : err.verdict,
+  });
+}
+
 /** Pull request ids named explicitly by the event (`metadata.pullRequest`, a positive integer), or undefined. */
 export function explicitPullRequest(ev: NotificationEvent): string | undefined {
   const v = ev.metadata.pullRequest?.trim();
@@ -190,7 +215,12 @@ export function forgeNotifier<R, P extends { id: string }>(
       const comment = rendered.comment;
       if (comment !== undefined && opts.pullRequestComment) {
         const refused: { pr: string; err: ProviderError }[] = [];
-        for (const pr of await ctx.pullRequests()) {
+        // A failure to find the pull requests (an answer over the read limit, N17) fails the
+        // comment step, saying so: it is never "no pull request".
+        const found = await ctx.pullRequests().catch((err: unknown) => {
+          throw commentStepFailed(err, cs !== undefined, `finding the pull requests of ${sha}`);
+        });
+        for (const pr of found) {
           try {
             await serialize(`comment\u0000${who}\u0000${repoKey}\u0000${pr.id}\u0000${comment.marker}`, () =>
               upsertStickyComment({
@@ -206,7 +236,8 @@ export function forgeNotifier<R, P extends { id: string }>(
           } catch (err) {
             // One pull request refusing for good (locked, gone) does not keep the comment from
             // the others; anything else (retryable, or about the Provider) fails the send now.
-            if (!(err instanceof ProviderError) || !TARGET_REFUSALS.has(err.verdict.kind)) throw err;
+            if (!(err instanceof ProviderError) || !TARGET_REFUSALS.has(err.verdict.kind))
+              throw commentStepFailed(err, cs !== undefined, `the comment on pull request #${pr.id}`);
             refused.push({ pr: pr.id, err });
           }
         }

@@ -84,35 +84,38 @@ export async function discardBody(body: ReadableStream<Uint8Array> | null): Prom
   }
 }
 
+/** A whole body read into memory, or how far it went before the cap. */
+export interface BoundedBytes {
+  /** The bytes read (at most `max`; empty when `truncated`: they are not kept). */
+  bytes: Uint8Array;
+  /** The body had more than `max` bytes; the rest was cancelled unread. */
+  truncated: boolean;
+}
+
 /**
- * `body` passed through, failing with `tooLarge()` once more than `max` bytes went by (the rest
- * is cancelled). For client libraries that read bodies themselves (Octokit through
- * `ProviderHttp.fetch`).
+ * Reads all of `body` (at most `max` bytes) into memory, for client libraries that read bodies
+ * themselves (Octokit through `ProviderHttp.fetch`). Reading it before handing it over is the
+ * point: Octokit turns a body that fails mid-read into `""` (`response.text().catch(() => "")`
+ * in @octokit/request), which reads as an empty answer — a 50 MB pull-request listing became
+ * "no pull requests" (case N17). Over the cap the caller fails the call instead.
  */
-export function capStream(
-  body: ReadableStream<Uint8Array>,
+export async function readAllBounded(
+  body: ReadableStream<Uint8Array> | null,
   max: number,
-  tooLarge: () => Error,
-): ReadableStream<Uint8Array> {
+): Promise<BoundedBytes> {
+  if (body === null) return { bytes: new Uint8Array(0), truncated: false };
   const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
   let seen = 0;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const { done, value } = await reader.read();
-      if (done) {
-        controller.close();
-        return;
-      }
-      seen += value.byteLength;
-      if (seen > max) {
-        await reader.cancel();
-        controller.error(tooLarge());
-        return;
-      }
-      controller.enqueue(value);
-    },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  });
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    seen += value.byteLength;
+    if (seen > max) {
+      await reader.cancel();
+      return { bytes: new Uint8Array(0), truncated: true };
+    }
+    chunks.push(value);
+  }
+  return { bytes: Buffer.concat(chunks), truncated: false };
 }

@@ -18,13 +18,15 @@
  * | `unreachable` | DNS, refused, TLS, proxy: nothing was sent                                   | yes                        | TLS → `CertificateError`, proxy → `ProxyError` |
  * | `ambiguous`   | timeout or reset after the request was sent: it may have taken effect       | yes — the delivery layer decides per provider type |—|
  * | `redirect`    | a redirect to another origin, or too many                                    | no                         | —                      |
- * | `badResponse` | HTML or another body where the API sends JSON, a wrong JSON shape            | no                         | —                      |
+ * | `badResponse` | HTML or another body where the API sends JSON, a wrong JSON shape            | no                         | `NotTheAPI` (HTML)     |
  * | `aborted`     | cancelled by us (shutdown) or the HTTP client closed                         | yes                        | —                      |
  *
  * The patterns below come from real answers (each with its source) and are table-tested per forge
  * in test/notifier/classify.test.ts. Also here: the retry facts read from headers
  * (`Retry-After`, rate-limit resets), used by every classification.
  */
+
+import { SIGN_IN_LOCATION } from './redirect.ts';
 
 /** The kinds of outcome (see the table in the module comment). */
 export type AnswerKind =
@@ -43,7 +45,7 @@ export type AnswerKind =
   | 'aborted';
 
 /** What a failed send says about the whole Provider (`Ready=False` with this reason until a send succeeds). */
-export type ProviderCondition = 'AuthenticationFailed' | 'CertificateError' | 'ProxyError';
+export type ProviderCondition = 'AuthenticationFailed' | 'CertificateError' | 'ProxyError' | 'NotTheAPI';
 
 /**
  * The typed verdict on one failed call, consumed by the delivery layer (docs/architecture.md,
@@ -93,15 +95,69 @@ export function isRetryableStatus(status: number): boolean {
 }
 
 /**
- * How long the endpoint asked us to wait, in milliseconds (≥ 0, capped at 1 hour), or
- * undefined when its headers do not say. Sources, first match wins:
- * - `Retry-After`: delta seconds or an HTTP-date (RFC 9110 §10.2.3);
- * - `x-ratelimit-remaining: 0` with `x-ratelimit-reset` in epoch seconds (GitHub);
- * - `RateLimit-Reset` (GitLab: epoch seconds; IETF draft: delta seconds — values above 10⁹
- *   are read as epoch seconds), used when `RateLimit-Remaining` is absent or 0.
- * `nowMs` is the current time in epoch milliseconds (injected for tests).
+ * Seconds as Google APIs write a `google.protobuf.Duration` in JSON (`"2.5s"`), else undefined.
  */
-export function retryAfterFrom(headers: HeaderReader, nowMs: number): number | undefined {
+function durationSeconds(v: unknown): number | undefined {
+  if (typeof v !== 'string') return undefined;
+  const m = /^(\d+(?:\.\d+)?)s$/.exec(v.trim());
+  return m?.[1] === undefined ? undefined : Number(m[1]);
+}
+
+/**
+ * The wait a JSON error body names, in seconds, or undefined. Sources:
+ * - Discord: 429 `{"message": …, "retry_after": 2.5, "global": false}`, seconds as a float
+ *   (discord.com/developers/docs/topics/rate-limits "Exceeding A Rate Limit");
+ * - Google APIs (Google Chat): `{"error": {"details": [{"@type":
+ *   "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2.5s"}]}}` (the error model's
+ *   `RetryInfo`, cloud.google.com/apis/design/errors "Error details").
+ * Only the first 64 KiB are parsed (rate-limit answers are small).
+ */
+function bodyRetrySeconds(body: string): number | undefined {
+  if (body === '' || body.length > 65_536 || !body.includes('retry')) return undefined;
+  let data: unknown;
+  try {
+    data = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) return undefined;
+  const d = data as Record<string, unknown>;
+  if (typeof d.retry_after === 'number' && Number.isFinite(d.retry_after) && d.retry_after >= 0)
+    return d.retry_after;
+  const err = d.error;
+  if (err !== null && typeof err === 'object' && Array.isArray((err as Record<string, unknown>).details)) {
+    for (const x of (err as { details: unknown[] }).details) {
+      if (x === null || typeof x !== 'object') continue;
+      const detail = x as Record<string, unknown>;
+      if (detail['@type'] === 'type.googleapis.com/google.rpc.RetryInfo') {
+        const secs = durationSeconds(detail.retryDelay);
+        if (secs !== undefined) return secs;
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * How long the endpoint asked us to wait, in milliseconds (≥ 0, capped at 1 hour), or
+ * undefined when its answer does not say. Every service's documented hint, first match wins:
+ * - `Retry-After`: delta seconds or an HTTP-date (RFC 9110 §10.2.3) — Slack (api.slack.com/
+ *   apis/rate-limits), Microsoft Teams ("Rate limiting for connectors"), Azure DevOps
+ *   (learn.microsoft.com/azure/devops/integrate/concepts/rate-limits), Bitbucket Data Center
+ *   ("Rate limiting"), GitLab, GitHub secondary limits, Discord;
+ * - `x-ratelimit-remaining: 0` with `x-ratelimit-reset` in epoch seconds (GitHub "Rate limits for
+ *   the REST API"; Azure DevOps sends the same pair);
+ * - `RateLimit-Reset` (GitLab: epoch seconds; IETF draft: delta seconds — values above 10⁹
+ *   are read as epoch seconds), used when `RateLimit-Remaining` is absent or 0;
+ * - `X-RateLimit-Reset-After` (Discord: seconds, a float, until the bucket resets), when
+ *   `X-RateLimit-Remaining` is absent or 0;
+ * - the body (`body`, JSON): Discord `retry_after`, Google Chat `RetryInfo.retryDelay`
+ *   ({@link bodyRetrySeconds}).
+ * Bitbucket Cloud and Gitea document no wait (Bitbucket Cloud's 429 names none; Gitea has no API
+ * rate limit): the delivery layer's backoff applies. `nowMs` is the current time in epoch
+ * milliseconds (injected for tests).
+ */
+export function retryAfterFrom(headers: HeaderReader, nowMs: number, body = ''): number | undefined {
   const ra = headers.get('retry-after');
   if (ra !== null) {
     const secs = parseNumber(ra);
@@ -112,7 +168,8 @@ export function retryAfterFrom(headers: HeaderReader, nowMs: number): number | u
     const at = /[A-Za-z]{3}/.test(t) && /\d{2}:\d{2}:\d{2}/.test(t) ? Date.parse(t) : Number.NaN;
     if (!Number.isNaN(at)) return clampDelay(at - nowMs);
   }
-  if (parseNumber(headers.get('x-ratelimit-remaining')) === 0) {
+  const xRemaining = headers.get('x-ratelimit-remaining');
+  if (parseNumber(xRemaining) === 0) {
     const reset = parseNumber(headers.get('x-ratelimit-reset'));
     if (reset !== undefined) return clampDelay(reset * 1000 - nowMs);
   }
@@ -123,7 +180,12 @@ export function retryAfterFrom(headers: HeaderReader, nowMs: number): number | u
       return clampDelay(reset >= EPOCH_SECONDS_THRESHOLD ? reset * 1000 - nowMs : reset * 1000);
     }
   }
-  return undefined;
+  if (xRemaining === null || parseNumber(xRemaining) === 0) {
+    const after = parseNumber(headers.get('x-ratelimit-reset-after'));
+    if (after !== undefined) return clampDelay(after * 1000);
+  }
+  const fromBody = bodyRetrySeconds(body);
+  return fromBody === undefined ? undefined : clampDelay(fromBody * 1000);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -192,6 +254,17 @@ const SIGN_IN = [
   /\b(?:_signin|users\/sign_in|user\/login|login\.microsoftonline\.com|\/oauth2?\/authorize)\b/i,
 ];
 
+/** Whether a `Location` names a sign-in page (./redirect.ts `SIGN_IN_LOCATION`: path or host). */
+function signInLocation(location: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(location, 'http://relative.invalid');
+  } catch {
+    return false;
+  }
+  return SIGN_IN_LOCATION.test(u.pathname) || SIGN_IN_LOCATION.test(u.host);
+}
+
 /** Whether an HTML body is a sign-in page (see {@link SIGN_IN}). */
 export function isSignInPage(body: string): boolean {
   const head = body.slice(0, 64 * 1024);
@@ -256,7 +329,7 @@ export function classifyAnswer(a: Answer, nowMs: number): { verdict: Verdict; sa
     if (a.expectJson === true && html) {
       return isSignInPage(body)
         ? verdict('auth', false, { condition: 'AuthenticationFailed' })
-        : verdict('badResponse', false);
+        : verdict('badResponse', false, { condition: 'NotTheAPI' });
     }
     return undefined;
   }
@@ -264,11 +337,11 @@ export function classifyAnswer(a: Answer, nowMs: number): { verdict: Verdict; sa
     // A redirect to a sign-in page (Azure DevOps without `X-TFS-FedAuthRedirect: Suppress`,
     // GitLab `/users/sign_in`, an SSO proxy) means the credentials were not accepted.
     const location = headers.get('location') ?? '';
-    return SIGN_IN[2]?.test(location) === true
+    return SIGN_IN[2]?.test(location) === true || signInLocation(location)
       ? verdict('auth', false, { condition: 'AuthenticationFailed' })
       : verdict('redirect', false);
   }
-  const wait = retryAfterFrom(headers, nowMs);
+  const wait = retryAfterFrom(headers, nowMs, body);
   if (status === 401) return verdict('auth', false, { condition: 'AuthenticationFailed' });
   if (status === 407) return verdict('auth', false, { condition: 'ProxyError' });
   if (status === 429) return verdict('rateLimited', true, { retryAfterMs: wait });

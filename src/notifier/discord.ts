@@ -21,7 +21,8 @@ import { boundText } from '../text.ts';
 import type { ProviderLimits } from '../template/rendered.ts';
 import { urlValue } from '../template/markup.ts';
 import { RESPONSE_CAPS } from './body.ts';
-import { assertFits, ProviderError } from './errors.ts';
+import { assertFits } from './errors.ts';
+import { notApiAnswer } from './http-errors.ts';
 import type { NotifierFactory } from './types.ts';
 
 /** What the renderer fits the message to. */
@@ -89,10 +90,10 @@ export const discord: NotifierFactory = (p, { http }) => {
         id = undefined;
       }
       if (typeof id !== 'string') {
-        throw new ProviderError(
-          'the Discord webhook answered without the created message: check that spec.address is a Discord webhook URL',
-          { status: res.status, retryable: false, code: 'BAD_RESPONSE', secretValues: http.secretValues },
-        );
+        throw notApiAnswer('the Discord webhook', res, http.secretValues, {
+          retryable: false,
+          fix: "set the address (spec.address or the Secret's key 'address') to a Discord webhook URL (https://discord.com/api/webhooks/<id>/<token>)",
+        });
       }
       return undefined;
     },

@@ -45,6 +45,20 @@ export interface ProviderErrorOptions {
   verdict?: Verdict | undefined;
 }
 
+/** `: will retry;` in the middle of a message (the TIMEOUT hint goes on after it). */
+const RETRY_PROMISE_MID = /:\s*will retry(?: after \d+(?:\.\d+)?m?s)?;\s*/g;
+/** `; will retry`, `; will retry after 7s`, `: will retry` where a clause ends. */
+const RETRY_PROMISE = /\s*[;:,]?\s*will retry(?: after \d+(?:\.\d+)?m?s)?(?=$|[.;,)])/g;
+
+/**
+ * `message` without its promise to retry (`…; will retry after 7s`), for what the controller
+ * writes once it stopped retrying (retries exhausted, a final failure, an outcome it cannot
+ * confirm): a message saying both "gave up" and "will retry" tells the user nothing.
+ */
+export function withoutRetryPromise(message: string): string {
+  return message.replace(RETRY_PROMISE_MID, ': ').replace(RETRY_PROMISE, '');
+}
+
 /**
  * A failed call to a provider endpoint. `message` says what failed and what to do about it,
  * and is already safe to show anywhere (see the module comment); no `cause` is attached,

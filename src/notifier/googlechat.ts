@@ -105,6 +105,9 @@ export const googlechat: NotifierFactory = (p, { http }) => {
         headers: { 'Content-Type': 'application/json; charset=UTF-8' },
         body,
         responseBody: 'discard',
+        notHtml: {
+          fix: "set the address (spec.address or the Secret's key 'address') to the space's incoming-webhook URL (https://chat.googleapis.com/v1/spaces/…/messages?key=…&token=…)",
+        },
         ...(signal !== undefined ? { signal } : {}),
       });
       return undefined;

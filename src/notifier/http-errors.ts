@@ -7,7 +7,14 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { Headers } from 'undici';
-import { classifyAnswer, verdictForCode, type AnswerKind, type Verdict } from './classify.ts';
+import {
+  classifyAnswer,
+  isHtml,
+  isSignInPage,
+  verdictForCode,
+  type AnswerKind,
+  type Verdict,
+} from './classify.ts';
 import { ProviderError } from './errors.ts';
 import { recognisedMessage } from './reflect.ts';
 import { MAX_REDIRECTS, type RedirectRefusal } from './redirect.ts';
@@ -109,7 +116,7 @@ function hintFor(kind: AnswerKind, status: number, retryAfterMs: number | undefi
     case 'conflict':
       return 'conflict; will retry';
     case 'badResponse':
-      return "the answer is not the API's (an HTML page?): check that the Provider address points at the API";
+      return "the answer is not the API's (an HTML page?): set the Provider address (or spec.apiURL) to the API's own URL";
     default:
       return 'the endpoint rejected the request: check the Provider address and type';
   }
@@ -144,6 +151,23 @@ export function httpError(
   };
   const { verdict } = classified;
 
+  const r0 = opts.redirect;
+  if (r0?.reason === 'signIn' || r0?.reason === 'write') {
+    const why =
+      r0.reason === 'signIn'
+        ? `to a sign-in page (${r0.location}): not followed. The credentials were not accepted, or the address is not the API (a login or SSO page in front of it): check the Provider's Secret and set the Provider address (or spec.apiURL) to the API's own URL`
+        : `with ${status} to ${r0.location}, which for a ${method} means "look at this page" (a login form?), not "send it there": not followed; set the Provider address (or spec.apiURL) to the API's own URL`;
+    return new ProviderError(`${what}: the endpoint redirects ${why}`, {
+      code: 'REDIRECT',
+      status,
+      retryable: false,
+      secretValues,
+      verdict:
+        r0.reason === 'signIn'
+          ? { kind: 'auth', retry: false, condition: 'AuthenticationFailed' }
+          : { kind: 'redirect', retry: false, condition: 'NotTheAPI' },
+    });
+  }
   if (verdict.kind === 'redirect') {
     const r = opts.redirect;
     const why =
@@ -265,5 +289,50 @@ export function transportError(
   return new ProviderError(
     `${method} ${target} failed (${detail})${sentNote}: check that the address is right and reachable from the controller; will retry`,
     { code: 'NETWORK', retryable: true, secretValues, verdict: verdict('NETWORK', true) },
+  );
+}
+
+/**
+ * A 2xx answer that is not the JSON the API sends, for chat clients that read their own answers:
+ * a sign-in page is `auth` (AuthenticationFailed), any other HTML page means the address is not
+ * the API (`NotTheAPI`: a portal or web page in front of it, case N13), anything else is
+ * `badResponse`, retried as `retryable` says. The message names what to set.
+ */
+export function notApiAnswer(
+  what: string,
+  res: { status: number; headers: { get(name: string): string | null }; text: string },
+  secretValues: readonly string[],
+  opts: { retryable: boolean; fix: string },
+): ProviderError {
+  const page = isHtml(res.text, res.headers.get('content-type'));
+  if (page && isSignInPage(res.text)) {
+    return new ProviderError(
+      `${what} answered ${res.status} with a sign-in page: the credentials were not accepted, or the address is a login page in front of the API; ${opts.fix}`,
+      {
+        code: 'BAD_RESPONSE',
+        status: res.status,
+        retryable: false,
+        secretValues,
+        verdict: { kind: 'auth', retry: false, condition: 'AuthenticationFailed' },
+      },
+    );
+  }
+  if (page) {
+    return new ProviderError(`${what} answered ${res.status} with an HTML page, not the API: ${opts.fix}`, {
+      code: 'BAD_RESPONSE',
+      status: res.status,
+      retryable: false,
+      secretValues,
+      verdict: { kind: 'badResponse', retry: false, condition: 'NotTheAPI' },
+    });
+  }
+  return new ProviderError(
+    `${what} answered ${res.status} with a body that is not the API's answer: ${opts.fix}`,
+    {
+      code: 'BAD_RESPONSE',
+      status: res.status,
+      retryable: opts.retryable,
+      secretValues,
+    },
   );
 }

@@ -16,7 +16,7 @@ import { rootCertificates } from 'node:tls';
 import { Agent, ProxyAgent, Response, fetch as undiciFetch, type Dispatcher, type Headers } from 'undici';
 import type { ReadableStream } from 'node:stream/web';
 import type { ResolvedProvider } from '../credential/provider.ts';
-import { capStream, discardBody, readBounded, RESPONSE_CAPS } from './body.ts';
+import { discardBody, readAllBounded, readBounded, RESPONSE_CAPS } from './body.ts';
 import { egressDenial, egressMessage, type EgressDeniedError, type EgressPolicy } from './egress.ts';
 import { ProviderError } from './errors.ts';
 import { httpError, transportError, type FailureContext } from './http-errors.ts';
@@ -59,6 +59,13 @@ export interface HttpRequestInit {
    * `maxResponseBytes`); a longer body fails with `RESPONSE_TOO_LARGE` unread.
    */
   responseBody?: 'discard' | number;
+  /**
+   * The endpoint is an API that never answers a web page (chat webhooks): a 2xx with
+   * `Content-Type: text/html` — a login portal or web page in front of it — fails with
+   * `BAD_RESPONSE` and Provider condition `NotTheAPI` instead of counting as delivered (N13).
+   * Say what URL to set in `fix`.
+   */
+  notHtml?: { fix: string };
 }
 
 export interface HttpResponse {
@@ -198,18 +205,26 @@ export class ProviderHttp {
       const ok =
         (res.status >= 200 && res.status <= 299) || (init.acceptStatus?.includes(res.status) ?? false);
       if (ok) {
+        if (init.notHtml !== undefined && /^\s*text\/html\b/i.test(res.headers.get('content-type') ?? '')) {
+          await discardBody(res.body);
+          throw new ProviderError(
+            `${method} ${target} answered ${res.status} with an HTML page, not the API: ${init.notHtml.fix}`,
+            {
+              code: 'BAD_RESPONSE',
+              status: res.status,
+              retryable: false,
+              secretValues,
+              verdict: { kind: 'badResponse', retry: false, condition: 'NotTheAPI' },
+            },
+          );
+        }
         if (init.responseBody === 'discard') {
           await discardBody(res.body);
           return { status: res.status, headers: res.headers, text: '' };
         }
         const max = init.responseBody ?? this.#maxResponseBytes;
         const body = await readBounded(res.body, max);
-        if (body.truncated) {
-          throw new ProviderError(
-            `${method} ${target} answered ${res.status} with a body over ${max} bytes: refusing to read it`,
-            { code: 'RESPONSE_TOO_LARGE', status: res.status, retryable: false, secretValues },
-          );
-        }
+        if (body.truncated) throw this.#tooLarge(method, target, res.status, max);
         return { status: res.status, headers: res.headers, text: body.text };
       }
       const { text } = await readBounded(res.body, RESPONSE_CAPS.error);
@@ -248,8 +263,9 @@ export class ProviderHttp {
    * through this Provider's dispatcher (CA + proxy, F08/F09), carries the Provider's Secret
    * `headers` under the caller's own, follows same-origin redirects only (./redirect.ts; another
    * origin's 3xx is returned as it is), and is bounded by `timeoutMs` (combined with the caller's
-   * `signal`). Any HTTP answer is returned for the library to read, its body capped at
-   * `maxResponseBytes` (reading further fails with `RESPONSE_TOO_LARGE`); transport failures throw
+   * `signal`). Any HTTP answer is returned for the library to read, its body read here first, up
+   * to `maxResponseBytes`: a longer body fails the call with `RESPONSE_TOO_LARGE` (never handed
+   * over, so no library can take it for an empty answer: case N17); transport failures throw
    * the same `ProviderError`s as `request` (`TLS`, `PROXY`, `TIMEOUT`, `NETWORK`, `ABORTED`,
    * `CLOSED`, `EGRESS_DENIED`).
    */
@@ -297,21 +313,24 @@ export class ProviderHttp {
       throw transportError(this.#failure(), err, method, target, timeout, callerSignal, state.sent);
     }
     if (res.body === null) return res;
-    const body = res.body as ReadableStream<Uint8Array>; // undici types its body stream loosely
     const max = this.#maxResponseBytes;
     const status = res.status;
-    const capped = new Response(
-      capStream(
-        body,
-        max,
-        () =>
-          new ProviderError(
-            `${method} ${target} answered ${status} with a body over ${max} bytes: refusing to read it`,
-            { code: 'RESPONSE_TOO_LARGE', status, retryable: false, secretValues: this.#secretValues },
-          ),
-      ),
-      { status, statusText: res.statusText, headers: res.headers },
-    );
+    // Read here, whole, before the library sees it: a body over the cap must fail the call, and
+    // Octokit would take a body that fails mid-read for "" (case N17; ./body.ts readAllBounded).
+    let read;
+    try {
+      read = await readAllBounded(res.body as ReadableStream<Uint8Array>, max);
+    } catch (err) {
+      const denied = egressDenial(err);
+      if (denied) throw this.#egressError(method, target, denied);
+      throw transportError(this.#failure(), err, method, target, timeout, callerSignal, true);
+    }
+    if (read.truncated) throw this.#tooLarge(method, target, status, max);
+    const capped = new Response(status === 204 || status === 304 ? null : read.bytes, {
+      status,
+      statusText: res.statusText,
+      headers: res.headers,
+    });
     // A constructed Response has no URL; libraries report the one that was fetched.
     Object.defineProperty(capped, 'url', { value: res.url });
     return capped;
@@ -327,6 +346,11 @@ export class ProviderHttp {
     return this.#secretValues;
   }
 
+  /** The client's clock (epoch ms; `ProviderHttpOptions.now`), for callers reading `Retry-After` dates. */
+  now(): number {
+    return this.#now();
+  }
+
   /** Closes the dispatcher and its pooled connections. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= this.#dispatcher.close();
@@ -340,6 +364,17 @@ export class ProviderHttp {
     if (egress === undefined || proxy === undefined) return;
     const denied = egress.refuseURL(proxy.address) ?? (await egress.checkThroughProxy(url));
     if (denied) throw this.#egressError(method, target, denied);
+  }
+
+  /**
+   * An answer over the read limit: an error, never an empty or partial answer (case N17), so a
+   * listing that is too long fails its step instead of reading as "none".
+   */
+  #tooLarge(method: string, target: string, status: number, max: number): ProviderError {
+    return new ProviderError(
+      `${method} ${target} answered ${status} with a body over ${formatBytes(max)} (the controller's read limit for one answer): not read, and not taken for an empty answer (final for this event)`,
+      { code: 'RESPONSE_TOO_LARGE', status, retryable: false, secretValues: this.#secretValues },
+    );
   }
 
   #egressError(method: string, target: string, denied: EgressDeniedError): ProviderError {
@@ -367,6 +402,13 @@ export class ProviderHttp {
     }
     return url;
   }
+}
+
+/** `8 MiB`, `64 KiB`, `512 bytes`: a byte count as limits are stated. */
+function formatBytes(n: number): string {
+  if (n >= 1024 * 1024 && n % (1024 * 1024) === 0) return `${String(n / (1024 * 1024))} MiB`;
+  if (n >= 1024 && n % 1024 === 0) return `${String(n / 1024)} KiB`;
+  return `${String(n)} bytes`;
 }
 
 function secretValuesOf(p: ResolvedProvider): readonly string[] {

@@ -157,6 +157,9 @@ export const msteams: NotifierFactory = (p, { http }) => ({
       headers: { 'Content-Type': 'application/json' },
       body,
       responseBody: 'discard',
+      notHtml: {
+        fix: "set the address (spec.address or the Secret's key 'address') to the Teams Workflows webhook URL",
+      },
       ...(signal !== undefined ? { signal } : {}),
     });
     return undefined;

@@ -1,10 +1,12 @@
 /**
  * Redirects, followed where that is safe (case N07: a renamed or transferred repository): a
- * `301`/`302`/`307`/`308` to the SAME origin (scheme, host and port) is followed with the method,
- * headers and body kept — RFC 9110 §15.4 allows keeping the method for 301/302, and a forge that
+ * `301`/`307`/`308` to the SAME origin (scheme, host and port) is followed with the method,
+ * headers and body kept — RFC 9110 §15.4 allows keeping the method for 301, and a forge that
  * answers a write on an old path with 301 (Gitea 1.27.3, observed) or 307 (GitHub) means "send it
- * there" — and a `303` as a GET without body. At most {@link MAX_REDIRECTS} hops. A redirect to
- * another origin is never followed: credentials are only ever sent where the Provider points.
+ * there"; a `302`/`303` only for a GET or HEAD (answering a POST they mean "go look at this page",
+ * e.g. a login form: case N13). At most {@link MAX_REDIRECTS} hops. Never followed: a redirect to
+ * another origin (credentials are only ever sent where the Provider points) or to a sign-in page
+ * ({@link SIGN_IN_LOCATION}), which is not the API whatever the origin.
  *
  * Permanent moves (`301`, `308`) are remembered per origin as a path-prefix rewrite (the part of
  * the path before what the old and new locations share), so later calls to the same repository
@@ -25,9 +27,28 @@ export interface RedirectInit {
 
 /** Why the final answer is a redirect that was not followed. */
 export type RedirectRefusal =
-  { reason: 'otherOrigin'; location: string } | { reason: 'tooMany' } | { reason: 'noLocation' };
+  | { reason: 'otherOrigin'; location: string }
+  | { reason: 'tooMany' }
+  | { reason: 'noLocation' }
+  /** A redirect to a sign-in page (`/login`, `/users/sign_in`, an SSO endpoint): not the API (N13). */
+  | { reason: 'signIn'; location: string }
+  /** A `302`/`303` answering a write: a browser form's "go look at this page", not "send it there". */
+  | { reason: 'write'; location: string };
+
+/**
+ * Where sign-in pages live: GitHub Enterprise `/login` and `/sessions`, GitLab `/users/sign_in`,
+ * Gitea `/user/login`, Azure DevOps `_signin`, SSO and OAuth endpoints (SAML, OIDC authorize),
+ * Microsoft Entra. A redirect there is never followed and never taken for a moved resource.
+ */
+export const SIGN_IN_LOCATION =
+  /(?:^|\/)(?:login|signin|sign_in|sessions?|_signin|sso|saml2?|oauth2?\/authorize|authorize)(?:$|[/?#.])|login\.microsoftonline\.com/i;
 
 const FOLLOW = new Set([301, 302, 303, 307, 308]);
+
+/** A location as shown in messages: origin and path, never a query (it may carry a token). */
+function shown(u: URL): string {
+  return `${u.origin}${u.pathname}`;
+}
 
 function sameOrigin(a: URL, b: URL): boolean {
   return a.protocol === b.protocol && a.host === b.host;
@@ -85,9 +106,8 @@ export class RedirectFollower {
     send: (url: string, init: RedirectInit) => Promise<Response>,
   ): Promise<{ res: Response; url: string; refused?: RedirectRefusal }> {
     let at = this.resolve(url);
-    let cur = init;
     for (let hop = 0; ; hop++) {
-      const res = await send(at, cur);
+      const res = await send(at, init);
       if (!FOLLOW.has(res.status)) return { res, url: at };
       const location = res.headers.get('location');
       if (location === null) return { res, url: at, refused: { reason: 'noLocation' } };
@@ -98,19 +118,22 @@ export class RedirectFollower {
       } catch {
         return { res, url: at, refused: { reason: 'otherOrigin', location } };
       }
+      // (A host named like a login portal counts only when it is another host than the API's.)
+      if (
+        SIGN_IN_LOCATION.test(next.pathname) ||
+        (!sameOrigin(from, next) && SIGN_IN_LOCATION.test(next.host))
+      )
+        return { res, url: at, refused: { reason: 'signIn', location: shown(next) } };
       if (!sameOrigin(from, next))
         return { res, url: at, refused: { reason: 'otherOrigin', location: next.origin } };
+      // A write is re-sent only where the forge means "send it there" (301 Gitea, 307/308 GitHub).
+      if ((res.status === 302 || res.status === 303) && init.method !== 'GET' && init.method !== 'HEAD')
+        return { res, url: at, refused: { reason: 'write', location: shown(next) } };
       if (hop >= MAX_REDIRECTS) return { res, url: at, refused: { reason: 'tooMany' } };
       await res.body?.cancel();
       if (res.status === 301 || res.status === 308) {
         const moved = movedPrefix(from.pathname, next.pathname);
         if (moved !== undefined) this.#moved.set(`${from.origin}${moved.from}`, moved.to);
-      }
-      if (res.status === 303 && cur.method !== 'GET' && cur.method !== 'HEAD') {
-        const headers = Object.fromEntries(
-          Object.entries(cur.headers).filter(([k]) => k.toLowerCase() !== 'content-type'),
-        );
-        cur = { method: 'GET', headers };
       }
       at = next.toString();
     }

@@ -24,6 +24,7 @@ import type { ProviderLimits } from '../template/rendered.ts';
 import type { Notifier, NotifierFactory, SendOutcome } from './types.ts';
 import { classifySlackError } from './classify.ts';
 import { assertFits, ProviderError, retryAfterFrom } from './errors.ts';
+import { notApiAnswer } from './http-errors.ts';
 import { RESPONSE_CAPS } from './body.ts';
 import type { ProviderHttp } from './http.ts';
 import { processRunNotes, type RunNotes } from './run-notes.ts';
@@ -99,11 +100,9 @@ async function callSlack(
   try {
     answer = JSON.parse(res.text) as SlackAnswer;
   } catch {
-    throw new ProviderError(`${method} answered with a body that is not JSON: check spec.address`, {
-      status: res.status,
+    throw notApiAnswer(method, res, http.secretValues, {
       retryable: true,
-      code: 'BAD_RESPONSE',
-      secretValues: http.secretValues,
+      fix: "set spec.address to Slack's API (https://slack.com/api/chat.postMessage) or the incoming-webhook URL",
     });
   }
   if (answer.ok === true)
@@ -114,7 +113,7 @@ async function callSlack(
       ? answer.error
       : 'unknown_error';
   if (tolerate.has(error)) return { error };
-  const verdict = classifySlackError(error, retryAfterFrom(res.headers, Date.now()));
+  const verdict = classifySlackError(error, retryAfterFrom(res.headers, http.now(), res.text));
   const hint =
     verdict.kind === 'auth'
       ? ' (check the token in the Provider Secret)'

@@ -158,6 +158,10 @@ export class AlertReconciler {
             name,
             providerName: alert.spec.providerRef.name,
             createdMs: new Date(alert.metadata.creationTimestamp ?? 0).getTime(),
+            // The index keeps the smallest one seen (src/alert/routed.ts): eligibility by observation.
+            sinceRv: /^[1-9]\d{0,15}$/.test(alert.metadata.resourceVersion ?? '')
+              ? Number(alert.metadata.resourceVersion)
+              : undefined,
             compiled,
             templates,
           }

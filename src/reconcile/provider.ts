@@ -68,6 +68,29 @@ function egressProblem(
   return undefined;
 }
 
+/**
+ * An address the URL rules refuse but a client would still reach (`http://2852039166/`,
+ * `http://0xa9fea9fe/`, `http://[::ffff:a9fe:a9fe]/`: WHATWG reads each as 169.254.169.254): when
+ * the egress policy refuses where it leads, that is what the Provider's condition says — not
+ * merely "not a valid URL", which hides that it points at a metadata or loopback address.
+ */
+function invalidButRefused(
+  invalid: { url: string; where: string },
+  egress: NonNullable<ProviderReconcilerDeps['egress']>,
+): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(invalid.url);
+  } catch {
+    return undefined;
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return undefined;
+  const denied = egress.refuseURL(u.href);
+  return denied === undefined
+    ? undefined
+    : `${invalid.where}: ${denied.message}; the controller does not connect there (egress policy, docs/threat-model.md): use another address`;
+}
+
 export class ProviderReconciler {
   readonly #d: ProviderReconcilerDeps;
 
@@ -83,7 +106,13 @@ export class ProviderReconciler {
       return undefined;
     }
     let result = await resolveProvider(provider, this.#d.readSecret);
-    const refused = result.ok && this.#d.egress ? egressProblem(result.provider, this.#d.egress) : undefined;
+    const refused = !this.#d.egress
+      ? undefined
+      : result.ok
+        ? egressProblem(result.provider, this.#d.egress)
+        : result.invalidURL !== undefined
+          ? invalidButRefused(result.invalidURL, this.#d.egress)
+          : undefined;
     if (refused !== undefined) result = { ok: false, reason: 'EgressDenied', message: refused };
     // A delivery problem makes the Provider not Ready, but it stays usable: its events keep
     // being retried, and the first successful send (e.g. once the CA is added) clears it.

@@ -18,13 +18,17 @@
  * - Type mapping: `preview`→Preview*, `up`→Update*, `destroy`→Destroy*, `refresh`→Refresh*; any
  *   other `spec.type` yields nothing.
  * - A Stack yields (a) `<Type>Succeeded|Failed` from `status.lastUpdate` {name, type, state} only
- *   when that Update object no longer exists (TTL, 24 h): same id as the Update-derived event;
+ *   when that Update object no longer exists (TTL, 24 h) and the controller never saw it
+ *   (`DeriveContext.updateSeen`: a seen Update's run was derived from it, N20): same id as the
+ *   Update-derived event;
  *   (b) `<Type>Started` from `status.currentUpdate` only when that Update object is not (yet)
- *   known — PKO writes `currentUpdate` before it creates the Update; `currentUpdate` has no type,
+ *   known and was never seen — PKO writes `currentUpdate` before it creates the Update; `currentUpdate` has no type,
  *   so it is inferred the way PKO's Stack controller chooses it: `destroy` when the Stack is being
  *   deleted, `preview` when `spec.preview`, else `up`; (c) for PKO v1 Stacks (`lastUpdate` without
  *   `name`/`type`) `UpdateSucceeded|UpdateFailed` (`Preview*` when `spec.preview`) — v1 has no
- *   run object and no in-flight marker, so no Started; (d) `StackStalled` while `Stalled=True`.
+ *   run object and no in-flight marker, so no Started; (d) `StackStalled` while `Stalled=True`;
+ *   (e) `StackStalled` (reason `UpdateMissing`) while `currentUpdate` names an Update the
+ *   controller saw and that is gone (PKO #1292, N20).
  *
  * ## Identity (`id`)
  * `<stack key>/<run>/<phase>`: stack key = the Stack's uid (from the Update's ownerReference of
@@ -77,10 +81,10 @@ import {
 import type { EventReason, Severity } from '../api/v1alpha1.ts';
 import { parseRevision } from './revision.ts';
 import {
+  compareUpdates,
   currentContinuesLast,
   isContinuation,
   unquoteMessage,
-  updateNameMillis,
   v1FailureText,
   v1Outcome,
 } from './runs.ts';
@@ -109,6 +113,12 @@ export interface DeriveContext {
    * current or last run (`RunCommits` in src/source/runs.ts), used when the Stack has moved on.
    */
   updateCommit?: (stackUid: string, updateName: string) => string | undefined;
+  /**
+   * PKO v2: whether the controller has seen Update `updateName` of the Stack with this uid
+   * (`SeenUpdates` in src/source/runs.ts). The Stack's `lastUpdate` yields no event for an Update
+   * that was seen and is gone: its run was derived from the Update itself (case N20).
+   */
+  updateSeen?: (stackUid: string, updateName: string) => boolean;
 }
 
 const STACK_API_VERSION = `${STACK_GROUP}/${STACK_VERSION}`;
@@ -203,8 +213,12 @@ function lastUpdateMetadata(meta: Record<string, string>, last: StackLastUpdate)
   put(meta, 'failures', last.failures);
 }
 
-function runMessage(type: RunType, label: string, phase: Phase, detail: string | undefined): string {
+/** An empty `stderr:` block at the end of the CLI output (every PKO v1 failure has one: case N19). */
+const EMPTY_STDERR = /\n[ \t]*stderr:\s*$/;
+
+function runMessage(type: RunType, label: string, phase: Phase, raw: string | undefined): string {
   const head = `${RUN_TYPES[type]} of stack ${label} ${phase}`;
+  const detail = raw?.replace(EMPTY_STDERR, '');
   if (detail === undefined || detail.trim() === '') return cleanMessage(head);
   return cleanMessage(detail.includes('\n') ? `${head}:\n${detail}` : `${head}: ${detail}`);
 }
@@ -416,7 +430,10 @@ export function eventsFromStack(
     );
     if (last.name !== undefined && last.name !== '') {
       // PKO v2: the Update-derived event has this id; this is the fallback once the Update is gone.
-      if (isRunType(last.type) && !opts.updateExists(namespace, last.name)) {
+      // An Update seen earlier was derived while it existed (a resync continuation that repeated
+      // its run's result yielded nothing then, and must not come back now: case N20).
+      const seen = ctx.updateSeen?.(stack.metadata.uid ?? '', last.name) === true;
+      if (isRunType(last.type) && !opts.updateExists(namespace, last.name) && !seen) {
         lastUpdateMetadata(metadata, last);
         events.push(
           makeEvent(
@@ -474,6 +491,8 @@ export function eventsFromStack(
     current?.name !== undefined &&
     current.name !== '' &&
     !opts.updateExists(namespace, current.name) &&
+    // Seen and gone: its Started was derived from it (a Stack wedged on a missing Update, PKO #1292).
+    ctx.updateSeen?.(stack.metadata.uid ?? '', current.name) !== true &&
     !currentContinuesLast(stack)
   ) {
     // Same choice as PKO's Stack controller when it creates the Update.
@@ -496,6 +515,45 @@ export function eventsFromStack(
           phase: { kind: 'started' },
           reason: reasonOf(type, 'started'),
           message: runMessage(type, label, 'started', undefined),
+          timestamp: timeOf(
+            condition(conds, 'Reconciling')?.lastTransitionTime,
+            stack.metadata.creationTimestamp,
+          ),
+        },
+        metadata,
+      ),
+    );
+  }
+
+  // A Stack wedged on a missing Update (pulumi-kubernetes-operator#1292): `currentUpdate` names
+  // an Update the controller saw and that is gone. PKO starts no other run while it does, and
+  // sets no Stalled condition: one StackStalled (reason UpdateMissing) per wedge — its id names
+  // the Update and generation, so it is not repeated, and it is no longer implied (cleared) once
+  // the Stack moves on (case N20).
+  if (
+    current?.name !== undefined &&
+    current.name !== '' &&
+    !opts.updateExists(namespace, current.name) &&
+    ctx.updateSeen?.(stack.metadata.uid ?? '', current.name) === true
+  ) {
+    const metadata: Record<string, string> = {};
+    sourceMetadata(metadata, stack, undefined, ctx);
+    put(metadata, 'updateName', current.name);
+    events.push(
+      makeEvent(
+        subject,
+        ctx,
+        {
+          run: { kind: 'update', name: current.name },
+          phase: {
+            kind: 'stalled',
+            reason: 'UpdateMissing',
+            generation: status.observedGeneration ?? stack.metadata.generation ?? 0,
+          },
+          reason: 'StackStalled',
+          message: cleanMessage(
+            `Stack ${label} stalled (UpdateMissing): status.currentUpdate names Update ${current.name}, which no longer exists; PKO starts no other run while it does (pulumi-kubernetes-operator#1292)`,
+          ),
           timestamp: timeOf(
             condition(conds, 'Reconciling')?.lastTransitionTime,
             stack.metadata.creationTimestamp,
@@ -583,11 +641,7 @@ export function eventsForStack(
   const sorted = updates
     .filter((u) => u.metadata.name !== undefined && u.metadata.name !== '')
     .slice()
-    .sort(
-      (a, b) =>
-        (updateNameMillis(a.metadata.name) ?? 0) - (updateNameMillis(b.metadata.name) ?? 0) ||
-        (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
-    );
+    .sort(compareUpdates);
   let prev: Update | undefined;
   /** Outcome of the current run's latest finished attempt, and the result event reported for it. */
   let streak: { outcome: 'succeeded' | 'failed'; event: NotificationEvent | undefined } | undefined;

@@ -37,9 +37,33 @@ export function updateNameMillis(name: string | undefined): number | undefined {
   return Number.isSafeInteger(n) ? n : undefined;
 }
 
+/** Epoch ms of a `metadata.creationTimestamp` (string or the client's Date), NaN when absent. */
+function createdMs(u: Update): number {
+  const c: unknown = u.metadata.creationTimestamp;
+  if (c instanceof Date) return c.getTime();
+  return typeof c === 'string' && c !== '' ? Date.parse(c) : Number.NaN;
+}
+
+/**
+ * Creation order of a Stack's Updates, as the API server saw it (case N16): by
+ * `metadata.creationTimestamp`, which the API server sets — never by the time PKO writes into an
+ * Update's name or `status.startTime` (PKO's clock: after it jumps back, a retry would sort before
+ * the run it retries, and its result be taken for a repeat). Updates created within the same
+ * second (or without a creation time) fall back to the name's time, then the name.
+ */
+export function compareUpdates(a: Update, b: Update): number {
+  const ta = createdMs(a);
+  const tb = createdMs(b);
+  if (Number.isFinite(ta) && Number.isFinite(tb) && ta !== tb) return ta - tb;
+  return (
+    (updateNameMillis(a.metadata.name) ?? 0) - (updateNameMillis(b.metadata.name) ?? 0) ||
+    (a.metadata.name ?? '').localeCompare(b.metadata.name ?? '')
+  );
+}
+
 /**
  * The user-level runs of one Stack's Updates: for each Update name, the name of the Update that
- * started its run (the root). Updates are taken in creation order (the time in their names); a
+ * started its run (the root). Updates are taken in creation order ({@link compareUpdates}); a
  * continuation ({@link isContinuation}) of the same type as the Update before it joins that
  * Update's run; any other Update starts a run of its own. A continuation whose predecessor is
  * gone (TTL, 24 h) is a root itself.
@@ -48,11 +72,7 @@ export function runRoots(updates: readonly Update[]): Map<string, string> {
   const sorted = updates
     .filter((u) => u.metadata.name !== undefined && u.metadata.name !== '')
     .slice()
-    .sort(
-      (a, b) =>
-        (updateNameMillis(a.metadata.name) ?? 0) - (updateNameMillis(b.metadata.name) ?? 0) ||
-        (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
-    );
+    .sort(compareUpdates);
   const roots = new Map<string, string>();
   let prev: Update | undefined;
   for (const u of sorted) {
@@ -217,6 +237,48 @@ export class RunCommits {
   /** The commit last seen for Update `updateName` of the Stack `uid`, if any. */
   commit(uid: string, updateName: string): string | undefined {
     return this.#byStack.get(uid)?.get(updateName);
+  }
+
+  forget(uid: string): void {
+    this.#byStack.delete(uid);
+  }
+}
+
+/**
+ * PKO v2: the Update objects the controller has seen, per Stack uid (from their Stack
+ * ownerReference), remembered after they are gone. A run whose Update the controller saw was
+ * derived from that Update while it existed — announced, or deliberately not (a retry or resync
+ * that repeated its run's result) — so the Stack's `lastUpdate` naming it once the Update is
+ * garbage-collected is nothing new (case N20: a resync continuation must not come back as an
+ * `UpdateSucceeded` when the resync period exceeds the Update TTL). Only an Update never seen (the
+ * controller was down for its whole life) is reported from `lastUpdate`. Bounded:
+ * {@link SeenUpdates.PER_STACK} names per Stack, the oldest forgotten first.
+ */
+export class SeenUpdates {
+  static readonly PER_STACK = 64;
+  readonly #byStack = new Map<string, Set<string>>();
+
+  /** Records an Update that exists (add or update from the informer). */
+  observe(u: Update): void {
+    const name = u.metadata.name;
+    const uid = u.metadata.ownerReferences?.find((r) => r.kind === 'Stack')?.uid;
+    if (uid === undefined || name === undefined || name === '') return;
+    let names = this.#byStack.get(uid);
+    if (!names) {
+      names = new Set();
+      this.#byStack.set(uid, names);
+    }
+    if (names.has(name)) return;
+    names.add(name);
+    if (names.size > SeenUpdates.PER_STACK) {
+      const oldest = names.values().next().value;
+      if (oldest !== undefined) names.delete(oldest);
+    }
+  }
+
+  /** Whether an Update `name` of the Stack `uid` has been seen. */
+  seen(uid: string, name: string): boolean {
+    return this.#byStack.get(uid)?.has(name) ?? false;
   }
 
   forget(uid: string): void {

@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import type { NotificationEvent } from '../api/event.ts';
 import type { ProviderType } from '../api/v1alpha1.ts';
-import { cleanMessage } from '../text.ts';
+import { cleanMessage, meaningfulLine } from '../text.ts';
 
 /** Keys whose value is a string map (`{{metadata.x}}`, `{{#each labels}}`); the rest are scalars. */
 export const MAP_KEYS = ['metadata', 'labels'] as const;
@@ -177,8 +177,9 @@ function stringMap(entries: Iterable<[string, string | undefined]>, label: strin
  * The context of `ev` for rendering: every key of {@link CONTEXT_KEYS}, `null` when unknown.
  * `message` is cleaned again (escape sequences and control characters removed; not bounded);
  * `summary` is its first line (without a trailing colon when more lines follow), `output` the rest
- * (null when the message has one line), `lastLine` the last non-blank line of `output`, trimmed
- * (where the Pulumi CLI prints the error; null without output).
+ * (null when the message has one line), `lastLine` the line of `output` that says what failed
+ * ({@link meaningfulLine}: the Pulumi CLI's first diagnostic error, else the last `error:` line,
+ * else the last non-blank line that is not a bare label such as `stderr:`; null without output).
  */
 export function buildContext(ev: NotificationEvent, opts: ContextOptions): TemplateContext {
   const md = ev.metadata;
@@ -193,7 +194,7 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
   const nl = message.indexOf('\n');
   const summary = nl < 0 ? message : message.slice(0, nl).replace(/:\s*$/, '');
   const rest = nl < 0 ? '' : message.slice(nl + 1).replace(/^\n+/, '');
-  const lastLine = rest.trimEnd().split('\n').at(-1)?.trim() ?? '';
+  const lastLine = meaningfulLine(rest) ?? '';
   const commit = get('commit');
   const label = pulumiStack ?? `${ev.involvedObject.namespace}/${stackName}`;
   const title =

@@ -12,6 +12,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { compileAlert } from '../../src/alert/compile.ts';
 import { API_VERSION, GROUP, VERSION, type Alert, type Provider } from '../../src/api/v1alpha1.ts';
 import { resolveProvider } from '../../src/credential/provider.ts';
+import { parseRaw } from '../../src/forge/url.ts';
 import { createTestNamespace, kubeConfig } from '../support/cluster.ts';
 
 const SEED = 20260501;
@@ -70,6 +71,8 @@ const urlish = fc.oneof(
           'https://',
           'http://',
           'HTTPS://',
+          'hTtP://',
+          'SSH://',
           'ftp://',
           'https:/',
           'https:///',
@@ -129,7 +132,56 @@ const urlish = fc.oneof(
   { weight: 1, arbitrary: fc.string({ maxLength: 40 }) },
 );
 
+/** `s` with each ASCII letter upper- or lower-cased as `flips` says (bit i: letter i upper). */
+function recase(s: string, flips: number): string {
+  let i = 0;
+  return s.replace(/[a-z]/gi, (c) => ((flips >> i++) & 1 ? c.toUpperCase() : c.toLowerCase()));
+}
+
+/** Valid addresses whose scheme (and host) are written in generated mixes of case. */
+const caseVariants = fc
+  .tuple(
+    fc.constantFrom('https://', 'http://', 'ssh://git@'),
+    fc.integer({ min: 0, max: 0xffff }),
+    fc.constantFrom('github.com', 'GitHub.COM', 'gitlab.example.com'),
+    fc.integer({ min: 0, max: 0xffff }),
+    fc.constantFrom('/Acme/Shop.git', '/acme/app', '/api/v3'),
+  )
+  .map(([scheme, f1, host, f2, path]) => `${recase(scheme, f1)}${recase(host, f2)}${path}`);
+
 describe('one truth for validity (API server CEL/patterns ≡ controller parsers)', () => {
+  it('schemes are case-insensitive everywhere: HTTPS://GitHub.COM/Acme/Shop.git and generated case variants', async () => {
+    const shop = {
+      type: 'github' as const,
+      address: 'HTTPS://GitHub.COM/Acme/Shop.git',
+      secretRef: { name: 'probe' },
+    };
+    expect(await admitted('providers', shop)).toBe(true);
+    expect(await usable(shop)).toBe(true);
+    expect(parseRaw(shop.address)).toMatchObject({
+      scheme: 'https',
+      hostname: 'github.com',
+      segments: ['Acme', 'Shop'],
+    });
+    await fc.assert(
+      fc.asyncProperty(caseVariants, async (address) => {
+        const git = { type: 'gitlab' as const, address, secretRef: { name: 'probe' } };
+        expect(await admitted('providers', git), `address ${JSON.stringify(address)}`).toBe(true);
+        expect(await usable(git), `address ${JSON.stringify(address)}`).toBe(true);
+        expect(typeof parseRaw(address), `address ${JSON.stringify(address)}`).toBe('object');
+        if (/^https?:/i.test(address)) {
+          const hook = { type: 'generic' as const, address };
+          expect(await admitted('providers', hook), `webhook ${JSON.stringify(address)}`).toBe(true);
+          expect(await usable(hook), `webhook ${JSON.stringify(address)}`).toBe(true);
+          const api = { ...git, address: 'https://gitlab.example.com/acme/app', apiURL: address };
+          expect(await admitted('providers', api), `apiURL ${JSON.stringify(address)}`).toBe(true);
+          expect(await usable(api), `apiURL ${JSON.stringify(address)}`).toBe(true);
+        }
+      }),
+      { seed: SEED, numRuns: 100 },
+    );
+  }, 300_000);
+
   it('spec.apiURL', async () => {
     await fc.assert(
       fc.asyncProperty(urlish, async (apiURL) => {

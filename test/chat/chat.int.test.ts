@@ -294,3 +294,24 @@ describe('F26: a Program source (no commit, no repository) reaches every chat ty
     expect(JSON.stringify(last?.[1]?.body)).not.toContain('Commit:');
   });
 });
+
+describe('N14: a Discord 429 with retry_after only in the body is honoured by the delivery layer', () => {
+  it('the next attempt comes ≥ 2.5 s after the 429', async () => {
+    await sim.createStack('limited', GIT, { stack: 'acme/limited/dev' });
+    const before = discord.requests.length;
+    const delivered = discord.messages.length;
+    discord.rateLimit(1, 2.5, { retryAfterHeader: false });
+    await sim.startRun('limited', { type: 'up', commit: '4'.repeat(40) });
+    await waitFor(() => Promise.resolve(discord.messages.length > delivered), {
+      timeoutMs: 30_000,
+      intervalMs: 50,
+      what: 'the Discord message after the rate limit',
+    });
+    const mine = discord.requests.slice(before);
+    const limited = mine.findIndex((r) => r.status === 429);
+    expect(limited).toBeGreaterThanOrEqual(0);
+    const [first, next] = [mine[limited], mine[limited + 1]];
+    expect(first?.headers['retry-after']).toBeUndefined();
+    expect((next?.at ?? 0) - (first?.at ?? 0)).toBeGreaterThanOrEqual(2_500);
+  }, 60_000);
+});

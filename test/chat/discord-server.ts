@@ -15,7 +15,9 @@
  *   would have been pinged (`@everyone`/`@here` when `everyone` is parsed, `<@id>` when `users`);
  *   mentions never ping from embeds;
  * - rate limits: `rateLimit(n, seconds)` → 429 `{"message": "You are being rate limited.",
- *   "retry_after": s, "global": false}` with `Retry-After`.
+ *   "retry_after": s, "global": false}` with `Retry-After` (whole seconds, rounded up) and
+ *   `X-RateLimit-Remaining: 0`, `X-RateLimit-Reset-After: s`; with `{retryAfterHeader: false}`
+ *   no `Retry-After` (case N14: the wait only in the body and `X-RateLimit-Reset-After`).
  */
 import { json, startKitServer, type ForgeRequest, type KitServer, type Reply } from '../forge/kit.ts';
 
@@ -31,7 +33,7 @@ export interface DiscordMessage {
 export interface DiscordServer extends KitServer {
   webhookURL: string;
   messages: DiscordMessage[];
-  rateLimit(count: number, seconds: number): void;
+  rateLimit(count: number, seconds: number, opts?: { retryAfterHeader?: boolean }): void;
 }
 
 const ID = '1234567890123456789';
@@ -101,7 +103,7 @@ function pings(content: string, allowed: unknown): string[] {
 
 export async function startDiscordServer(): Promise<DiscordServer> {
   const messages: DiscordMessage[] = [];
-  let limited: { count: number; seconds: number } | undefined;
+  let limited: { count: number; seconds: number; retryAfterHeader: boolean } | undefined;
   let seq = 0;
   const execute = (req: ForgeRequest, m: RegExpExecArray): Reply => {
     if (m[1] !== ID) return json(404, { message: 'Unknown Webhook', code: 10015 });
@@ -111,7 +113,13 @@ export async function startDiscordServer(): Promise<DiscordServer> {
       return json(
         429,
         { message: 'You are being rate limited.', retry_after: limited.seconds, global: false },
-        { 'Retry-After': String(Math.ceil(limited.seconds)) },
+        {
+          ...(limited.retryAfterHeader ? { 'Retry-After': String(Math.ceil(limited.seconds)) } : {}),
+          'X-RateLimit-Limit': '5',
+          'X-RateLimit-Remaining': '0',
+          'X-RateLimit-Reset-After': String(limited.seconds),
+          'X-RateLimit-Scope': 'user',
+        },
       );
     }
     if (req.json === null || typeof req.json !== 'object')
@@ -146,8 +154,8 @@ export async function startDiscordServer(): Promise<DiscordServer> {
     ...kit,
     messages,
     webhookURL: `${kit.url}/api/webhooks/${ID}/${TOKEN}`,
-    rateLimit(count, seconds) {
-      limited = { count, seconds };
+    rateLimit(count, seconds, opts = {}) {
+      limited = { count, seconds, retryAfterHeader: opts.retryAfterHeader ?? true };
     },
   };
 }

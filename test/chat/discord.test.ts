@@ -120,6 +120,32 @@ describe('discord webhooks', () => {
     expect(e.verdict).toMatchObject({ kind: 'rateLimited', retry: true, retryAfterMs: 2_000 });
   });
 
+  it('N14: 429 with retry_after 2.5 only in the body (and X-RateLimit-Reset-After), no Retry-After: waits 2.5 s', async () => {
+    server.rateLimit(1, 2.5, { retryAfterHeader: false });
+    const e = await failure(hook().send(runEvent('started'), { message: 'x' }));
+    expect(server.requests.at(-1)?.headers['retry-after']).toBeUndefined();
+    expect(e.verdict).toMatchObject({ kind: 'rateLimited', retry: true, retryAfterMs: 2_500 });
+    expect(e.message).toContain('will retry after 2500ms');
+  });
+
+  it('N13: an HTML page (a portal in front of the API) is NotTheAPI, naming the URL to set; a login redirect is not followed', async () => {
+    server.failNext({
+      status: 200,
+      headers: { 'content-type': 'text/html' },
+      text: '<!doctype html><p>portal</p>',
+    });
+    const e = await failure(hook().send(runEvent('started'), { message: 'x' }));
+    expect(e.verdict).toEqual({ kind: 'badResponse', retry: false, condition: 'NotTheAPI' });
+    expect(e.message).toMatch(
+      /answered 200 with an HTML page, not the API: set the address .* to a Discord webhook URL/,
+    );
+    server.failNext({ status: 302, headers: { location: '/login' } });
+    const before = server.requests.length;
+    const r = await failure(hook().send(runEvent('started'), { message: 'x' }));
+    expect([r.code, r.verdict.kind]).toEqual(['REDIRECT', 'auth']);
+    expect(server.requests.length).toBe(before + 1);
+  });
+
   it('an endpoint answering 200 without a message is badResponse, not taken as delivered', async () => {
     server.failNext({ status: 200, text: 'ok' });
     const e = await failure(hook().send(runEvent('started'), { message: 'x' }));

@@ -120,6 +120,24 @@ describe('googlechat webhooks', () => {
     expect(e?.verdict).toMatchObject({ kind: 'rateLimited', retry: true });
   });
 
+  it('N13: a 200 HTML page (a portal in front of the endpoint) is not delivered: NotTheAPI, naming what to set', async () => {
+    server.failNext({
+      status: 200,
+      headers: { 'content-type': 'text/html; charset=utf-8' },
+      text: '<!doctype html><title>Sign in</title>',
+    });
+    const ev = runEvent('started');
+    const e = await chat()
+      .send(ev, renderFor('googlechat', ev))
+      .then(
+        () => undefined,
+        (err: unknown) => err as ProviderError,
+      );
+    expect(e).toBeInstanceOf(ProviderError);
+    expect(e?.verdict).toEqual({ kind: 'badResponse', retry: false, condition: 'NotTheAPI' });
+    expect(e?.message).toMatch(/answered 200 with an HTML page, not the API: set the address/);
+  });
+
   it('a wrong token is 401 auth (AuthenticationFailed); a wrong key 400 validation; neither shows in the message', async () => {
     const badToken = server.webhookURL.replace(/token=[^&]+/, 'token=wrongtoken123');
     const e1 = await chat({ address: badToken })

@@ -117,6 +117,24 @@ describe('msteams: Adaptive Card 1.4 through a Workflows webhook', () => {
     ).toMatch(/characters cut/);
   });
 
+  it('N13: a 200 HTML page (a portal in front of the endpoint) is not delivered: NotTheAPI, naming what to set', async () => {
+    server.failNext({
+      status: 200,
+      headers: { 'content-type': 'text/html; charset=utf-8' },
+      text: '<!doctype html><title>Sign in</title>',
+    });
+    const ev = runEvent('started');
+    const e = await teams()
+      .send(ev, renderFor('msteams', ev))
+      .then(
+        () => undefined,
+        (err: unknown) => err as ProviderError,
+      );
+    expect(e).toBeInstanceOf(ProviderError);
+    expect(e?.verdict).toEqual({ kind: 'badResponse', retry: false, condition: 'NotTheAPI' });
+    expect(e?.message).toMatch(/answered 200 with an HTML page, not the API: set the address/);
+  });
+
   it('a wrong signature is 401: auth, not retried, AuthenticationFailed; the sig never shows', async () => {
     const bad = server.workflowURL.replace(/sig=[^&]+/, 'sig=d3JvbmctY3JlZGVudGlhbA');
     const e = await teams(bad)

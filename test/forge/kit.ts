@@ -21,6 +21,8 @@ export interface ForgeRequest {
   json: unknown;
   /** Answer status (filled after routing). */
   status?: number;
+  /** When the request's body had arrived, epoch ms (`performance.timeOrigin + performance.now()`). */
+  at: number;
 }
 
 export interface Reply {
@@ -93,6 +95,7 @@ export async function startKitServer(routes: Route[], opts: KitOptions = {}): Pr
           headers: req.headers,
           body,
           json: parsed,
+          at: performance.timeOrigin + performance.now(),
         };
         requests.push(fr);
         let reply: Reply;

@@ -69,6 +69,26 @@ describe('B09: production defaults (no --egress-allow-loopback)', () => {
     ).rejects.toThrow(
       /the host must be an ASCII name without xn-- labels, an IPv4 address or a valid \[IPv6\] literal/,
     );
+    // In a Secret nothing checks the form at admission: a metadata address in decimal, hex or
+    // IPv4-mapped form is not a valid URL to our parser, but what the Provider is told is where
+    // it leads (EgressDenied, 169.254.169.254), not merely "not a valid http(s) URL".
+    const forms = {
+      'dec-secret': 'http://2852039166/latest/meta-data/',
+      'hex-secret': 'http://0xa9fea9fe/latest/meta-data/',
+      'mapped-secret': 'http://[::ffff:a9fe:a9fe]/latest/meta-data/',
+    };
+    for (const [name, address] of Object.entries(forms)) {
+      await obj.secret(name, { address });
+      await obj.provider(name, { type: 'generic', secretRef: { name } });
+    }
+    for (const name of Object.keys(forms)) {
+      const c = await obj.waitReady('providers', name, 'False', 'EgressDenied');
+      expect(c.message).toMatch(
+        /^key 'address' of Secret '[^']+': (169\.254\.169\.254|::ffff:a9fe:a9fe) is link-local/,
+      );
+      expect(c.message).not.toMatch(/not a valid/);
+      expect(c.message).not.toContain('meta-data');
+    }
     await obj.secret('hidden', { address: 'http://169.254.169.254/latest/api/token' });
     await obj.provider('hidden', { type: 'generic', secretRef: { name: 'hidden' } });
     for (const name of [...Object.keys(addresses), 'hidden']) {

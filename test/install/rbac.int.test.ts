@@ -31,6 +31,7 @@ import { kustomize } from '../support/kubectl.ts';
 import { errorStatusCode, kubeRequest, objectPath, type KubeRequest } from '../../src/kube/client.ts';
 import { GROUP, VERSION } from '../../src/api/v1alpha1.ts';
 import { LEDGER_PLURAL } from '../../src/delivery/ledger.ts';
+import { clusterNameFromUID } from '../../src/kube/cluster-name.ts';
 
 const SHA = '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c';
 
@@ -131,6 +132,11 @@ describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
       env: { NODE_OPTIONS: nodeOptions, POD_NAMESPACE: ns, POD_NAME: `rbac-${run}` },
     });
     expect(container.args).toContain('--leader-elect');
+    // As installed there is no --cluster-name: the shipped rules let it read kube-system (N15).
+    expect(container.args.some((a) => a.startsWith('--cluster-name'))).toBe(false);
+    const kubeSystem = await admin.makeApiClient(CoreV1Api).readNamespace({ name: 'kube-system' });
+    const named = await proc.waitForLog((r) => r['source'] === 'kube-system', 30_000);
+    expect(named['clusterName']).toBe(clusterNameFromUID(kubeSystem.metadata?.uid ?? ''));
     await proc.waitForLog((r) => r['msg'] === 'became leader', 30_000);
     await proc.waitReady(30_000);
 
@@ -281,6 +287,11 @@ describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
       path: objectPath({ group: 'coordination.k8s.io', version: 'v1', plural: 'leases', namespace: tenant }),
       body: { metadata: { name: 'x' }, spec: {} },
     });
+    await denied('read a namespace other than kube-system', {
+      method: 'GET',
+      path: objectPath({ group: '', version: 'v1', plural: 'namespaces', name: tenant }),
+    });
+    await denied('list namespaces', { method: 'GET', path: '/api/v1/namespaces' });
     await denied('list Pods', {
       method: 'GET',
       path: objectPath({ group: '', version: 'v1', plural: 'pods', namespace: tenant }),

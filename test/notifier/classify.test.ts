@@ -188,7 +188,7 @@ describe('successful statuses that are not successes', () => {
     expect(
       classifyAnswer({ status: 200, headers: headers(page.headers), body: page.body, expectJson: true }, NOW)
         ?.verdict,
-    ).toEqual({ kind: 'badResponse', retry: false });
+    ).toEqual({ kind: 'badResponse', retry: false, condition: 'NotTheAPI' });
     expect(
       classifyAnswer({ status: 200, headers: headers({}), body: '{"id":1}', expectJson: true }, NOW),
     ).toBeUndefined();
@@ -211,5 +211,91 @@ describe('Slack Web API errors (HTTP 200, ok: false)', () => {
     ['msg_too_long', { kind: 'validation', retry: false }],
   ] as const)('%s', (error, want) => {
     expect(strip(classifySlackError(error, undefined))).toEqual(want);
+  });
+});
+
+describe("N14: every service's documented rate-limit hint, header or body", () => {
+  const epoch = (s: number): string => String(NOW_S + s);
+  const googleRetry = JSON.stringify({
+    error: {
+      code: 429,
+      status: 'RESOURCE_EXHAUSTED',
+      message: 'Resource has been exhausted (e.g. check quota).',
+      details: [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '2.5s' }],
+    },
+  });
+  // [service, status, headers, body, expected wait in ms (undefined: the delivery backoff)]
+  const table: [string, number, Record<string, string>, string, number | undefined][] = [
+    ['discord: retry_after in the body only', 429, {}, '{"retry_after": 2.5, "global": false}', 2_500],
+    [
+      'discord: X-RateLimit-Reset-After',
+      429,
+      { 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset-After': '2.5' },
+      '{}',
+      2_500,
+    ],
+    ['discord: Retry-After header wins', 429, { 'Retry-After': '3' }, '{"retry_after": 2.5}', 3_000],
+    ['slack: Retry-After', 429, { 'Retry-After': '7' }, '{"ok":false,"error":"ratelimited"}', 7_000],
+    ['msteams: Retry-After', 429, { 'Retry-After': '1' }, '', 1_000],
+    ['googlechat: RetryInfo.retryDelay', 429, {}, googleRetry, 2_500],
+    ['googlechat: no hint', 429, {}, '{"error":{"code":429,"status":"RESOURCE_EXHAUSTED"}}', undefined],
+    [
+      'github: primary limit',
+      403,
+      { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': epoch(42) },
+      '{"message":"API rate limit exceeded"}',
+      42_000,
+    ],
+    [
+      'github: secondary limit',
+      403,
+      { 'retry-after': '60' },
+      '{"message":"You have exceeded a secondary rate limit"}',
+      60_000,
+    ],
+    [
+      'gitlab: RateLimit-Reset (epoch)',
+      429,
+      { 'RateLimit-Remaining': '0', 'RateLimit-Reset': epoch(12) },
+      'Retry later',
+      12_000,
+    ],
+    ['gitlab: Retry-After', 429, { 'Retry-After': '9' }, 'Retry later', 9_000],
+    [
+      'azuredevops: Retry-After with X-RateLimit-*',
+      429,
+      { 'Retry-After': '30', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': epoch(30) },
+      '',
+      30_000,
+    ],
+    ['bitbucketserver: Retry-After', 429, { 'Retry-After': '5' }, '', 5_000],
+    [
+      'bitbucket cloud: no hint documented',
+      429,
+      { 'X-RateLimit-Limit': '1000', 'X-RateLimit-NearLimit': 'true' },
+      '',
+      undefined,
+    ],
+    [
+      'gitea: no API rate limit; a proxy in front may send Retry-After',
+      429,
+      { 'Retry-After': '4' },
+      '',
+      4_000,
+    ],
+  ];
+  it.each(table)('%s', (_name, status, headers, body, wait) => {
+    const c = classifyAnswer({ status, headers: new Headers(headers), body }, NOW);
+    expect(c?.verdict.kind).toBe('rateLimited');
+    expect(c?.verdict.retryAfterMs).toBe(wait);
+  });
+
+  it('a body hint is only read from JSON, and negative or malformed values are ignored', () => {
+    const wait = (body: string): number | undefined =>
+      classifyAnswer({ status: 429, headers: new Headers(), body }, NOW)?.verdict.retryAfterMs;
+    expect(wait('retry_after: 5')).toBeUndefined();
+    expect(wait('{"retry_after": -1}')).toBeUndefined();
+    expect(wait('{"retry_after": "5"}')).toBeUndefined();
+    expect(wait('{"retry_after": 99999}')).toBe(3_600_000);
   });
 });

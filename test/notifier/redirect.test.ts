@@ -88,27 +88,69 @@ describe('N07: redirects from renamed or transferred repositories', () => {
     ]);
   });
 
-  it('a temporary redirect (307) is not remembered; a 303 after a POST becomes a GET without body', async () => {
+  it('a temporary redirect (307) is not remembered; a 302/303 after a write is not followed (N13)', async () => {
     const r = await receiver();
     r.respondWith([
       { status: 307, headers: { location: '/b' } },
       { status: 200 },
       { status: 303, headers: { location: '/done' } },
+      { status: 302, headers: { location: '/next' } },
+      { status: 302, headers: { location: '/moved' } },
+      { status: 200 },
     ]);
     const h = client(r.url);
     await h.request(`${r.url}/a`, { method: 'PATCH', body: '{"x":1}' });
-    await h.request(`${r.url}/a`, {
-      method: 'POST',
-      body: '{"x":2}',
-      headers: { 'Content-Type': 'application/json' },
-    });
+    for (const code of [303, 302]) {
+      const e = await failure(() =>
+        h.request(`${r.url}/a`, {
+          method: 'POST',
+          body: '{"x":2}',
+          headers: { 'Content-Type': 'application/json' },
+        }),
+      );
+      expect([e.code, e.status, e.retryable, e.verdict.condition]).toEqual([
+        'REDIRECT',
+        code,
+        false,
+        'NotTheAPI',
+      ]);
+      expect(e.message).toMatch(
+        /"look at this page".*not followed; set the Provider address \(or spec\.apiURL\)/,
+      );
+    }
+    // A GET still follows a same-origin 302.
+    await h.request(`${r.url}/c`, { method: 'GET' });
     expect(r.requests.map((q) => `${q.method} ${q.path} ${q.body}`)).toEqual([
       'PATCH /a {"x":1}',
       'PATCH /b {"x":1}',
       'POST /a {"x":2}',
-      'GET /done ',
+      'POST /a {"x":2}',
+      'GET /c ',
+      'GET /moved ',
     ]);
-    expect(r.requests[3]?.headers['content-type']).toBeUndefined();
+  });
+
+  it('N13: a redirect to a sign-in page is never followed, on the same host or another', async () => {
+    const r = await receiver();
+    r.respondWith([
+      { status: 302, headers: { location: '/login?return_to=%2Fapi' } },
+      { status: 302, headers: { location: 'https://sso.example.net/saml/login' } },
+      { status: 301, headers: { location: '/users/sign_in' } },
+    ]);
+    const h = client(r.url);
+    for (const method of ['POST', 'GET', 'GET'] as const) {
+      const e = await failure(() =>
+        h.request(`${r.url}/api/v3/x`, method === 'POST' ? { method, body: '{}' } : { method }),
+      );
+      expect([e.code, e.verdict.kind, e.verdict.condition]).toEqual([
+        'REDIRECT',
+        'auth',
+        'AuthenticationFailed',
+      ]);
+      expect(e.message).toMatch(/redirects to a sign-in page \(.*\): not followed/);
+      expect(e.message).not.toContain('return_to');
+    }
+    expect(r.requests.map((q) => q.path)).toEqual(['/api/v3/x', '/api/v3/x', '/api/v3/x']);
   });
 
   it(`bounded: more than ${String(MAX_REDIRECTS)} hops is a final REDIRECT error`, async () => {

@@ -30,6 +30,8 @@ import { runKey } from '../../src/api/event.ts';
 import { stackNameOfUpdate } from '../../src/alert/router.ts';
 import { eventsForStack } from '../../src/source/derive.ts';
 import { V1FailureTexts } from '../../src/source/runs.ts';
+import { compileTemplates, renderNotification } from '../../src/template/index.ts';
+import { limitsFor } from '../../src/registry.ts';
 
 interface Recorded {
   type: 'ADDED' | 'MODIFIED' | 'DELETED';
@@ -170,5 +172,22 @@ describe.each([
     for (const ev of failed) expect(ev.message).toContain('doesNotExist');
     for (const d of f.delivered.filter((x) => x.reason.endsWith('Failed')))
       expect(d.message).toContain('doesNotExist');
+  });
+
+  it('N19: the commit status description names the program error, never "failed: stderr:"', () => {
+    const compiled = compileTemplates(undefined);
+    if (!compiled.ok) throw new Error(compiled.message);
+    const failed = replay(f).filter((ev) => ev.reason.endsWith('Failed'));
+    expect(failed.length).toBeGreaterThan(0);
+    for (const ev of failed) {
+      const opts = { clusterName: 'c', providerType: 'github' as const, commentsEnabled: false };
+      const description = renderNotification(compiled.set, ev, { ...opts, limits: limitsFor('github') })
+        .commitStatus?.description;
+      // Both versions: the program's own error (PKO v1 ends the output with an empty `stderr:`
+      // block; v2 puts the error under `stderr:` with the source location after it).
+      expect(description).toMatch(/failed: .*error: resource or variable named "doesNotExist"/);
+      expect(description).not.toMatch(/stderr:\s*$/);
+      expect(ev.message).not.toMatch(/stderr:\s*$/);
+    }
   });
 });

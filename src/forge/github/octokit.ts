@@ -18,7 +18,8 @@
  *   with `retryAfterMs`, and the delivery layer's credential gate (src/delivery/gate.ts) holds
  *   every Provider using that credential until then — the one rate-limit mechanism.
  * - `@octokit/plugin-retry`: one quick retry (after 0.5 s) of an idempotent GET that failed with a
- *   5xx or a transport error. Writes are never retried here (a POST whose answer was lost may
+ *   5xx or a retryable transport error (a final one, such as an answer over the read limit, is
+ *   not: {@link finalTransportErrors}). Writes are never retried here (a POST whose answer was lost may
  *   have taken effect), nor any 4xx; the dispatcher retries those with backoff and jitter.
  *
  * Case ids (F08, …) are described in docs/cases.md.
@@ -30,10 +31,27 @@ import { Octokit } from '@octokit/rest';
 import { credentialKey } from '../../credential/key.ts';
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { Logger } from '../../log.ts';
+import { isHtml, isSignInPage } from '../../notifier/classify.ts';
 import { ProviderError } from '../../notifier/errors.ts';
+import { SIGN_IN_LOCATION } from '../../notifier/redirect.ts';
 import { USER_AGENT, type ProviderHttp } from '../../notifier/http.ts';
 
-const GitHubOctokit = Octokit.plugin(retry, throttling);
+/**
+ * Octokit wraps anything its `fetch` throws in a `RequestError` with status 500, which
+ * plugin-retry would send again. This plugin, applied before it (its error hook runs first),
+ * hands a final `ProviderError` from the transport back as it is — not a `RequestError`, so it
+ * is not retried: an answer over the read limit (case N17) is over it again, and a request to
+ * another origin must not be repeated.
+ */
+function finalTransportErrors(octokit: Pick<Octokit, 'hook'>): Record<string, never> {
+  octokit.hook.error('request', (err: unknown) => {
+    const cause = (err as { cause?: unknown } | null)?.cause;
+    throw cause instanceof ProviderError && !cause.retryable ? cause : err;
+  });
+  return {};
+}
+
+const GitHubOctokit = Octokit.plugin(finalTransportErrors, retry, throttling);
 export type GitHubOctokit = InstanceType<typeof GitHubOctokit>;
 
 export interface OctokitOptions {
@@ -53,6 +71,29 @@ export function originOf(url: string): string {
   } catch {
     return url;
   }
+}
+
+function pathOf(url: string): string {
+  try {
+    return new URL(url).pathname;
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * Which URL to set when the one called does not answer as GitHub's API: the App's token
+ * endpoint and `GET /app` use `githubAppBaseURL` from the Secret when set, everything else
+ * `spec.apiURL` (or the API guessed from the address: `https://HOST/api/v3` on GitHub Enterprise).
+ */
+function apiURLHint(url: string, fallbackBase: string): string {
+  const app = /\/app(?:\/installations\/[^/]+\/access_tokens)?$/.test(pathOf(url));
+  // The base the call was made under (the App's calls may use githubAppBaseURL).
+  const m = /^(.*?)\/(?:app|repos|user|users|orgs|installation)(?:\/|$)/.exec(url.split('?')[0] ?? url);
+  const base = m?.[1] ?? fallbackBase;
+  return `the API base URL ${base} does not answer as GitHub's API (a login or SSO page in front of it?); set ${
+    app ? "githubAppBaseURL in the Provider's Secret (for the App's token) or " : ''
+  }spec.apiURL to GitHub's API URL (GitHub Enterprise Server: https://HOST/api/v3)`;
 }
 
 /** Builds the Octokit of Provider `p` (token or GitHub App) on `http`. */
@@ -76,12 +117,65 @@ export function buildOctokit(p: ResolvedProvider, http: ProviderHttp, opts: Octo
       );
     }
     const res = await http.fetch(url, init);
+    const notTheAPI = (what: string, code: string): ProviderError =>
+      new ProviderError(`${method} ${url} answered ${res.status} ${what}: ${apiURLHint(url, opts.baseUrl)}`, {
+        code,
+        status: res.status,
+        retryable: false,
+        secretValues,
+        verdict: {
+          kind: code === 'REDIRECT' ? 'redirect' : 'badResponse',
+          retry: false,
+          condition: 'NotTheAPI',
+        },
+      });
     if (res.status >= 300 && res.status <= 399 && res.status !== 304) {
       const location = res.headers.get('location');
       await res.body?.cancel();
+      let to: URL | undefined;
+      try {
+        to = location === null ? undefined : new URL(location, url);
+      } catch {
+        to = undefined;
+      }
+      const shown = to === undefined ? '' : `${to.origin}${to.pathname}`;
+      // A login or SSO page (N13): not the API, whatever the method or origin — never "moved".
+      if (to !== undefined && (SIGN_IN_LOCATION.test(to.pathname) || SIGN_IN_LOCATION.test(to.host)))
+        throw notTheAPI(
+          `with a redirect to a sign-in page (${shown}), not GitHub's API; not followed`,
+          'REDIRECT',
+        );
+      const write = method !== 'GET' && method !== 'HEAD';
+      if (write && (res.status === 302 || res.status === 303))
+        throw notTheAPI(
+          `with a redirect to ${shown} (for a ${method}: "look at this page", not GitHub's API); not followed`,
+          'REDIRECT',
+        );
+      if (!/\/repos\//.test(pathOf(url)))
+        throw notTheAPI(
+          `with a redirect to ${to?.origin ?? 'nowhere'} (credentials only go where the Provider points); not followed`,
+          'REDIRECT',
+        );
       throw new ProviderError(
-        `${method} ${url} answered ${res.status}: the repository moved${location === null ? '' : ` to ${location}`}; set the Provider address to its new location (redirects are not followed)`,
+        `${method} ${url} answered ${res.status}: the repository moved${to === undefined ? '' : ` to ${to.origin}`}; set the Provider address to its new location (redirects to another host are not followed)`,
         { code: 'REDIRECT', status: res.status, retryable: false, secretValues },
+      );
+    }
+    // GitHub's REST API answers JSON: an HTML page (a login or SSO portal answering 200 in its
+    // place) is never handed to Octokit, which would take it for an answer — an installation
+    // token `undefined`, then `Authorization: token undefined` on every call (N13).
+    const type = res.headers.get('content-type') ?? '';
+    if (
+      res.status >= 200 &&
+      res.status <= 299 &&
+      res.status !== 204 &&
+      type !== '' &&
+      !/\bjson\b/i.test(type)
+    ) {
+      const page = await res.text();
+      throw notTheAPI(
+        `with ${isHtml(page, type) ? (isSignInPage(page) ? 'a sign-in page' : 'an HTML page') : `'${type.split(';')[0] ?? type}'`}, not GitHub's API (JSON)`,
+        'BAD_RESPONSE',
       );
     }
     return res;

@@ -57,6 +57,31 @@ describe('gitea', () => {
     expect(s.requests.every((r) => r.headers.authorization === `token ${TOKEN}`)).toBe(true);
   });
 
+  it('N17: after a restart, a comment listing over the 8 MiB read limit fails the comment step; never a second sticky comment', async () => {
+    const s = await server();
+    s.addPull('acme', 'infra', { number: 12, sha: SHA });
+    const p = provider({ type: 'gitea', address: address(s), token: TOKEN });
+    await forgeNotifier(p, later).send(event(SHA), rendered('pending', { comment: 'first' }));
+    // A restart (nothing cached), and the listing answers valid JSON padded past 8 MiB.
+    const n = forgeNotifier(p, later);
+    const listing = (r: { method: string; path: string }): boolean =>
+      r.method === 'GET' && /\/issues\/12\/comments$/.test(r.path);
+    s.failNext({ status: 200, text: `[${' '.repeat(9 * 1024 * 1024)}]` }, 1, listing);
+    const e = await failure(() => n.send(event(SHA), rendered('success', { comment: 'second' })));
+    expect(e.code).toBe('RESPONSE_TOO_LARGE');
+    expect(e.message).toMatch(
+      /^the commit status is set, but the comment on pull request #12 failed: GET .* answered 200 with a body over 8 MiB/,
+    );
+    expect(
+      s
+        .repo('acme', 'infra')
+        .statuses.get(SHA)!
+        .map((x) => x.status),
+    ).toEqual(['pending', 'success']);
+    const comments = s.repo('acme', 'infra').pulls[0]!.comments;
+    expect(comments.map((c) => c.body)).toEqual([`${MARKER}\nfirst`]);
+  });
+
   it('F05/F06: an identical newest status (found on the last page) is not posted again', async () => {
     const s = await server();
     const n0 = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);

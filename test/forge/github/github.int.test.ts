@@ -99,4 +99,54 @@ describe('github end to end', () => {
       await gh.close();
     }
   }, 90_000);
+
+  it('N17: a 50 MB pull-request listing: the status is posted; the comment step fails with a clear reason in lastDelivery and a Warning Event', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_n17Token0123456789: 'pko-bot' },
+    });
+    const sha = '6a5b4c3d2e1f09876a5b4c3d2e1f09876a5b4c3d';
+    gh.addPullRequest('acme/app', { number: 8, headSha: sha });
+    gh.padAnswers({ operationId: 'repos/list-pull-requests-associated-with-commit', toBytes: 50_000_000 });
+    const ns = await createTestNamespace('gh-n17');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, { flags: ['--cluster-name=e2e'] });
+    try {
+      await obj.secret('gh', { token: 'ghp_n17Token0123456789' });
+      await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+      await obj.alert('gh', {
+        providerRef: { name: 'gh' },
+        eventSources: [{ kind: 'Stack' }],
+        eventReasons: ['UpdateSucceeded'],
+      });
+      await obj.waitReady('alerts', 'gh');
+      const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+      await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+      const run = await sim.startRun('app', { type: 'up', commit: sha });
+      await sim.finishRun(run, 'succeeded');
+      const last = await waitFor(
+        async () => (await obj.get('alerts', 'gh')).status?.lastDelivery?.find((d) => d.result === 'Failed'),
+        { timeoutMs: 30_000, what: 'a Failed lastDelivery' },
+      );
+      expect(gh.statuses('acme/app', sha).map((x) => x.state)).toEqual(['success']);
+      expect(last.reason).toBe('DeliveryFailed');
+      expect(last.message).toMatch(
+        /the commit status is set, but finding the pull requests of [0-9a-f]{40} failed: .*answered 200 with a body over 8 MiB/,
+      );
+      expect(last.message).not.toMatch(/no pull request/i);
+      const events = await obj.core.listNamespacedEvent({
+        namespace: ns,
+        fieldSelector: 'involvedObject.name=gh',
+      });
+      expect(events.items.some((e) => e.type === 'Warning' && /body over 8 MiB/.test(e.message ?? ''))).toBe(
+        true,
+      );
+      expect(gh.comments('acme/app', 8)).toEqual([]);
+      expect(gh.violations).toEqual([]);
+    } finally {
+      await ctl.stop();
+      await gh.close();
+    }
+  }, 90_000);
 });

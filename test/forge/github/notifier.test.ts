@@ -483,6 +483,76 @@ describe('sticky pull-request comment', () => {
     expect(s.violations).toEqual([]);
   });
 
+  it('N17: a 50 MB pull-request listing is an error of the comment step, never "no pull requests"; the status is posted', async () => {
+    const s = await server();
+    const head = sha('n17-pulls');
+    s.addPullRequest(REPO, { number: 12, headSha: head });
+    // A valid listing (PR #12 is in it), padded to 50 MB: only our read limit stands in the way.
+    s.padAnswers({ operationId: 'repos/list-pull-requests-associated-with-commit', toBytes: 50_000_000 });
+    const { notifier } = build(provider(s, newToken()));
+    const e = await failure(() =>
+      notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'body')),
+    );
+    expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success']);
+    expect(e.code).toBe('RESPONSE_TOO_LARGE');
+    expect(e.retryable).toBe(false);
+    expect(e.message).toMatch(
+      /^the commit status is set, but finding the pull requests of [0-9a-f]{40} failed: GET .* answered 200 with a body over 8 MiB \(the controller's read limit/,
+    );
+    expect(s.comments(REPO, 12)).toEqual([]);
+    // Nothing was remembered as "none": the next send asks again, and comments once it can read.
+    await notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'body'));
+    expect(s.comments(REPO, 12).map((c) => c.login)).toEqual(['pko-bot']);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('N17: after a restart, a comment listing over 8 MiB (100 comments of 65,000 CJK characters) fails the step; never a second sticky comment', async () => {
+    const s = await server();
+    const head = sha('n17-comments');
+    s.addPullRequest(REPO, { number: 13, headSha: head });
+    const before = build(provider(s, newToken()));
+    await before.notifier.send(event(head), withComment(status('pending', 'Update started'), 'first'));
+    const mine = (): number =>
+      s.comments(REPO, 13).filter((c) => c.login === 'pko-bot' && c.body.includes(MARKER)).length;
+    expect(mine()).toBe(1);
+    for (let i = 0; i < 100; i++)
+      s.addComment(REPO, 13, { body: '漢'.repeat(65_000), login: i % 2 ? 'alice' : 'bob' });
+    // A restart: a new notifier, nothing cached about where our comment is.
+    const after = build(provider(s, newToken()));
+    const e = await failure(() =>
+      after.notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'second')),
+    );
+    expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success', 'pending']);
+    expect(e.code).toBe('RESPONSE_TOO_LARGE');
+    expect(e.message).toMatch(/^the commit status is set, but the comment on pull request #13 failed: GET /);
+    expect(mine()).toBe(1);
+    expect(s.comments(REPO, 13)[0]?.body).toBe(`${MARKER}\nfirst`);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('a token without the pull-requests permission: statuses are posted, the comment step fails for that capability only (no AuthenticationFailed)', async () => {
+    const s = await server();
+    const head = sha('no-pr-permission');
+    s.addPullRequest(REPO, { number: 14, headSha: head });
+    const token = newToken();
+    const p = provider(s, token);
+    s.withoutPullRequestPermission(token);
+    const { notifier } = build(p);
+    const e = await failure(() =>
+      notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'body')),
+    );
+    expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success']);
+    expect([e.status, e.retryable, e.verdict]).toEqual([403, false, { kind: 'permission', retry: false }]);
+    expect(problemReason(e)).toBeUndefined(); // the Provider stays Ready: its statuses work
+    expect(e.message).toMatch(
+      /^the commit status is set, but finding the pull requests of [0-9a-f]{40} was refused: the credentials may set commit statuses but lack permission for pull requests/,
+    );
+    // A status alone (no comment rendered) still works and says nothing about comments.
+    await notifier.send(event(sha('status-only')), status('pending', 'Update started'));
+    expect(s.statuses(REPO, sha('status-only')).map((x) => x.state)).toEqual(['pending']);
+    expect(s.violations).toEqual([]);
+  });
+
   it('an archived repository refuses every write: final, the Provider is not blamed', async () => {
     const s = await server();
     s.archiveRepo(REPO);
@@ -625,6 +695,67 @@ describe('GitHub App', () => {
       secretValues: [privatePem],
       ...extra,
     });
+
+  describe('N13: the installation-token endpoint does not answer as the API (a login or SSO portal in front of GHES)', () => {
+    const LOGIN_PAGE =
+      '<!DOCTYPE html><html><head><title>Sign in to GitHub · GitHub</title></head><body><form action="/session"><input type="password" name="password"></form></body></html>';
+    const tokenCall = (method: string, path: string): boolean =>
+      method === 'POST' && /\/app\/installations\/\d+\/access_tokens$/.test(path);
+    it.each([
+      ['(a) 200 with an HTML login page', 200, { 'content-type': 'text/html; charset=utf-8' }, LOGIN_PAGE],
+      ['(b) 302 to /login on the same host', 302, { location: '/login?return_to=%2Fapi%2Fv3' }, ''],
+      [
+        '(c) 302 to another host (an SSO portal)',
+        302,
+        { location: 'https://sso.example.net/saml/login?x=1' },
+        '',
+      ],
+    ] as const)(
+      '%s: Ready=False NotTheAPI naming the URL to set; no token undefined; no redirect followed',
+      async (_n, code, headers, body) => {
+        const a = app();
+        const s = await server({ app: a, basePath: '/api/v3' });
+        s.portalNext({ match: tokenCall, status: code, headers, body });
+        const p = appProvider(s, a);
+        const seen: { url: string; authorization: string | undefined; method: string }[] = [];
+        const http = new ProviderHttp(p, {
+          fetch: (input, init) => {
+            const h = new Headers(init?.headers);
+            seen.push({
+              url: typeof input === 'string' ? input : input instanceof URL ? input.toString() : input.url,
+              method: init?.method ?? 'GET',
+              authorization: h.get('authorization') ?? undefined,
+            });
+            return fetchUndici(input, init);
+          },
+        });
+        const notifier = createGitHubNotifier(p, { http }, { pacing: false });
+        cleanups.push(() => notifier.close());
+        const e = await failure(() => notifier.send(event(sha(31)), status('pending', 'Update started')));
+        expect(e.verdict).toEqual({
+          kind: code === 200 ? 'badResponse' : 'redirect',
+          retry: false,
+          condition: 'NotTheAPI',
+        });
+        expect(problemReason(e)).toBe('NotTheAPI');
+        expect(e.message).toContain(`the API base URL ${s.apiBase} does not answer as GitHub's API`);
+        expect(e.message).toMatch(
+          /set githubAppBaseURL in the Provider's Secret \(for the App's token\) or spec\.apiURL to GitHub's API URL/,
+        );
+        expect(e.message).not.toMatch(/repository moved/);
+        expect(e.message).toMatch(
+          code === 200 ? /answered 200 with a sign-in page/ : /with a redirect to a sign-in page/,
+        );
+        // Nothing carried a token that is not one, and the POST was not re-sent anywhere.
+        expect(seen.some((r) => /token undefined/i.test(r.authorization ?? ''))).toBe(false);
+        expect(seen.filter((r) => r.method === 'POST').map((r) => new URL(r.url).pathname)).toEqual([
+          `/api/v3/app/installations/${String(a.installationId)}/access_tokens`,
+        ]);
+        expect(seen.some((r) => /\/login|sso\.example\.net/.test(r.url))).toBe(false);
+        expect(s.statuses(REPO, sha(31))).toEqual([]);
+      },
+    );
+  });
 
   it('exchanges a signed JWT for an installation token, then posts statuses and comments as <slug>[bot]', async () => {
     const a = app();

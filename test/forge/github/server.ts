@@ -336,6 +336,12 @@ export interface GitHubContractServer {
   /** Revokes a personal token: requests carrying it get 401 "Bad credentials" from now on. */
   revokeToken(token: string): void;
   /**
+   * Takes the "Pull requests" permission from a personal token (a fine-grained token with
+   * "Commit statuses" only): pull-request listings and issue comments answer 403 "Resource not
+   * accessible by personal access token"; statuses still work.
+   */
+  withoutPullRequestPermission(token: string): void;
+  /**
    * Adds a pull request; `commits` are the commits it contains besides its head (the head is
    * always one of them).
    */
@@ -398,6 +404,24 @@ export interface GitHubContractServer {
    * `close()`): a forge that hangs. They are logged with status 0.
    */
   stall(match: (method: string, path: string) => boolean): void;
+  /**
+   * The next `count` (default 1) successful answers of operation `operationId` are followed by
+   * JSON whitespace up to `toBytes` in all: still a valid answer, just too long to read (case N17:
+   * a 50 MB listing). Written in 1 MiB chunks, stopping when the client goes away.
+   */
+  padAnswers(spec: { operationId: string; toBytes: number; count?: number }): void;
+  /**
+   * The next `count` (default 1) requests `match` accepts get this answer instead of GitHub's:
+   * what a login or SSO portal in front of the API answers (an HTML page with 200, a 302 to
+   * `/login` or to another host). Logged with operation id `portal`.
+   */
+  portalNext(spec: {
+    match: (method: string, path: string) => boolean;
+    status: number;
+    headers?: Record<string, string>;
+    body?: string;
+    count?: number;
+  }): void;
   /** Makes "pull requests for commit" answer 422 "No commit found" for `sha` (not yet indexed). */
   commitNotIndexed(sha: string): void;
   /** Requests that reached the server and were not throttled. */
@@ -417,6 +441,26 @@ interface Credential {
   type: 'User' | 'Bot';
   app: { id: number; slug: string } | null;
   expiresAt: number;
+  /** A fine-grained token without the "Pull requests" permission (commit statuses only). */
+  noPullRequests?: boolean;
+}
+
+/** Writes `json` then spaces up to `toBytes` in all, in 1 MiB chunks, until done or the client leaves. */
+async function writePadded(res: ServerResponse, json: string, toBytes: number): Promise<void> {
+  const chunk = Buffer.alloc(1024 * 1024, 0x20);
+  let left = toBytes - Buffer.byteLength(json);
+  res.write(json);
+  while (left > 0 && !res.destroyed) {
+    const part = left >= chunk.length ? chunk : chunk.subarray(0, left);
+    left -= part.length;
+    if (!res.write(part)) {
+      await new Promise<void>((resolve) => {
+        res.once('drain', resolve);
+        res.once('close', resolve);
+      });
+    }
+  }
+  if (!res.destroyed) res.end();
 }
 
 class HttpAnswer {
@@ -464,6 +508,14 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
   const credentials = new Map<string, Credential>();
   const throttles: (ThrottleSpec & { left: number })[] = [];
   const stalls: ((method: string, path: string) => boolean)[] = [];
+  const pads: { operationId: string; toBytes: number; left: number }[] = [];
+  const portals: {
+    match: (method: string, path: string) => boolean;
+    status: number;
+    headers: Record<string, string>;
+    body: string;
+    left: number;
+  }[] = [];
   const notIndexed = new Set<string>();
   const locked = new Set<string>(); // repo#n
   const archived = new Set<string>(); // repo key
@@ -641,6 +693,14 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     return cred;
   };
 
+  /** GitHub's answer to a token without the permission an operation needs. */
+  const notAccessible = (): HttpAnswer =>
+    new HttpAnswer(403, {
+      message: 'Resource not accessible by personal access token',
+      documentation_url: DOCS,
+      status: '403',
+    });
+
   const repoOf = (ctx: Ctx): string | HttpAnswer => {
     const full = `${ctx.params.owner ?? ''}/${ctx.params.repo ?? ''}`;
     const canonical = repos.get(repoKey(full));
@@ -763,6 +823,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     'repos/list-pull-requests-associated-with-commit': (ctx) => {
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
+      if (who.noPullRequests === true) return notAccessible();
       const repo = repoOf(ctx);
       if (repo instanceof HttpAnswer) return repo;
       const sha = (ctx.params.commit_sha ?? '').toLowerCase();
@@ -818,6 +879,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     'issues/list-comments': (ctx) => {
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
+      if (who.noPullRequests === true) return notAccessible();
       const repo = repoOf(ctx);
       if (repo instanceof HttpAnswer) return repo;
       const n = Number(ctx.params.issue_number);
@@ -834,6 +896,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     'issues/create-comment': (ctx) => {
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
+      if (who.noPullRequests === true) return notAccessible();
       const repo = repoOf(ctx);
       if (repo instanceof HttpAnswer) return repo;
       const n = Number(ctx.params.issue_number);
@@ -871,6 +934,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     'issues/update-comment': (ctx) => {
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
+      if (who.noPullRequests === true) return notAccessible();
       const repo = repoOf(ctx);
       if (repo instanceof HttpAnswer) return repo;
       const found = findComment(repo, Number(ctx.params.comment_id));
@@ -1056,6 +1120,15 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       };
 
       if (stalls.some((m) => m(method, url.pathname))) return; // never answered
+      const portal = portals.find((x) => x.left > 0 && x.match(method, url.pathname));
+      if (portal) {
+        portal.left--;
+        entry.status = portal.status;
+        entry.operationId = 'portal';
+        res.writeHead(portal.status, portal.headers);
+        res.end(portal.body);
+        return;
+      }
       const t = throttles.find((x) => x.left > 0 && (x.match?.(method, url.pathname) ?? true));
       if (t) {
         t.left--;
@@ -1089,6 +1162,12 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       if (a.violation !== undefined)
         violations.push({ method, path: url.pathname, status: a.status, reason: a.violation });
       res.writeHead(a.status, { ...base, ...a.headers });
+      const pad = pads.find((x) => x.left > 0 && x.operationId === entry.operationId && a.status === 200);
+      if (pad !== undefined) {
+        pad.left--;
+        void writePadded(res, JSON.stringify(a.body), pad.toBytes);
+        return;
+      }
       res.end(a.status === 204 || a.status === 304 ? undefined : JSON.stringify(a.body));
     });
   };
@@ -1122,6 +1201,10 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     },
     revokeToken: (token) => {
       credentials.delete(token);
+    },
+    withoutPullRequestPermission: (token) => {
+      const c = credentials.get(token);
+      if (c !== undefined) c.noPullRequests = true;
     },
     addPullRequest: (repo, pr) => {
       const list = pulls.get(repoKey(repo)) ?? [];
@@ -1210,6 +1293,18 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     },
     stall: (match) => {
       stalls.push(match);
+    },
+    portalNext: (spec) => {
+      portals.push({
+        match: spec.match,
+        status: spec.status,
+        headers: spec.headers ?? {},
+        body: spec.body ?? '',
+        left: spec.count ?? 1,
+      });
+    },
+    padAnswers: (spec) => {
+      pads.push({ operationId: spec.operationId, toBytes: spec.toBytes, left: spec.count ?? 1 });
     },
     commitNotIndexed: (commit) => {
       notIndexed.add(commit.toLowerCase());
