@@ -21,7 +21,7 @@ const set = compiled.set;
 
 /** The update preview of the recording (its first run), as text. */
 const LOG = readFileSync(new URL('../fixtures/agent-logs/02-update.log', import.meta.url), 'utf8');
-const PREVIEW = LOG.slice(0, LOG.indexOf('preview completed') + 'preview completed'.length);
+const PREVIEW = LOG.slice(0, LOG.indexOf('\n', LOG.indexOf('\tpreview completed')) + 1);
 
 /** What a reader sees: character references decoded, zero-width spaces removed. */
 function shown(text: string): string {

@@ -18,6 +18,7 @@ import {
   type TemplateSet,
 } from '../../src/template/index.ts';
 import { measure } from '../../src/text.ts';
+import { exampleRendering } from './changes-example.ts';
 import { fencesBalanced, stackEvent } from './fixtures.ts';
 
 function builtins(): TemplateSet {
@@ -206,4 +207,17 @@ describe('the comment fits every forge, cut at whole resources', () => {
       renderAll(previewEvent({ set: recordedRun('08-large.log', 0) }), 'github').comment?.body ?? '';
     expect(body).not.toContain('Showing');
   });
+});
+
+describe('the documents show a real rendering', () => {
+  for (const doc of ['../../docs/previews.md', '../../templates/README.md']) {
+    it(`${doc.slice(6)} shows the comment, status and message the code renders from the recording`, () => {
+      const text = readFileSync(new URL(doc, import.meta.url), 'utf8');
+      const e = exampleRendering();
+      expect(text).toContain(`\`\`\`\`text\n${e.comment}\`\`\`\`\n`);
+      expect(text).toContain(`Commit status description: \`${e.status}\`.`);
+      expect(text).toContain(`\`\`\`text\n${e.message}\n\`\`\`\n`);
+      expect(e.comment).toContain('~ value: "one" => "two"');
+    });
+  }
 });
