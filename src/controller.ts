@@ -263,6 +263,14 @@ export async function startController(
     update: (ns, name) => inf.updates.get(ns, name),
     readSecret: secretReader(kc),
     logger: child({ component: 'changes' }),
+    warn: (stack, reason, message) => {
+      void recorder.event(
+        { ...stack, apiVersion: stack.apiVersion ?? 'pulumi.com/v1', kind: 'Stack' },
+        'Warning',
+        reason,
+        message,
+      );
+    },
   });
 
   // Routing: Stack and Update changes → events → matching Alerts → delivery.

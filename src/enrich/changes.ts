@@ -41,7 +41,16 @@ export interface ChangeAttacherOptions {
   /** Options of the log read (deadline, byte cap). Default: 20 s, 4 MiB. */
   log?: Omit<WorkspaceLogOptions, 'kubeConfig' | 'follow' | 'signal'>;
   now?: () => number;
+  /**
+   * Records a Warning Event on the Stack (reason {@link CHANGES_UNAVAILABLE_REASON}) when an admin
+   * can fix what kept the details away: a missing permission (the message names it) or a Secret
+   * that could not be read for redaction. Once per Update read.
+   */
+  warn?: (stack: Stack, reason: string, message: string) => void;
 }
+
+/** Reason of the Warning Event for details an admin can make available. */
+export const CHANGES_UNAVAILABLE_REASON = 'ChangeSetUnavailable';
 
 const unavailable = (why: string): EventChanges => ({ unavailable: `no change details: ${why}` });
 
@@ -146,9 +155,9 @@ export class ChangeAttacher {
             { stack: where, secret: name, err: String(err).slice(0, 200) },
             'cannot read a Secret the Stack references',
           );
-          return unavailable(
-            `the controller could not read the Secret ${run.namespace}/${name} the Stack references, to remove its values (it needs get on secrets in namespace ${run.namespace})`,
-          );
+          const why = `the controller could not read the Secret ${run.namespace}/${name} the Stack references, to remove its values (it needs get on secrets in namespace ${run.namespace})`;
+          this.#o.warn?.(stack, CHANGES_UNAVAILABLE_REASON, `no change details: ${why}`);
+          return unavailable(why);
         }
         if (data === undefined) continue; // gone: the run could not have used it either
         values.push(...Object.values(data));
@@ -163,6 +172,8 @@ export class ChangeAttacher {
       );
       if (!res.ok) {
         log.info({ stack: where, update: update.metadata.name, reason: res.reason }, res.message);
+        if (res.reason === 'Forbidden')
+          this.#o.warn?.(stack, CHANGES_UNAVAILABLE_REASON, `no change details: ${res.message}`);
         return unavailable(res.message);
       }
       const set = parser.end();

@@ -260,6 +260,21 @@ describe('change sets on the pull request (PKO v2 workspace log)', () => {
       expect(body).not.toContain('Property changes');
       expect(descriptions.some((d) => d.startsWith('Preview of stack acme/app/dev succeeded'))).toBe(true);
       expect(kubelet.requests.filter((r) => r.namespace === ns)).toEqual([]);
+      // And a Warning Event on the Stack says the same to the admin.
+      const ev = await waitFor(
+        async () => {
+          const list = await kubeRequest<{
+            items: { reason?: string; type?: string; message?: string; involvedObject?: { name?: string } }[];
+          }>(admin, {
+            method: 'GET',
+            path: objectPath({ group: '', version: 'v1', plural: 'events', namespace: ns }),
+          });
+          return list.items.find((e) => e.reason === 'ChangeSetUnavailable');
+        },
+        { timeoutMs: 20_000, what: 'the ChangeSetUnavailable Event' },
+      );
+      expect(ev).toMatchObject({ type: 'Warning', involvedObject: { name: 'app' } });
+      expect(ev.message).toContain(`grant the ClusterRole ${LOGS_ROLE}`);
     } finally {
       await gh.close();
     }
