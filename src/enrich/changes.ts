@@ -17,7 +17,7 @@ import { ChangeSetParser } from '../changes/parse.ts';
 import type { SecretReader } from '../credential/provider.ts';
 import { readWorkspaceLog, workspaceRunOf, type WorkspaceLogOptions } from '../kube/workspace-log.ts';
 import type { Logger } from '../log.ts';
-import { MAX_STACK_SECRETS, redactChangeSet, stackSecretRefs } from './secrets.ts';
+import { MAX_STACK_SECRETS, redactChangeSet, redactText, stackSecretRefs } from './secrets.ts';
 
 /** The `unavailable` text of a PKO v1 run's events. */
 export const PKO_V1_UNAVAILABLE = 'no change details: PKO v1 runs in the operator process; no workspace log';
@@ -54,11 +54,17 @@ export const CHANGES_UNAVAILABLE_REASON = 'ChangeSetUnavailable';
 
 const unavailable = (why: string): EventChanges => ({ unavailable: `no change details: ${why}` });
 
+/** One Update's read: its change set (or why none) and the Secret values found for it. */
+interface Read {
+  changes: EventChanges;
+  values: readonly string[];
+}
+
 /** Enriches routed events with their run's change set (see the module comment). */
 export class ChangeAttacher {
   readonly #o: ChangeAttacherOptions;
   /** Update uid → its change set (a promise while being read); insertion order is recency. */
-  readonly #cache = new Map<string, Promise<EventChanges>>();
+  readonly #cache = new Map<string, Promise<Read>>();
 
   constructor(opts: ChangeAttacherOptions) {
     this.#o = opts;
@@ -109,23 +115,34 @@ export class ChangeAttacher {
     }
     const waitMs = this.#o.waitMs ?? 3000;
     let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<EventChanges>((resolve) => {
+    const late = new Promise<Read>((resolve) => {
       timer = setTimeout(() => {
-        resolve(
-          unavailable(
+        resolve({
+          changes: unavailable(
             `the workspace log was not read within ${String(waitMs / 1000)} s; the result was sent without it`,
           ),
-        );
+          values: [],
+        });
       }, waitMs);
     });
     try {
-      return { ...ev, changes: await Promise.race([p, late]) };
+      const read = await Promise.race([p, late]);
+      // The message of a failed run holds the CLI's output: the same values go from it.
+      const message = read.values.length === 0 ? ev.message : redactText(ev.message, read.values);
+      return { ...ev, message, changes: read.changes };
     } finally {
       clearTimeout(timer);
     }
   }
 
-  async #read(stack: Stack, update: Update): Promise<EventChanges> {
+  async #read(stack: Stack, update: Update): Promise<Read> {
+    const values: string[] = [];
+    const changes = await this.#changes(stack, update, values);
+    return { changes, values };
+  }
+
+  /** The change set of `update`; `values` receives the Secret values it found (for the message). */
+  async #changes(stack: Stack, update: Update, values: string[]): Promise<EventChanges> {
     const log = this.#o.logger;
     const where = `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`;
     try {
@@ -145,7 +162,7 @@ export class ChangeAttacher {
           `the Stack references ${String(refs.secrets.length)} Secrets, more than the ${String(MAX_STACK_SECRETS)} whose values the controller removes from change sets`,
         );
       }
-      const values = [...refs.literals];
+      values.push(...refs.literals);
       for (const name of refs.secrets) {
         let data: Record<string, string> | undefined;
         try {

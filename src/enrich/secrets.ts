@@ -125,6 +125,15 @@ function redactLine(line: string, values: readonly string[]): string {
 }
 
 /**
+ * `text` (an event's message: PKO embeds the CLI's output in a failed run's) with every value of
+ * `values` removed as {@link redactChangeSet} does.
+ */
+export function redactText(text: string, values: readonly string[]): string {
+  const vs = withLines(values);
+  return vs.length === 0 ? text : redact(text, vs);
+}
+
+/**
  * `set` with every occurrence of each of `values` — raw, base64, URL-encoded, JSON-escaped, and
  * each line of a multi-line value — replaced by `[redacted]` in every text it holds (property
  * lines, names, types, URNs, error lines, the stack name). A changed property stays a changed

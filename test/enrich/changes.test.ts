@@ -98,4 +98,18 @@ describe('ChangeAttacher', () => {
     await a.attach(stack, event({ kind: 'update', name: 'u1' }, 'succeeded'));
     expect(calls).toHaveLength(4);
   });
+
+  it("removes the Stack's Secret values from the event's message too (a failed run embeds the CLI output)", async () => {
+    const a = attacher({ readSecret: () => Promise.resolve({ x: 'sup3r-secret-value' }) });
+    const ev = stackEvent({
+      identity: { stack: 'stack-uid', run: { kind: 'update', name: 'u2' }, phase: { kind: 'failed' } },
+      message: 'Update of stack acme/app/dev failed:\n  ~ password: "sup3r-secret-value" => "x"\nerror: boom',
+    });
+    const out = await a.attach(stack, ev);
+    expect(out.message).toBe(
+      'Update of stack acme/app/dev failed:\n  ~ password: "[redacted]" => "x"\nerror: boom',
+    );
+    // No cluster here: the log could not be read, which is said.
+    expect(out.changes?.unavailable).toMatch(/^no change details: /);
+  });
 });
