@@ -433,6 +433,7 @@ export async function startController(
         previews.stop(deadline),
         router.stop(deadline),
       ]);
+      changeAttacher.stop();
       if (!p.drained || !a.drained || !pr.drained)
         logger.warn('shutdown deadline reached with work in flight');
       await dispatcher.stop(deadline);

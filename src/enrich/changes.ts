@@ -3,8 +3,11 @@
  * "What a preview would change"): for a PKO v2 Update that succeeded or failed, the workspace
  * pod's log is read through `pods/log` (src/kube/workspace-log.ts, `sinceTime` = the Update's
  * `startTime`), parsed (src/changes/parse.ts) and stripped of every value of every Secret the
- * Stack references (./secrets.ts). One read per Update, cached (bounded LRU); an event waits for
- * it at most `waitMs` (default 3 s), so a status or comment is never held up longer.
+ * Stack references (./secrets.ts). One read per Update, cached (bounded LRU): started at the
+ * run's `started` event with `follow` (bounded in number, time and bytes) and ended by the
+ * agent's end-of-run line, so a pod PKO deletes right after the run (`workspaceReclaimPolicy:
+ * Delete`) still yields its change set; else read when the result comes. An event waits for it
+ * at most `waitMs` (default 3 s), so a status or comment is never held up longer.
  *
  * Nothing here fails an event: when no details can be had, the event carries
  * `changes.unavailable`, a sentence starting `no change details:` that says why (the permission
@@ -38,6 +41,16 @@ export interface ChangeAttacherOptions {
    * delivered before (after a restart every past Update is routed again). Default 15 minutes.
    */
   maxAgeMs?: number;
+  /**
+   * Follow a run's log from its `started` event on (at most this many runs at once; 0: never),
+   * so that a Stack with `workspaceReclaimPolicy: Delete`, whose pod PKO deletes right after a
+   * successful run, still yields its change set. Default 32.
+   */
+  maxFollows?: number;
+  /** Deadline of one follow, ms. Default 30 minutes. */
+  followTimeoutMs?: number;
+  /** How long a follow may go on after its run finished, when its end line did not come, ms. Default 2,000. */
+  followGraceMs?: number;
   /** Options of the log read (deadline, byte cap). Default: 20 s, 4 MiB. */
   log?: Omit<WorkspaceLogOptions, 'kubeConfig' | 'follow' | 'signal'>;
   now?: () => number;
@@ -60,14 +73,31 @@ interface Read {
   values: readonly string[];
 }
 
+/** The agent's end-of-run line (logger `server`), which ends a follow. */
+const RUN_END = /^\S+\t[A-Z]+\tserver\t(?:preview|up|refresh|destroy) completed/;
+
+interface Follow {
+  stop: AbortController;
+}
+
 /** Enriches routed events with their run's change set (see the module comment). */
 export class ChangeAttacher {
   readonly #o: ChangeAttacherOptions;
   /** Update uid → its change set (a promise while being read); insertion order is recency. */
   readonly #cache = new Map<string, Promise<Read>>();
+  /** Update uid → its follow while it runs. */
+  readonly #follows = new Map<string, Follow>();
+  /** Updates a follow was started for (bounded): each run is followed once at most. */
+  readonly #followed = new Set<string>();
 
   constructor(opts: ChangeAttacherOptions) {
     this.#o = opts;
+  }
+
+  /** Ends every follow (at shutdown); what they read so far is parsed as usual. */
+  stop(): void {
+    for (const f of this.#follows.values()) f.stop.abort();
+    this.#follows.clear();
   }
 
   /** Updates whose change set is cached (for tests and metrics). */
@@ -81,8 +111,12 @@ export class ChangeAttacher {
    */
   async attach(stack: Stack, ev: NotificationEvent): Promise<NotificationEvent> {
     const phase = ev.identity.phase.kind;
-    if (phase !== 'succeeded' && phase !== 'failed') return ev;
     const run = ev.identity.run;
+    if (phase === 'started' && run.kind === 'update') {
+      this.#follow(stack, run.name);
+      return ev;
+    }
+    if (phase !== 'succeeded' && phase !== 'failed') return ev;
     if (run.kind === 'v1') return { ...ev, changes: { unavailable: PKO_V1_UNAVAILABLE } };
     if (run.kind !== 'update') return ev;
     const ns = stack.metadata.namespace ?? '';
@@ -92,6 +126,14 @@ export class ChangeAttacher {
     const ended = Date.parse(update.status?.endTime ?? '');
     const maxAge = this.#o.maxAgeMs ?? 15 * 60_000;
     const key = update.metadata.uid ?? `${ns}/${run.name}`;
+    const follow = this.#follows.get(key);
+    if (follow !== undefined) {
+      // The run is over: its end line normally ends the follow; if it does not come, stop soon.
+      setTimeout(() => {
+        follow.stop.abort();
+      }, this.#o.followGraceMs ?? 2_000).unref();
+      this.#follows.delete(key);
+    }
     let p = this.#cache.get(key);
     if (p === undefined) {
       if (!Number.isNaN(ended) && now - ended > maxAge) {
@@ -135,14 +177,49 @@ export class ChangeAttacher {
     }
   }
 
-  async #read(stack: Stack, update: Update): Promise<Read> {
+  /** Starts following the log of the Update `name` of `stack`, unless one is cached or followed. */
+  #follow(stack: Stack, name: string): void {
+    const max = this.#o.maxFollows ?? 32;
+    if (max <= 0 || this.#follows.size >= max) return;
+    const update = this.#o.update(stack.metadata.namespace ?? '', name);
+    const complete = update?.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True');
+    if (update === undefined || complete === true || update.status?.endTime !== undefined) return;
+    const key = update.metadata.uid ?? `${stack.metadata.namespace ?? ''}/${name}`;
+    if (this.#cache.has(key) || this.#followed.has(key)) return;
+    this.#followed.add(key);
+    if (this.#followed.size > 4 * (this.#o.cacheSize ?? 256)) {
+      const oldest = this.#followed.values().next().value;
+      if (oldest !== undefined) this.#followed.delete(oldest);
+    }
+    const follow: Follow = { stop: new AbortController() };
+    this.#follows.set(key, follow);
+    const p: Promise<Read> = this.#read(stack, update, follow.stop).then((r) => {
+      if (this.#follows.get(key) === follow) this.#follows.delete(key);
+      // Nothing found (e.g. it started before the pod): the run's result reads once more.
+      if (r.changes.set === undefined && this.#cache.get(key) === p) this.#cache.delete(key);
+      return r;
+    });
+    this.#cache.set(key, p);
+    while (this.#cache.size > (this.#o.cacheSize ?? 256)) {
+      const oldest = this.#cache.keys().next().value;
+      if (oldest === undefined) break;
+      this.#cache.delete(oldest);
+    }
+  }
+
+  async #read(stack: Stack, update: Update, follow?: AbortController): Promise<Read> {
     const values: string[] = [];
-    const changes = await this.#changes(stack, update, values);
+    const changes = await this.#changes(stack, update, values, follow);
     return { changes, values };
   }
 
   /** The change set of `update`; `values` receives the Secret values it found (for the message). */
-  async #changes(stack: Stack, update: Update, values: string[]): Promise<EventChanges> {
+  async #changes(
+    stack: Stack,
+    update: Update,
+    values: string[],
+    follow?: AbortController,
+  ): Promise<EventChanges> {
     const log = this.#o.logger;
     const where = `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`;
     try {
@@ -184,8 +261,17 @@ export class ChangeAttacher {
         run,
         (line) => {
           parser.push(`${line}\n`);
+          if (follow !== undefined && RUN_END.test(line)) follow.abort();
         },
-        { kubeConfig: this.#o.kubeConfig, timeoutMs: 20_000, ...this.#o.log },
+        follow === undefined
+          ? { kubeConfig: this.#o.kubeConfig, timeoutMs: 20_000, ...this.#o.log }
+          : {
+              kubeConfig: this.#o.kubeConfig,
+              ...this.#o.log,
+              timeoutMs: this.#o.followTimeoutMs ?? 30 * 60_000,
+              follow: true,
+              signal: follow.signal,
+            },
       );
       if (!res.ok) {
         log.info({ stack: where, update: update.metadata.name, reason: res.reason }, res.message);

@@ -159,6 +159,7 @@ async function workspacePod(ns: string, stack: Stack): Promise<string> {
 async function previewOnPullRequest(
   ns: string,
   gh: Awaited<ReturnType<typeof startGitHubServer>>,
+  o: { follow?: boolean; deletePod?: boolean } = {},
 ): Promise<{ body: string; descriptions: string[] }> {
   const obj = new Objects(ns);
   const ctl = await startInProcess(ns, { flags: ['--cluster-name=changes'] });
@@ -180,16 +181,45 @@ async function previewOnPullRequest(
       },
     );
     const pod = await workspacePod(ns, stack);
+    // The container is running: its log exists (empty) before the run.
+    kubelet.setLog(ns, pod, 'pulumi', []);
     // The pod exists before the run starts (sinceTime is in whole seconds), as with PKO.
     await new Promise((r) => setTimeout(r, 1_100));
     const run = await sim.startRun('app', { type: 'preview', commit: SHA });
-    const now = new Date(Date.now() + 50);
-    kubelet.setLog(
-      ns,
-      pod,
-      'pulumi',
-      recordedPreview().map((line) => ({ time: now, line })),
-    );
+    if (o.follow === true) {
+      // The controller follows the log from the run's start (PreviewStarted) on.
+      await waitFor(
+        () =>
+          Promise.resolve(
+            kubelet.requests.some((r) => r.namespace === ns && r.pod === pod && r.query.follow === 'true'),
+          ),
+        { timeoutMs: 20_000, what: 'a follow of the workspace log' },
+      );
+    }
+    // The agent writes the run's lines (to every follower too).
+    for (const line of recordedPreview()) kubelet.append(ns, pod, 'pulumi', line);
+    if (o.deletePod === true) {
+      // workspaceReclaimPolicy: Delete — PKO deletes the workspace right after a successful run.
+      await kubeRequest(admin, {
+        method: 'DELETE',
+        path: objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: pod }),
+        body: { gracePeriodSeconds: 0 },
+      });
+      await waitFor(
+        async () => {
+          try {
+            await kubeRequest(admin, {
+              method: 'GET',
+              path: objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: pod }),
+            });
+            return false;
+          } catch {
+            return true;
+          }
+        },
+        { timeoutMs: 20_000, what: 'the workspace pod deleted' },
+      );
+    }
     await sim.finishRun(run, 'succeeded', { permalink: null });
     const comment = await waitFor(
       () =>
@@ -275,6 +305,26 @@ describe('change sets on the pull request (PKO v2 workspace log)', () => {
       );
       expect(ev).toMatchObject({ type: 'Warning', involvedObject: { name: 'app' } });
       expect(ev.message).toContain(`grant the ClusterRole ${LOGS_ROLE}`);
+    } finally {
+      await gh.close();
+    }
+  }, 120_000);
+
+  it('workspaceReclaimPolicy: Delete: the log followed from the start still gives the change set', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_changesToken0123456789: 'pko-bot' },
+    });
+    try {
+      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+      const ns = await createTestNamespace('changes-follow');
+      await grantLogs(ns);
+      const { body, descriptions } = await previewOnPullRequest(ns, gh, { follow: true, deletePod: true });
+      expect(body).toContain('**+30 to create, ~1 to update**');
+      expect(body).toContain('+ tag001: "value-001"');
+      expect(body).not.toContain(LEAKED);
+      expect(descriptions.find((d) => d.startsWith('+30 to create, ~1 to update · '))).toBeDefined();
     } finally {
       await gh.close();
     }
