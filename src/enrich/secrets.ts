@@ -8,7 +8,7 @@
  */
 import type { Stack } from '../api/pko.ts';
 import type { ChangeSet } from '../changes/types.ts';
-import { REDACTED, redact } from '../credential/redact.ts';
+import { REDACTED, redactorFor } from '../credential/redact.ts';
 
 /** What a Stack's spec references: Secrets (read whole) and literal secret config values. */
 export interface StackSecretRefs {
@@ -103,25 +103,24 @@ function forms(v: string): string[] {
 }
 
 /**
- * `line` redacted; a line the parser cut (ending in `…`) whose cut end is the start of a secret
- * form (at least 4 characters of it) loses that start too.
+ * A function redacting one line: every form of `values` (src/credential/redact.ts); a line the
+ * parser cut (ending in `…`) whose cut end is the start of a secret form (at least 4 characters
+ * of it) loses that start too.
  */
-function redactLine(line: string, values: readonly string[]): string {
-  let out = redact(line, values);
-  if (out.endsWith('…')) {
+function lineRedactor(values: readonly string[]): (line: string) => string {
+  const whole = redactorFor(values);
+  const starts = values.flatMap(forms);
+  return (line) => {
+    const out = whole(line);
+    if (!out.endsWith('…')) return out;
     const body = out.slice(0, -1);
-    for (const v of values) {
-      for (const f of forms(v)) {
-        for (let k = Math.min(f.length - 1, body.length); k >= 4; k--) {
-          if (body.endsWith(f.slice(0, k))) {
-            out = `${body.slice(0, body.length - k)}${REDACTED}…`;
-            return out;
-          }
-        }
+    for (const f of starts) {
+      for (let k = Math.min(f.length - 1, body.length); k >= 4; k--) {
+        if (body.endsWith(f.slice(0, k))) return `${body.slice(0, body.length - k)}${REDACTED}…`;
       }
     }
-  }
-  return out;
+    return out;
+  };
 }
 
 /**
@@ -130,7 +129,7 @@ function redactLine(line: string, values: readonly string[]): string {
  */
 export function redactText(text: string, values: readonly string[]): string {
   const vs = withLines(values);
-  return vs.length === 0 ? text : redact(text, vs);
+  return vs.length === 0 ? text : redactorFor(vs)(text);
 }
 
 /**
@@ -142,7 +141,7 @@ export function redactText(text: string, values: readonly string[]): string {
 export function redactChangeSet(set: ChangeSet, values: readonly string[]): ChangeSet {
   const vs = withLines(values);
   if (vs.length === 0) return set;
-  const r = (s: string): string => redactLine(s, vs);
+  const r = lineRedactor(vs);
   return {
     ...set,
     ...(set.run ? { run: { ...set.run, stack: r(set.run.stack) } } : {}),
