@@ -77,7 +77,7 @@ export interface ChangedResource {
 export interface OperationGroup {
   op: StepOp;
   glyph: string;
-  /** `to create` for a preview, `created` for a run that applied. */
+  /** `to create` for a preview, `created` for a run that applied, `create attempted` for one that applied and failed. */
   label: string;
   /** Resources of this operation in the run (exact when the CLI's summary was read). */
   count: number;
@@ -285,7 +285,10 @@ export function changesContext(
   let chars = CHANGES_CONTEXT_LIMITS.maxDiffChars;
   for (const op of GROUP_ORDER) {
     const mine = changedResources.filter((r) => r.op === op);
-    const count = Math.max(counts[op], mine.length);
+    // A run that applied and failed: its summary counts what was done, its resource lines what
+    // was attempted (some of which failed).
+    const attempted = set.failed && dryRun === false;
+    const count = attempted ? mine.length : Math.max(counts[op], mine.length);
     if (count === 0) continue;
     const shown: ChangedResource[] = [];
     for (const r of mine) {
@@ -304,7 +307,7 @@ export function changesContext(
       bareObj<OperationGroup>({
         op,
         glyph: glyphOf(op),
-        label: labelOf(op, dryRun ?? true),
+        label: attempted ? `${op} attempted` : labelOf(op, dryRun ?? true),
         count,
         resources: shown,
       }),

@@ -150,6 +150,8 @@ describe('built-in templates render the recordings', () => {
     expect(out.commitStatus?.description).toMatch(/^no changes · /);
     expect(out.comment?.body).toContain('`c`');
     expect(out.comment?.body).toContain('failOn: "create"');
+    // The summary says what was done (nothing); the group what was attempted.
+    expect(out.comment?.body).toContain('**+1 create attempted**');
   });
 
   it('unavailable details are said in the comment, not in the status', () => {
