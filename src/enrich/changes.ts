@@ -123,7 +123,9 @@ export class ChangeAttacher {
     const update = this.#o.update(ns, run.name);
     if (update === undefined) return { ...ev, changes: unavailable(`the Update ${ns}/${run.name} is gone`) };
     const now = (this.#o.now ?? Date.now)();
-    const ended = Date.parse(update.status?.endTime ?? '');
+    // PKO 2.9 writes no endTime for a failed run: its Complete condition says when it ended.
+    const complete = update.status?.conditions?.find((c) => c.type === 'Complete' && c.status === 'True');
+    const ended = Date.parse(update.status?.endTime ?? complete?.lastTransitionTime ?? '');
     const maxAge = this.#o.maxAgeMs ?? 15 * 60_000;
     const key = update.metadata.uid ?? `${ns}/${run.name}`;
     const follow = this.#follows.get(key);

@@ -33,6 +33,21 @@ function attacher(
 ): ChangeAttacher {
   const updates = new Map(['u1', 'u2', 'u3', 'old'].map((n) => [n, update(n)]));
   updates.set('old', update('old', new Date(Date.now() - 3_600_000).toISOString()));
+  // A failed run as PKO 2.9 leaves it: no endTime, a Complete condition.
+  updates.set('oldFailed', {
+    ...update('oldFailed'),
+    status: {
+      conditions: [
+        {
+          type: 'Complete',
+          status: 'True',
+          reason: 'Updated',
+          message: '',
+          lastTransitionTime: new Date(Date.now() - 3_600_000).toISOString(),
+        },
+      ],
+    },
+  });
   return new ChangeAttacher({
     kubeConfig: new KubeConfig(),
     update: (_ns, name) => updates.get(name),
@@ -58,6 +73,10 @@ describe('ChangeAttacher', () => {
     expect(gone.changes?.unavailable).toBe('no change details: the Update team-a/nope is gone');
     const old = await a.attach(stack, event({ kind: 'update', name: 'old' }, 'succeeded'));
     expect(old.changes?.unavailable).toMatch(/^no change details: the run ended more than 15 minutes before/);
+    const oldFailed = await a.attach(stack, event({ kind: 'update', name: 'oldFailed' }, 'failed'));
+    expect(oldFailed.changes?.unavailable).toMatch(
+      /^no change details: the run ended more than 15 minutes before/,
+    );
     expect(reads).toBe(0);
   });
 
