@@ -223,3 +223,24 @@ describe('the documents show a real rendering', () => {
     });
   }
 });
+
+describe('custom templates and `changes`', () => {
+  it('checks the keys of `changes` when the Alert is applied', () => {
+    const typo = compileTemplates({ message: '{{#if changes}}{{changes.sumary}}{{/if}}' });
+    expect(typo.ok).toBe(false);
+    if (!typo.ok)
+      expect(typo.message).toMatch(/unknown key `changes.sumary` \(`changes` has: summary, short/);
+    const deep = compileTemplates({ message: '{{#if changes}}{{changes.counts.bogus}}{{/if}}' });
+    expect(deep.ok).toBe(false);
+    const fine = compileTemplates({
+      message:
+        '{{#if changes}}{{changes.counts.create}} {{{changes.short}}}{{#each changes.resources}} {{name}}{{/each}}{{/if}}',
+    });
+    expect(fine.ok).toBe(true);
+  });
+
+  it('a template reading `changes` without `{{#if changes}}` is refused: changes is null on most events', () => {
+    const r = compileTemplates({ message: '{{changes.summary}}' });
+    expect(r.ok).toBe(false);
+  });
+});
