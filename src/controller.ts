@@ -37,6 +37,7 @@ import { TemplateSandbox } from './template/index.ts';
 import { keyOf } from './reconcile/common.ts';
 import { AlertIndex } from './alert/routed.ts';
 import { Router } from './alert/router.ts';
+import { ChangeAttacher } from './enrich/changes.ts';
 import { LiveStacks, slimStack } from './source/stacks.ts';
 import { Ledger } from './delivery/ledger.ts';
 import { Dispatcher } from './delivery/dispatcher.ts';
@@ -274,8 +275,25 @@ export async function startController(
     maySend: () => elector?.holdsLease() ?? true,
   });
 
+  // A finished PKO v2 run's change set (workspace log → parse → Secrets removed), on its events.
+  const changeAttacher = new ChangeAttacher({
+    kubeConfig: kc,
+    update: (ns, name) => inf.updates.get(ns, name),
+    readSecret: secretReader(kc),
+    logger: child({ component: 'changes' }),
+    warn: (stack, reason, message) => {
+      void recorder.event(
+        { ...stack, apiVersion: stack.apiVersion ?? 'pulumi.com/v1', kind: 'Stack' },
+        'Warning',
+        reason,
+        message,
+      );
+    },
+  });
+
   // Routing: Stack and Update changes → events → matching Alerts → delivery.
   const router = new Router({
+    enrich: (stack, ev) => changeAttacher.attach(stack, ev),
     kubeConfig: kc,
     stacks: inf.stacks,
     updates: inf.updates,
@@ -434,6 +452,7 @@ export async function startController(
         previews.stop(deadline),
         router.stop(deadline),
       ]);
+      changeAttacher.stop();
       if (!p.drained || !a.drained || !pr.drained)
         logger.warn('shutdown deadline reached with work in flight');
       await dispatcher.stop(deadline);

@@ -36,6 +36,11 @@ export interface RouterOptions {
   registry?: Registry;
   /** Stacks recomputed in parallel (default 4). */
   concurrency?: number;
+  /**
+   * Adds to an event what deriving it cannot know (a finished run's change set: src/enrich),
+   * before it is matched. Must not throw, and must bound its own wait.
+   */
+  enrich?: (stack: Stack, event: NotificationEvent) => Promise<NotificationEvent>;
 }
 
 /** The Stack an Update belongs to: its ownerReference of kind Stack, else PKO's `pulumi.com/stack-name` label. */
@@ -214,8 +219,12 @@ export class Router {
     const stack = this.#o.stacks.get(key.slice(0, i), key.slice(i + 1));
     if (!stack?.metadata.uid) return undefined;
     if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
-    const events = this.eventsFor(stack);
+    let events = this.eventsFor(stack);
     if (events.length === 0) return undefined;
+    const enrich = this.#o.enrich;
+    if (enrich) {
+      events = await Promise.all(events.map(async (e) => ({ ...e, event: await enrich(stack, e.event) })));
+    }
     for (const alert of this.#o.alerts.all()) {
       const matched: OfferedEvent[] = [];
       for (const { event: ev, observed } of events) {

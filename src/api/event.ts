@@ -2,6 +2,7 @@
  * The normalised notification event (docs/events.md). Not called `Event`: Node declares a global
  * of that name.
  */
+import type { ChangeSet } from '../changes/types.ts';
 import type { EventReason, Severity } from './v1alpha1.ts';
 
 /** Metadata keys the source fills when known (docs/events.md); Alerts may add their own. */
@@ -114,4 +115,17 @@ export interface NotificationEvent {
    * generation, an OCI digest); absent when the event has a commit.
    */
   noCommitReason?: string;
+  /**
+   * What the run changed (or would change): attached to a finished run's event before it is
+   * routed (docs/previews.md, "What a preview would change"); absent when nobody looked (a
+   * started or stalled event). Templates see it as `changes` (templates/README.md).
+   */
+  changes?: EventChanges;
 }
+
+/**
+ * The change set of an event's run, or why there is none. `set` is already redacted (no value of a
+ * Secret the Stack references); `unavailable` is one plain sentence (`no change details: …`).
+ */
+export type EventChanges =
+  { set: ChangeSet; unavailable?: undefined } | { set?: undefined; unavailable: string };

@@ -82,7 +82,14 @@ export function secretParts(value: string): string[] {
  * without `\/`) — with `[redacted]`.
  */
 export function redact(text: string, secretValues: readonly string[]): string {
-  let out = text;
+  return redactorFor(secretValues)(text);
+}
+
+/**
+ * {@link redact} with the encoded forms of `secretValues` computed once, for redacting many texts
+ * (e.g. every line of a change set) with the same values.
+ */
+export function redactorFor(secretValues: readonly string[]): (text: string) => string {
   const forms = new Set<string>();
   for (const v of secretValues) {
     if (v.length < 4) continue;
@@ -96,10 +103,12 @@ export function redact(text: string, secretValues: readonly string[]): string {
     forms.add(json.replaceAll('/', '\\/'));
   }
   // Longest first, so a value containing another is replaced whole.
-  for (const f of [...forms].sort((a, b) => b.length - a.length)) {
-    out = out.split(f).join(REDACTED);
-  }
-  return out;
+  const sorted = [...forms].sort((a, b) => b.length - a.length);
+  return (text) => {
+    let out = text;
+    for (const f of sorted) if (out.includes(f)) out = out.split(f).join(REDACTED);
+    return out;
+  };
 }
 
 /**

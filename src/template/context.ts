@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import type { NotificationEvent } from '../api/event.ts';
 import type { ProviderType } from '../api/v1alpha1.ts';
 import { cleanMessage, meaningfulLine } from '../text.ts';
+import { changesContext, type ChangesContext } from './changes.ts';
 
 /** Keys whose value is a string map (`{{metadata.x}}`, `{{#each labels}}`); the rest are scalars. */
 export const MAP_KEYS = ['metadata', 'labels'] as const;
@@ -45,6 +46,7 @@ export const CONTEXT_KEYS = [
   'permalink',
   'failures',
   'pullRequest',
+  'changes',
   'metadata',
   'labels',
   'reportingController',
@@ -91,6 +93,8 @@ export interface TemplateContext {
   permalink: string | null;
   failures: string | null;
   pullRequest: string | null;
+  /** What the run changed or would change (./changes.ts); null when the event carries no change information. */
+  changes: ChangesContext | null;
   metadata: Readonly<Record<string, string>>;
   labels: Readonly<Record<string, string>>;
   reportingController: string;
@@ -233,6 +237,7 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
     permalink: get('permalink'),
     failures: get('failures'),
     pullRequest: get('pullRequest'),
+    changes: changesContext(ev.changes),
     metadata: stringMap(Object.entries(md), 'metadata'),
     labels: stringMap(Object.entries(ev.labels), 'labels'),
     reportingController: ev.reportingController,

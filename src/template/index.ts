@@ -26,6 +26,7 @@ import { readFileSync } from 'node:fs';
 import Handlebars from 'handlebars';
 import { eventId, type EventIdentity, type NotificationEvent } from '../api/event.ts';
 import type { ProviderType } from '../api/v1alpha1.ts';
+import type { ChangeSet, ResourceChange, StepOp } from '../changes/types.ts';
 import { singleLine } from '../text.ts';
 import { budgeted, RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
 import { buildContext, withValues, type TemplateContext } from './context.ts';
@@ -38,6 +39,7 @@ import { TEMPLATE_NAMES, type CompileResult, type Compiled, type TemplateName } 
 import { validateTemplateAst } from './validate.ts';
 
 export { CONTEXT_KEYS, type TemplateContext } from './context.ts';
+export { CHANGES_KEYS, CHANGES_CONTEXT_LIMITS, changeSummary, type ChangesContext } from './changes.ts';
 export { TemplateBudgetError } from './budget.ts';
 export { TEMPLATE_LIMITS } from './limits.ts';
 export { renderNotification, templateContext, truncationNote } from './render.ts';
@@ -190,6 +192,46 @@ export function builtinMessageFor(type: ProviderType): Compiled | undefined {
 
 const SAMPLE_COMMIT = '0123456789abcdef0123456789abcdef01234567';
 
+/**
+ * A change set for test renders: `resources` resources cycling through create, update, replace
+ * and delete, each with `lines` property lines of `lineChars` characters (the parser's caps are
+ * 1,000 resources, 200 lines per resource, 5,000 lines, 500 characters: src/changes/types.ts).
+ */
+export function sampleChangeSet(resources = 4, lines = 2, lineChars = 40): ChangeSet {
+  const ops = ['create', 'update', 'replace', 'delete'] as const;
+  const counts: Partial<Record<StepOp, number>> = {};
+  const list: ResourceChange[] = [];
+  for (let i = 0; i < resources; i++) {
+    const op = ops[i % ops.length] ?? 'create';
+    counts[op] = (counts[op] ?? 0) + 1;
+    const name = `res-${String(i)}`;
+    list.push({
+      op,
+      type: 'aws:s3/bucket:Bucket',
+      name,
+      urn: `urn:pulumi:dev::app::aws:s3/bucket:Bucket::${name}`,
+      retain: false,
+      diff: Array.from(
+        { length: lines },
+        (_, j) => `~ tag${String(j)}: "${'a'.repeat(Math.max(0, lineChars - 12))}" => "b"`,
+      ),
+      diffOmitted: 0,
+    });
+  }
+  return {
+    source: 'workspace-log',
+    complete: true,
+    incomplete: [],
+    run: { kind: 'update', dryRun: true, stack: 'dev', startedAt: '2026-01-01T00:00:00Z' },
+    failed: false,
+    counts,
+    countsFrom: 'summary',
+    resources: list,
+    errors: [],
+    omitted: { resources: 0, diffLines: 0, longLines: 0, errors: 0 },
+  };
+}
+
 function sampleEvents(): NotificationEvent[] {
   const identity: EventIdentity = {
     stack: 'sample-uid',
@@ -234,7 +276,12 @@ function sampleEvents(): NotificationEvent[] {
     message: 'Stack sample-ns/sample-stack stalled',
     metadata: {},
   };
-  return [base, { ...base, reason: 'PreviewSucceeded', severity: 'info' }, bare];
+  return [
+    base,
+    { ...base, reason: 'PreviewSucceeded', severity: 'info', changes: { set: sampleChangeSet() } },
+    { ...base, changes: { unavailable: 'no change details: the sample has none' } },
+    bare,
+  ];
 }
 
 /** What the API lets one event carry at most (docs/threat-model.md, "Templates"). */
@@ -274,7 +321,8 @@ export function worstCaseEvent(): NotificationEvent {
     message += `${line}\n`;
     codePoints += 128;
   }
-  return { ...base, metadata, labels, message };
+  // The largest change set the parser keeps: 1,000 resources, 5,000 property lines of 500 characters.
+  return { ...base, metadata, labels, message, changes: { set: sampleChangeSet(1000, 5, 500) } };
 }
 
 function sampleContexts(providerType: ProviderType): TemplateContext[] {

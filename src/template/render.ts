@@ -7,7 +7,7 @@
  *
  * Case ids (F13, F14, N01) are described in docs/cases.md.
  */
-import type { NotificationEvent } from '../api/event.ts';
+import type { EventChanges, NotificationEvent } from '../api/event.ts';
 import { isGitProviderType, type ProviderType } from '../api/v1alpha1.ts';
 import {
   boundText,
@@ -18,6 +18,7 @@ import {
   singleLine,
   type FieldLimit,
 } from '../text.ts';
+import { changesContext } from './changes.ts';
 import { buildContext, markerFor, stateOf, withValues, type TemplateContext } from './context.ts';
 import { RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
 import { cleanError, errorMessage } from './errors.ts';
@@ -143,30 +144,61 @@ function finishComment(body: string, marker: string, note: string | null): strin
 }
 
 /**
- * The sticky comment body within `limit`: rendered once; when too long, `message` and `output`
- * are cut in the middle (the start and the end stay) until the whole body fits, with `truncated`
- * and `truncationNote` set (the note is appended if the template does not show it). The header,
- * result, commit and link of the template are never cut. Code fences stay balanced: `codeBlock`
+ * The sticky comment body within `limit`: rendered once; when too long and the event carries a
+ * change set, the resources shown are cut at whole resources — the most that still fits, found by
+ * bisection on the final rendered body — and `changes.note` says `Showing X of Y resources.`
+ * (appended when the template does not show it); the summary, counts, title, commit and marker
+ * are never cut. When even no resource fits, `message` and `output` are cut in the middle (the
+ * start and the end stay) until the whole body fits, with `truncated` and `truncationNote` set
+ * (the note is appended if the template does not show it). Code fences stay balanced: `codeBlock`
  * picks its fence from the content actually shown. Last resort (a template whose fixed text
- * alone is too long): the marker, the title and the note.
+ * alone is too long): the marker, the title, the change summary and the note.
  */
 function renderComment(
   set: TemplateSet,
-  ctx: TemplateContext,
+  ctx0: TemplateContext,
   limit: FieldLimit | undefined,
   opts: Run,
+  changes: EventChanges | undefined,
 ): string {
-  const marker = markerFor(ctx.markerId);
+  const marker = markerFor(ctx0.markerId);
   const md = markupForTemplate('pullRequestComment', opts.providerType);
+  let ctx = ctx0;
+  const resourcesNote = (c: TemplateContext): string | null => c.changes?.note ?? null;
+  const finish = (c: TemplateContext, body: string, note: string | null): string => {
+    let out = finishComment(body, marker, note);
+    const rn = resourcesNote(c);
+    if (rn !== null && !out.includes(rn)) out = `${out.trimEnd()}\n\n${rn}\n`;
+    return out;
+  };
+  const shown = ctx0.changes?.shown ?? 0;
+  if (limit !== undefined && shown > 0) {
+    const withShown = (k: number): TemplateContext =>
+      withValues(ctx0, { changes: changesContext(changes, k) });
+    const fits = (c: TemplateContext): boolean =>
+      measure(finish(c, render(set, 'pullRequestComment', c, opts), null), limit.unit) <= limit.max;
+    if (!fits(ctx0)) {
+      // The most resources that fit: bisection over [0, shown - 1] (shown already does not fit).
+      let lo = 0;
+      let hi = shown - 1;
+      while (lo < hi) {
+        const mid = Math.ceil((lo + hi) / 2);
+        if (fits(withShown(mid))) lo = mid;
+        else hi = mid - 1;
+      }
+      ctx = withShown(lo);
+    }
+  }
+  const summary = ctx.changes?.summary ? `\n\n${md.text(ctx.changes.summary)}` : '';
   return fitByValues(
     set,
     'pullRequestComment',
     ctx,
     limit,
     opts,
-    (body, note) => finishComment(body, marker, note),
+    (body, note) => finish(ctx, body, note),
     (_first, note) => {
-      const text = `${marker}\n### ${ctx.emoji} ${md.text(ctx.title)}\n\n${note}\n`;
+      const text = `${marker}\n### ${ctx.emoji} ${md.text(ctx.title)}${summary}\n\n${note}\n`;
       return limit === undefined ? text : boundText(text, limit.max, limit.unit);
     },
   );
@@ -278,7 +310,10 @@ export function renderNotification(
     targetURL: targetURL(ctx, limits.statusTargetURL),
   };
   if (opts.commentsEnabled) {
-    out.comment = { marker: markerFor(ctx.markerId), body: renderComment(set, ctx, limits.comment, opts) };
+    out.comment = {
+      marker: markerFor(ctx.markerId),
+      body: renderComment(set, ctx, limits.comment, opts, ev.changes),
+    };
   }
   return out;
 }

@@ -10,6 +10,8 @@
  */
 import { BUILTIN_HELPERS, HELPER_NAMES } from './helpers.ts';
 import { CONTEXT_KEYS, MAP_KEYS } from './context.ts';
+import { CHANGES_KEYS } from './changes.ts';
+import { STEP_OPS } from '../changes/types.ts';
 
 /** Minimal shapes of the Handlebars AST nodes we walk (hbs.AST in handlebars/types). */
 interface Loc {
@@ -53,6 +55,8 @@ export interface TemplateProblem {
 
 const KEYS = new Set<string>(CONTEXT_KEYS);
 const MAPS = new Set<string>(MAP_KEYS);
+const CHANGES = new Set<string>(CHANGES_KEYS);
+const OPS = new Set<string>(STEP_OPS);
 const VETTED = new Set<string>(HELPER_NAMES);
 const BUILTIN = new Set<string>(BUILTIN_HELPERS);
 const HELPERS = new Set<string>([...HELPER_NAMES, ...BUILTIN_HELPERS]);
@@ -119,6 +123,22 @@ function checkRootKey(node: PathNode, parts: readonly string[], shown: string): 
       node,
       `unknown key \`${shown}\`${suggestion(key)}; see templates/README.md for the context keys`,
     );
+  }
+  if (key === 'changes' && parts.length > 1) {
+    const sub = parts[1] ?? '';
+    if (!CHANGES.has(sub)) {
+      throw new Problem(
+        node,
+        `unknown key \`${shown}\` (\`changes\` has: ${CHANGES_KEYS.join(', ')}); see templates/README.md`,
+      );
+    }
+    if (parts.length > 2 && !(sub === 'counts' && parts.length === 3 && OPS.has(parts[2] ?? ''))) {
+      throw new Problem(
+        node,
+        `\`${shown}\` does not exist; see templates/README.md for the shape of \`changes\``,
+      );
+    }
+    return;
   }
   if (parts.length > 1 && !MAPS.has(key)) {
     throw new Problem(node, `\`${key}\` is a single value; \`${shown}\` does not exist`);

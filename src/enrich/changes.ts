@@ -1,0 +1,299 @@
+/**
+ * Attaches a finished run's change set to its events before they are routed (docs/previews.md,
+ * "What a preview would change"): for a PKO v2 Update that succeeded or failed, the workspace
+ * pod's log is read through `pods/log` (src/kube/workspace-log.ts, `sinceTime` = the Update's
+ * `startTime`), parsed (src/changes/parse.ts) and stripped of every value of every Secret the
+ * Stack references (./secrets.ts). One read per Update, cached (bounded LRU): started at the
+ * run's `started` event with `follow` (bounded in number, time and bytes) and ended by the
+ * agent's end-of-run line, so a pod PKO deletes right after the run (`workspaceReclaimPolicy:
+ * Delete`) still yields its change set; else read when the result comes. An event waits for it
+ * at most `waitMs` (default 3 s), so a status or comment is never held up longer.
+ *
+ * Nothing here fails an event: when no details can be had, the event carries
+ * `changes.unavailable`, a sentence starting `no change details:` that says why (the permission
+ * to grant, the pod gone, PKO v1, …).
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { NotificationEvent, EventChanges } from '../api/event.ts';
+import type { Stack, Update } from '../api/pko.ts';
+import { ChangeSetParser } from '../changes/parse.ts';
+import type { SecretReader } from '../credential/provider.ts';
+import { readWorkspaceLog, workspaceRunOf, type WorkspaceLogOptions } from '../kube/workspace-log.ts';
+import type { Logger } from '../log.ts';
+import { MAX_STACK_SECRETS, redactChangeSet, redactText, stackSecretRefs } from './secrets.ts';
+
+/** The `unavailable` text of a PKO v1 run's events. */
+export const PKO_V1_UNAVAILABLE = 'no change details: PKO v1 runs in the operator process; no workspace log';
+
+export interface ChangeAttacherOptions {
+  kubeConfig: KubeConfig;
+  /** The Update informer's getter. */
+  update: (namespace: string, name: string) => Update | undefined;
+  /** Reads a Secret's values (src/credential/secrets.ts); undefined when it does not exist. */
+  readSecret: SecretReader;
+  logger: Logger;
+  /** How long an event waits for its run's change set, ms. Default 3,000. */
+  waitMs?: number;
+  /** Updates whose change set is kept. Default 256. */
+  cacheSize?: number;
+  /**
+   * Runs that ended longer ago than this (ms) are not read: their events were most likely
+   * delivered before (after a restart every past Update is routed again). Default 15 minutes.
+   */
+  maxAgeMs?: number;
+  /**
+   * Follow a run's log from its `started` event on (at most this many runs at once; 0: never),
+   * so that a Stack with `workspaceReclaimPolicy: Delete`, whose pod PKO deletes right after a
+   * successful run, still yields its change set. Default 32.
+   */
+  maxFollows?: number;
+  /** Deadline of one follow, ms. Default 30 minutes. */
+  followTimeoutMs?: number;
+  /** How long a follow may go on after its run finished, when its end line did not come, ms. Default 2,000. */
+  followGraceMs?: number;
+  /** Options of the log read (deadline, byte cap). Default: 20 s, 4 MiB. */
+  log?: Omit<WorkspaceLogOptions, 'kubeConfig' | 'follow' | 'signal'>;
+  now?: () => number;
+  /**
+   * Records a Warning Event on the Stack (reason {@link CHANGES_UNAVAILABLE_REASON}) when an admin
+   * can fix what kept the details away: a missing permission (the message names it) or a Secret
+   * that could not be read for redaction. Once per Update read.
+   */
+  warn?: (stack: Stack, reason: string, message: string) => void;
+}
+
+/** Reason of the Warning Event for details an admin can make available. */
+export const CHANGES_UNAVAILABLE_REASON = 'ChangeSetUnavailable';
+
+const unavailable = (why: string): EventChanges => ({ unavailable: `no change details: ${why}` });
+
+/** One Update's read: its change set (or why none) and the Secret values found for it. */
+interface Read {
+  changes: EventChanges;
+  values: readonly string[];
+}
+
+/** The agent's end-of-run line (logger `server`), which ends a follow. */
+const RUN_END = /^\S+\t[A-Z]+\tserver\t(?:preview|up|refresh|destroy) completed/;
+
+interface Follow {
+  stop: AbortController;
+}
+
+/** Enriches routed events with their run's change set (see the module comment). */
+export class ChangeAttacher {
+  readonly #o: ChangeAttacherOptions;
+  /** Update uid → its change set (a promise while being read); insertion order is recency. */
+  readonly #cache = new Map<string, Promise<Read>>();
+  /** Update uid → its follow while it runs. */
+  readonly #follows = new Map<string, Follow>();
+  /** Updates a follow was started for (bounded): each run is followed once at most. */
+  readonly #followed = new Set<string>();
+
+  constructor(opts: ChangeAttacherOptions) {
+    this.#o = opts;
+  }
+
+  /** Ends every follow (at shutdown); what they read so far is parsed as usual. */
+  stop(): void {
+    for (const f of this.#follows.values()) f.stop.abort();
+    this.#follows.clear();
+  }
+
+  /** Updates whose change set is cached (for tests and metrics). */
+  get cached(): number {
+    return this.#cache.size;
+  }
+
+  /**
+   * `ev` with `changes` set when it reports a finished run (`succeeded`/`failed`); other events
+   * as they are. Waits at most `waitMs`. Never throws.
+   */
+  async attach(stack: Stack, ev: NotificationEvent): Promise<NotificationEvent> {
+    const phase = ev.identity.phase.kind;
+    const run = ev.identity.run;
+    if (phase === 'started' && run.kind === 'update') {
+      this.#follow(stack, run.name);
+      return ev;
+    }
+    if (phase !== 'succeeded' && phase !== 'failed') return ev;
+    if (run.kind === 'v1') return { ...ev, changes: { unavailable: PKO_V1_UNAVAILABLE } };
+    if (run.kind !== 'update') return ev;
+    const ns = stack.metadata.namespace ?? '';
+    const update = this.#o.update(ns, run.name);
+    if (update === undefined) return { ...ev, changes: unavailable(`the Update ${ns}/${run.name} is gone`) };
+    const now = (this.#o.now ?? Date.now)();
+    // PKO 2.9 writes no endTime for a failed run: its Complete condition says when it ended.
+    const complete = update.status?.conditions?.find((c) => c.type === 'Complete' && c.status === 'True');
+    const ended = Date.parse(update.status?.endTime ?? complete?.lastTransitionTime ?? '');
+    const maxAge = this.#o.maxAgeMs ?? 15 * 60_000;
+    const key = update.metadata.uid ?? `${ns}/${run.name}`;
+    const follow = this.#follows.get(key);
+    if (follow !== undefined) {
+      // The run is over: its end line normally ends the follow; if it does not come, stop soon.
+      setTimeout(() => {
+        follow.stop.abort();
+      }, this.#o.followGraceMs ?? 2_000).unref();
+      this.#follows.delete(key);
+    }
+    let p = this.#cache.get(key);
+    if (p === undefined) {
+      if (!Number.isNaN(ended) && now - ended > maxAge) {
+        return {
+          ...ev,
+          changes: unavailable(
+            `the run ended more than ${String(Math.round(maxAge / 60_000))} minutes before the controller looked; its workspace log is not read any more`,
+          ),
+        };
+      }
+      p = this.#read(stack, update);
+      this.#cache.set(key, p);
+      while (this.#cache.size > (this.#o.cacheSize ?? 256)) {
+        const oldest = this.#cache.keys().next().value;
+        if (oldest === undefined) break;
+        this.#cache.delete(oldest);
+      }
+    } else {
+      this.#cache.delete(key);
+      this.#cache.set(key, p);
+    }
+    const waitMs = this.#o.waitMs ?? 3000;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<Read>((resolve) => {
+      timer = setTimeout(() => {
+        resolve({
+          changes: unavailable(
+            `the workspace log was not read within ${String(waitMs / 1000)} s; the result was sent without it`,
+          ),
+          values: [],
+        });
+      }, waitMs);
+    });
+    try {
+      const read = await Promise.race([p, late]);
+      // The message of a failed run holds the CLI's output: the same values go from it.
+      const message = read.values.length === 0 ? ev.message : redactText(ev.message, read.values);
+      return { ...ev, message, changes: read.changes };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Starts following the log of the Update `name` of `stack`, unless one is cached or followed. */
+  #follow(stack: Stack, name: string): void {
+    const max = this.#o.maxFollows ?? 32;
+    if (max <= 0 || this.#follows.size >= max) return;
+    const update = this.#o.update(stack.metadata.namespace ?? '', name);
+    const complete = update?.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True');
+    if (update === undefined || complete === true || update.status?.endTime !== undefined) return;
+    const key = update.metadata.uid ?? `${stack.metadata.namespace ?? ''}/${name}`;
+    if (this.#cache.has(key) || this.#followed.has(key)) return;
+    this.#followed.add(key);
+    if (this.#followed.size > 4 * (this.#o.cacheSize ?? 256)) {
+      const oldest = this.#followed.values().next().value;
+      if (oldest !== undefined) this.#followed.delete(oldest);
+    }
+    const follow: Follow = { stop: new AbortController() };
+    this.#follows.set(key, follow);
+    const p: Promise<Read> = this.#read(stack, update, follow.stop).then((r) => {
+      if (this.#follows.get(key) === follow) this.#follows.delete(key);
+      // Nothing found (e.g. it started before the pod): the run's result reads once more.
+      if (r.changes.set === undefined && this.#cache.get(key) === p) this.#cache.delete(key);
+      return r;
+    });
+    this.#cache.set(key, p);
+    while (this.#cache.size > (this.#o.cacheSize ?? 256)) {
+      const oldest = this.#cache.keys().next().value;
+      if (oldest === undefined) break;
+      this.#cache.delete(oldest);
+    }
+  }
+
+  async #read(stack: Stack, update: Update, follow?: AbortController): Promise<Read> {
+    const values: string[] = [];
+    const changes = await this.#changes(stack, update, values, follow);
+    return { changes, values };
+  }
+
+  /** The change set of `update`; `values` receives the Secret values it found (for the message). */
+  async #changes(
+    stack: Stack,
+    update: Update,
+    values: string[],
+    follow?: AbortController,
+  ): Promise<EventChanges> {
+    const log = this.#o.logger;
+    const where = `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`;
+    try {
+      // PKO 2.9 writes `startTime` only for a run that succeeded: a failed run started after its
+      // Update was created.
+      const created = update.metadata.creationTimestamp;
+      const started = update.status?.startTime ?? (created instanceof Date ? created.toISOString() : created);
+      const run = workspaceRunOf(
+        stack,
+        started === undefined ? update : { ...update, status: { ...update.status, startTime: started } },
+      );
+      if (typeof run === 'string') return unavailable(run);
+      // Secret values first: without them, nothing may be shown.
+      const refs = stackSecretRefs(stack);
+      if (refs.secrets.length > MAX_STACK_SECRETS) {
+        return unavailable(
+          `the Stack references ${String(refs.secrets.length)} Secrets, more than the ${String(MAX_STACK_SECRETS)} whose values the controller removes from change sets`,
+        );
+      }
+      values.push(...refs.literals);
+      for (const name of refs.secrets) {
+        let data: Record<string, string> | undefined;
+        try {
+          data = await this.#o.readSecret(run.namespace, name);
+        } catch (err) {
+          log.warn(
+            { stack: where, secret: name, err: String(err).slice(0, 200) },
+            'cannot read a Secret the Stack references',
+          );
+          const why = `the controller could not read the Secret ${run.namespace}/${name} the Stack references, to remove its values (it needs get on secrets in namespace ${run.namespace})`;
+          this.#o.warn?.(stack, CHANGES_UNAVAILABLE_REASON, `no change details: ${why}`);
+          return unavailable(why);
+        }
+        if (data === undefined) continue; // gone: the run could not have used it either
+        values.push(...Object.values(data));
+      }
+      const parser = new ChangeSetParser();
+      const res = await readWorkspaceLog(
+        run,
+        (line) => {
+          parser.push(`${line}\n`);
+          if (follow !== undefined && RUN_END.test(line)) follow.abort();
+        },
+        follow === undefined
+          ? { kubeConfig: this.#o.kubeConfig, timeoutMs: 20_000, ...this.#o.log }
+          : {
+              kubeConfig: this.#o.kubeConfig,
+              ...this.#o.log,
+              timeoutMs: this.#o.followTimeoutMs ?? 30 * 60_000,
+              follow: true,
+              signal: follow.signal,
+            },
+      );
+      if (!res.ok) {
+        log.info({ stack: where, update: update.metadata.name, reason: res.reason }, res.message);
+        if (res.reason === 'Forbidden')
+          this.#o.warn?.(stack, CHANGES_UNAVAILABLE_REASON, `no change details: ${res.message}`);
+        return unavailable(res.message);
+      }
+      const set = parser.end();
+      if (set.run === undefined) {
+        return unavailable(
+          `the workspace pod's log holds no Pulumi run since ${run.startTime} (rotated, or the pod was replaced)`,
+        );
+      }
+      return { set: redactChangeSet(set, values) };
+    } catch (err) {
+      log.warn(
+        { stack: where, update: update.metadata.name, err: String(err).slice(0, 200) },
+        'reading a change set failed',
+      );
+      return unavailable('reading the workspace log failed');
+    }
+  }
+}

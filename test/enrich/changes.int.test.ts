@@ -1,0 +1,332 @@
+/**
+ * A finished PKO v2 run's change set on the pull request, on the real control plane: a Stack and
+ * its Updates written by the PKO simulator, the workspace pod owned as PKO v2.9.0 owns it on a
+ * Node served by the kubelet stand-in (test/support/kubelet-standin.ts) holding a recording of
+ * the real agent's log (test/fixtures/agent-logs/08-large.log, its preview), the controller as
+ * the test user `controller` bound to the shipped ClusterRole (config/rbac) and — in one
+ * namespace only — to the shipped workspace-logs ClusterRole (config/workspace-logs), delivering
+ * to the GitHub contract server (test/forge/github/server.ts).
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
+import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
+import { Objects, bindControllerRole, startInProcess } from '../support/controller.ts';
+import { KubeletStandIn } from '../support/kubelet-standin.ts';
+import { ROOT, kustomize } from '../support/kubectl.ts';
+import { PkoSimulator } from '../support/pko.ts';
+import { startGitHubServer } from '../forge/github/server.ts';
+import { kubeRequest, objectPath } from '../../src/kube/client.ts';
+import { installCRDs, readCRDs } from '../../src/kube/crds.ts';
+import type { Stack } from '../../src/api/pko.ts';
+
+const admin = kubeConfig('admin');
+const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
+const SHA = '7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b';
+/** A value of a Secret the Stack references that the program printed in a plain property. */
+const LEAKED = 'v15-hunter2-database-password';
+let kubelet: KubeletStandIn;
+
+/** The preview run of the recording: 30 Values created, `a` updated (tags added). */
+function recordedPreview(): string[] {
+  const text = readFileSync(new URL('../fixtures/agent-logs/08-large.log', import.meta.url), 'utf8');
+  const lines = text.split('\n').filter((l) => l !== '');
+  const start = lines.findIndex((l) => l.includes('\tPreviewing update ('));
+  const end = lines.findIndex((l) => l.includes('\tpreview completed'));
+  // The program printed a Secret's value in a plain property: it must never be posted.
+  return lines.slice(start, end + 1).map((l) => l.replace('"v15"', `"${LEAKED}"`));
+}
+
+beforeAll(async () => {
+  await installCRDs(
+    admin,
+    await readCRDs([path.resolve(ROOT, '..', 'shared', 'pko-crds', 'auto.pulumi.com_workspaces.yaml')]),
+  );
+  await bindControllerRole();
+  const rendered = (await kustomize('config/workspace-logs')) as {
+    kind: string;
+    metadata: { name: string };
+    rules?: V1PolicyRule[];
+  }[];
+  const role = rendered.find((o) => o.kind === 'ClusterRole' && o.metadata.name === LOGS_ROLE);
+  if (!role?.rules) throw new Error('config/workspace-logs renders no workspace-logs ClusterRole');
+  await admin
+    .makeApiClient(RbacAuthorizationV1Api)
+    .createClusterRole({ body: { metadata: { name: LOGS_ROLE }, rules: role.rules } })
+    .catch(() => undefined);
+  kubelet = await KubeletStandIn.start({ kubeConfig: admin });
+}, 60_000);
+
+afterAll(async () => {
+  await kubelet.close();
+});
+
+/** Binds the workspace-logs ClusterRole to the user `controller` in `ns` and waits until it is in force. */
+async function grantLogs(ns: string): Promise<void> {
+  await admin.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+    namespace: ns,
+    body: {
+      metadata: { name: 'workspace-logs' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: LOGS_ROLE },
+      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
+    },
+  });
+  await waitFor(
+    async () => {
+      const review = await kubeRequest<{ status?: { allowed?: boolean } }>(kubeConfig('controller'), {
+        method: 'POST',
+        path: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SelfSubjectAccessReview',
+          spec: { resourceAttributes: { namespace: ns, verb: 'get', resource: 'pods', subresource: 'log' } },
+        },
+      });
+      return review.status?.allowed === true;
+    },
+    { timeoutMs: 30_000, what: `get pods/log allowed for the user controller in ${ns}` },
+  );
+}
+
+const post = <T>(p: string, body: unknown): Promise<T> =>
+  kubeRequest<T>(admin, { method: 'POST', path: p, body });
+
+/** Workspace → StatefulSet → pod `<stack>-workspace-0`, owned and labelled as PKO v2.9.0 makes them. */
+async function workspacePod(ns: string, stack: Stack): Promise<string> {
+  const name = stack.metadata.name ?? '';
+  const ctl = (apiVersion: string, kind: string, n: string, uid: string): unknown => ({
+    apiVersion,
+    kind,
+    name: n,
+    uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  });
+  const ws = await post<{ metadata: { uid: string } }>(
+    objectPath({ group: 'auto.pulumi.com', version: 'v1alpha1', plural: 'workspaces', namespace: ns }),
+    {
+      apiVersion: 'auto.pulumi.com/v1alpha1',
+      kind: 'Workspace',
+      metadata: {
+        name,
+        labels: { 'pulumi.com/component': 'stack', 'pulumi.com/stack-name': name },
+        ownerReferences: [ctl('pulumi.com/v1', 'Stack', name, stack.metadata.uid ?? '')],
+      },
+      spec: { stacks: [{ name: 'dev', create: true }] },
+    },
+  );
+  const labels = { 'auto.pulumi.com/component': 'workspace', 'auto.pulumi.com/workspace-name': name };
+  const sts = await post<{ metadata: { uid: string } }>(
+    objectPath({ group: 'apps', version: 'v1', plural: 'statefulsets', namespace: ns }),
+    {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: {
+        name: `${name}-workspace`,
+        labels,
+        ownerReferences: [ctl('auto.pulumi.com/v1alpha1', 'Workspace', name, ws.metadata.uid)],
+      },
+      spec: {
+        replicas: 1,
+        serviceName: `${name}-workspace`,
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels },
+          spec: { containers: [{ name: 'pulumi', image: 'pulumi/pulumi:3.276.0' }] },
+        },
+      },
+    },
+  );
+  const pod = `${name}-workspace-0`;
+  await post(objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns }), {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: pod,
+      labels: { ...labels, 'statefulset.kubernetes.io/pod-name': pod },
+      ownerReferences: [ctl('apps/v1', 'StatefulSet', `${name}-workspace`, sts.metadata.uid)],
+    },
+    spec: { nodeName: kubelet.nodeName, containers: [{ name: 'pulumi', image: 'pulumi/pulumi:3.276.0' }] },
+  });
+  return pod;
+}
+
+/**
+ * A preview of `SHA` on a PKO v2 Stack whose workspace pod logged the recorded preview; returns
+ * our sticky comment on pull request 7 and the commit's statuses once the result is posted.
+ */
+async function previewOnPullRequest(
+  ns: string,
+  gh: Awaited<ReturnType<typeof startGitHubServer>>,
+  o: { follow?: boolean; deletePod?: boolean } = {},
+): Promise<{ body: string; descriptions: string[] }> {
+  const obj = new Objects(ns);
+  const ctl = await startInProcess(ns, { flags: ['--cluster-name=changes'] });
+  try {
+    await obj.secret('gh', { token: 'ghp_changesToken0123456789\n' });
+    await obj.secret('app-secrets', { DB_PASSWORD: LEAKED });
+    await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+    await obj.alert('gh', { providerRef: { name: 'gh' }, eventSources: [{ kind: 'Stack' }] });
+    await obj.waitReady('alerts', 'gh');
+    const sim = new PkoSimulator(admin, ns, { version: 'v2' });
+    const stack = await sim.createStack(
+      'app',
+      { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } },
+      {
+        stack: 'acme/app/dev',
+        spec: {
+          envRefs: { DB_PASSWORD: { type: 'Secret', secret: { name: 'app-secrets', key: 'DB_PASSWORD' } } },
+        },
+      },
+    );
+    const pod = await workspacePod(ns, stack);
+    // The container is running: its log exists (empty) before the run.
+    kubelet.setLog(ns, pod, 'pulumi', []);
+    // The pod exists before the run starts (sinceTime is in whole seconds), as with PKO.
+    await new Promise((r) => setTimeout(r, 1_100));
+    const run = await sim.startRun('app', { type: 'preview', commit: SHA });
+    if (o.follow === true) {
+      // The controller follows the log from the run's start (PreviewStarted) on.
+      await waitFor(
+        () =>
+          Promise.resolve(
+            kubelet.requests.some((r) => r.namespace === ns && r.pod === pod && r.query.follow === 'true'),
+          ),
+        { timeoutMs: 20_000, what: 'a follow of the workspace log' },
+      );
+    }
+    // The agent writes the run's lines (to every follower too).
+    for (const line of recordedPreview()) kubelet.append(ns, pod, 'pulumi', line);
+    if (o.deletePod === true) {
+      // workspaceReclaimPolicy: Delete — PKO deletes the workspace right after a successful run.
+      await kubeRequest(admin, {
+        method: 'DELETE',
+        path: objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: pod }),
+        body: { gracePeriodSeconds: 0 },
+      });
+      await waitFor(
+        async () => {
+          try {
+            await kubeRequest(admin, {
+              method: 'GET',
+              path: objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: pod }),
+            });
+            return false;
+          } catch {
+            return true;
+          }
+        },
+        { timeoutMs: 20_000, what: 'the workspace pod deleted' },
+      );
+    }
+    await sim.finishRun(run, 'succeeded', { permalink: null });
+    const comment = await waitFor(
+      () =>
+        Promise.resolve(
+          gh
+            .comments('acme/app', 7)
+            .filter((c) => c.login === 'pko-bot')
+            .find((c) => c.body.includes('succeeded')),
+        ),
+      { timeoutMs: 30_000, what: 'the sticky comment with the preview result' },
+    );
+    await waitFor(() => Promise.resolve(gh.statuses('acme/app', SHA).some((s) => s.state === 'success')), {
+      timeoutMs: 30_000,
+      what: 'the success status',
+    });
+    return {
+      body: comment.body,
+      descriptions: gh.statuses('acme/app', SHA).map((s) => s.description ?? ''),
+    };
+  } finally {
+    await ctl.stop();
+  }
+}
+
+describe('change sets on the pull request (PKO v2 workspace log)', () => {
+  it('with the workspace-logs permission: counts, resource names and property lines; no Secret value', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_changesToken0123456789: 'pko-bot' },
+    });
+    try {
+      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+      const ns = await createTestNamespace('changes-ok');
+      await grantLogs(ns);
+      const { body, descriptions } = await previewOnPullRequest(ns, gh);
+      expect(body).toContain('**+30 to create, ~1 to update**');
+      expect(body).toContain('**+30 to create**');
+      expect(body).toContain('**~1 to update**');
+      for (const name of ['n01', 'n30', 'a'])
+        expect(body).toContain(`- \`${name}\` (\`pkotest:index:Value\`)`);
+      expect(body).toContain('<details><summary>Property changes</summary>');
+      expect(body).toContain('+ tag001: "value-001"');
+      expect(body).toContain(SHA);
+      expect(body).not.toContain(LEAKED);
+      expect(body).toContain('value: "[redacted]"');
+      expect(descriptions.find((d) => d.startsWith('+30 to create, ~1 to update · '))).toBeDefined();
+      expect(descriptions.every((d) => Array.from(d).length <= 140)).toBe(true);
+      expect(gh.violations).toEqual([]);
+    } finally {
+      await gh.close();
+    }
+  }, 120_000);
+
+  it('without it: the comment says no change details are available and which permission to grant', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_changesToken0123456789: 'pko-bot' },
+    });
+    try {
+      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+      const ns = await createTestNamespace('changes-denied');
+      const { body, descriptions } = await previewOnPullRequest(ns, gh);
+      const shown = body.replace(/&#(\d+);/g, (_, n: string) => String.fromCodePoint(Number(n)));
+      expect(shown).toContain(`no change details: cannot read the workspace log of Stack ${ns}/app`);
+      expect(shown).toContain(`may not get pods in namespace ${ns}; grant the ClusterRole ${LOGS_ROLE}`);
+      expect(body).not.toContain('Property changes');
+      expect(descriptions.some((d) => d.startsWith('Preview of stack acme/app/dev succeeded'))).toBe(true);
+      expect(kubelet.requests.filter((r) => r.namespace === ns)).toEqual([]);
+      // And a Warning Event on the Stack says the same to the admin.
+      const ev = await waitFor(
+        async () => {
+          const list = await kubeRequest<{
+            items: { reason?: string; type?: string; message?: string; involvedObject?: { name?: string } }[];
+          }>(admin, {
+            method: 'GET',
+            path: objectPath({ group: '', version: 'v1', plural: 'events', namespace: ns }),
+          });
+          return list.items.find((e) => e.reason === 'ChangeSetUnavailable');
+        },
+        { timeoutMs: 20_000, what: 'the ChangeSetUnavailable Event' },
+      );
+      expect(ev).toMatchObject({ type: 'Warning', involvedObject: { name: 'app' } });
+      expect(ev.message).toContain(`grant the ClusterRole ${LOGS_ROLE}`);
+    } finally {
+      await gh.close();
+    }
+  }, 120_000);
+
+  it('workspaceReclaimPolicy: Delete: the log followed from the start still gives the change set', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_changesToken0123456789: 'pko-bot' },
+    });
+    try {
+      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+      const ns = await createTestNamespace('changes-follow');
+      await grantLogs(ns);
+      const { body, descriptions } = await previewOnPullRequest(ns, gh, { follow: true, deletePod: true });
+      expect(body).toContain('**+30 to create, ~1 to update**');
+      expect(body).toContain('+ tag001: "value-001"');
+      expect(body).not.toContain(LEAKED);
+      expect(descriptions.find((d) => d.startsWith('+30 to create, ~1 to update · '))).toBeDefined();
+    } finally {
+      await gh.close();
+    }
+  }, 120_000);
+});

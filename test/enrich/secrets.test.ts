@@ -1,0 +1,190 @@
+/**
+ * Secrets never posted: the Secrets a Stack references are found, and no value of theirs reaches
+ * any rendered output of any built-in template for any provider type, whatever the program
+ * printed (raw, base64, JSON-escaped, cut by the parser's line cap).
+ */
+import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { NotificationEvent } from '../../src/api/event.ts';
+import type { Stack } from '../../src/api/pko.ts';
+import { PROVIDER_TYPES, isGitProviderType } from '../../src/api/v1alpha1.ts';
+import { parseWorkspaceLog } from '../../src/changes/parse.ts';
+import { redactChangeSet, stackSecretRefs } from '../../src/enrich/secrets.ts';
+import { limitsFor } from '../../src/registry.ts';
+import { compileTemplates, renderNotification } from '../../src/template/index.ts';
+import { stackEvent } from '../template/fixtures.ts';
+
+const compiled = compileTemplates();
+if (!compiled.ok) throw new Error(compiled.message);
+const set = compiled.set;
+
+/** The update preview of the recording (its first run), as text. */
+const LOG = readFileSync(new URL('../fixtures/agent-logs/02-update.log', import.meta.url), 'utf8');
+const PREVIEW = LOG.slice(0, LOG.indexOf('\n', LOG.indexOf('\tpreview completed')) + 1);
+
+/** What a reader sees: character references decoded, zero-width spaces removed. */
+function shown(text: string): string {
+  return text
+    .replace(/&#(\d+);/g, (_, n: string) => String.fromCodePoint(Number(n)))
+    .replace(/&#x([0-9a-f]+);/gi, (_, n: string) => String.fromCodePoint(parseInt(n, 16)))
+    .replaceAll('&lt;', '<')
+    .replaceAll('&gt;', '>')
+    .replaceAll('&amp;', '&')
+    .replaceAll('\u200b', '');
+}
+
+function everything(ev: NotificationEvent): string[] {
+  const out: string[] = [];
+  for (const type of PROVIDER_TYPES) {
+    const r = renderNotification(set, ev, {
+      clusterName: 'prod',
+      providerType: type,
+      commentsEnabled: isGitProviderType(type),
+      limits: limitsFor(type),
+    });
+    out.push(r.message, r.commitStatus?.description ?? '', r.comment?.body ?? '');
+  }
+  return out;
+}
+
+describe('stackSecretRefs', () => {
+  it('finds every place PKO v2 lets a Secret in, and only Secrets', () => {
+    const stack: Stack = {
+      metadata: { name: 's', namespace: 'ns', uid: 'u' },
+      spec: {
+        stack: 'dev',
+        envRefs: {
+          AWS_SECRET: { type: 'Secret', secret: { name: 'aws', key: 'secret' } },
+          PLAIN: { type: 'Literal', literal: { value: 'x' } },
+          FROM_ENV: { type: 'Env', env: { name: 'HOME' } },
+        },
+        secretsRef: { dbPassword: { type: 'Secret', secret: { name: 'db', key: 'password' } } },
+        gitAuth: {
+          accessToken: { type: 'Secret', secret: { name: 'git-token', key: 'token' } },
+          sshAuth: { sshPrivateKey: { type: 'Secret', secret: { name: 'git-ssh', key: 'key' } } },
+        },
+        gitAuthSecret: 'git-legacy',
+        accessTokenSecret: 'pulumi-token',
+        envSecrets: ['env-a', 'env-b'],
+        configRef: { region: { name: 'a-configmap', key: 'region' } },
+        secrets: { apiKey: 'inline-secret-value', nested: { a: 1 } },
+        workspaceTemplate: {
+          spec: {
+            podTemplate: {
+              spec: {
+                containers: [
+                  {
+                    name: 'pulumi',
+                    env: [{ name: 'X', valueFrom: { secretKeyRef: { name: 'pod-env', key: 'x' } } }],
+                    envFrom: [{ secretRef: { name: 'pod-envfrom' } }, { configMapRef: { name: 'cm' } }],
+                  },
+                ],
+                volumes: [{ name: 'v', secret: { secretName: 'pod-volume' } }],
+              },
+            },
+          },
+        },
+      },
+    };
+    expect(stackSecretRefs(stack)).toEqual({
+      secrets: [
+        'aws',
+        'db',
+        'env-a',
+        'env-b',
+        'git-legacy',
+        'git-ssh',
+        'git-token',
+        'pod-env',
+        'pod-envfrom',
+        'pod-volume',
+        'pulumi-token',
+      ],
+      literals: ['inline-secret-value', '{"a":1}'],
+    });
+  });
+});
+
+describe('redactChangeSet', () => {
+  it('a changed secret property still shows as changed', () => {
+    const log = PREVIEW.replaceAll('"hello-again"', '"hunter2-new-password"').replaceAll(
+      '"hello"',
+      '"hunter2-old-password"',
+    );
+    const cs = redactChangeSet(parseWorkspaceLog(log), ['hunter2-new-password', 'hunter2-old-password']);
+    const f = cs.resources.find((r) => r.name === 'f');
+    expect(f?.diff).toContain('~ content: "[redacted]" => "[redacted]"');
+    expect(JSON.stringify(cs)).not.toContain('hunter2');
+  });
+
+  it('removes each line of a multi-line value (a PEM key) and JSON-escaped values', () => {
+    const pem = '-----BEGIN KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo\n-----END KEY-----';
+    const log = PREVIEW.replaceAll('"hello-again"', '"MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo"').replaceAll(
+      '"hello"',
+      JSON.stringify('say "quoted" secret\\path'),
+    );
+    const cs = redactChangeSet(parseWorkspaceLog(log), [pem, 'say "quoted" secret\\path']);
+    const text = JSON.stringify(cs);
+    expect(text).not.toContain('MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo');
+    expect(text).not.toContain('quoted');
+  });
+
+  it('a value the parser cut at its line cap loses its start too', () => {
+    const a = 'S3cretValueThatIsLong';
+    let cuts = 0;
+    for (let pad = 440; pad <= 500; pad++) {
+      const cs = parseWorkspaceLog(PREVIEW.replaceAll('"hello-again"', `"${'x'.repeat(pad)}${a}"`));
+      const line = cs.resources.find((r) => r.name === 'f')?.diff[0] ?? '';
+      const cutInside = line.endsWith('…') && /S3c/.test(line);
+      if (cutInside) cuts++;
+      const red = redactChangeSet(cs, [a]).resources.find((r) => r.name === 'f')?.diff[0] ?? '';
+      // At most 3 characters of it may stay (shorter parts are not redacted).
+      expect(red, String(pad)).not.toMatch(/S3cr/);
+    }
+    expect(cuts).toBeGreaterThan(5);
+  });
+});
+
+describe('no Secret value in any rendered output (property)', () => {
+  it('any built-in template × any provider type', () => {
+    const secretArb = fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9.-]{5,47}$/);
+    fc.assert(
+      fc.property(
+        secretArb,
+        secretArb,
+        fc.integer({ min: 0, max: 520 }),
+        fc.constantFrom('raw', 'base64', 'json'),
+        (a, b, pad, form) => {
+          fc.pre(a !== b && !a.includes(b) && !b.includes(a));
+          const enc = (s: string): string =>
+            form === 'base64'
+              ? Buffer.from(s).toString('base64')
+              : form === 'json'
+                ? JSON.stringify(s).slice(1, -1)
+                : s;
+          // `a` after `pad` characters (so the parser's 500-character line cap may cut it), `b` as
+          // a whole property value, both in the update preview of a real recording.
+          const log = PREVIEW.replaceAll('"hello-again"', `"${'x'.repeat(pad)}${enc(a)}"`)
+            .replaceAll('"hello"', `"${enc(b)}"`)
+            .replaceAll('"one"', `"${b}"`);
+          const cs = redactChangeSet(parseWorkspaceLog(log), [a, b]);
+          const ev = stackEvent({
+            reason: 'PreviewSucceeded',
+            severity: 'info',
+            message: 'Preview of stack acme/app/dev succeeded',
+            changes: { set: cs },
+          });
+          for (const out of everything(ev)) {
+            const s = shown(out);
+            for (const v of [a, b]) {
+              expect(s).not.toContain(v);
+              expect(s).not.toContain(Buffer.from(v).toString('base64'));
+            }
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+});
