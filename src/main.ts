@@ -9,7 +9,13 @@ import { UsageError, clusterSource, loadConfig, type ControllerOptions } from '.
 import { createLogger } from './log.ts';
 import { parseBindAddress } from './kube/health.ts';
 import { loadKubeConfig } from './kube/client.ts';
-import { installCRDs, readCRDs, yamlFilesIn } from './kube/crds.ts';
+import {
+  installAdmissionObjects,
+  installCRDs,
+  readAdmissionObjects,
+  readCRDs,
+  yamlFilesIn,
+} from './kube/crds.ts';
 import { startController } from './controller.ts';
 import { Redactor } from './credential/redact.ts';
 import { ClusterNameError } from './kube/cluster-name.ts';
@@ -89,6 +95,11 @@ if (
     ...(await yamlFilesIn(join(repoRoot, 'test', 'crds'))),
   ];
   await installCRDs(adminKc, await readCRDs(files));
+  // What `kubectl apply -k config/default` would add: the PullRequestPreview admission policy.
+  await installAdmissionObjects(
+    adminKc,
+    await readAdmissionObjects(await yamlFilesIn(join(repoRoot, 'config', 'admission'))),
+  );
   logger.info(
     { kubeconfig: plane.kubeconfigPath, server: plane.server, kubeVersion: plane.serverVersion },
     `local control plane ready (kept across runs; --fresh wipes it): export KUBECONFIG=${plane.kubeconfigPath}, then kubectl apply -f examples/ (no kubectl? npm run kubectl -- …)`,

@@ -1,6 +1,7 @@
 /**
- * Installs CustomResourceDefinitions from YAML files and waits until each is Established.
- * Used by the dev control plane (`npm start` without a cluster) and the test setup.
+ * Installs CustomResourceDefinitions from YAML files and waits until each is Established, and
+ * the shipped admission policies (config/admission). Used by the dev control plane (`npm start`
+ * without a cluster) and the test setup.
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,6 +13,8 @@ import {
   type KubeConfig,
   type V1CustomResourceDefinition,
 } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { errorMessage, errorStatusCode, kubeRequest, objectPath } from './client.ts';
 
 /** Every `*.yaml`/`*.yml` file directly in `dir`, sorted; [] when the folder does not exist. */
 export async function yamlFilesIn(dir: string): Promise<string[]> {
@@ -89,4 +92,73 @@ export async function installCRDs(
       await sleep(100);
     }
   }
+}
+
+/** A ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding as read from YAML. */
+interface AdmissionObject {
+  apiVersion: string;
+  kind: 'ValidatingAdmissionPolicy' | 'ValidatingAdmissionPolicyBinding';
+  metadata: { name: string };
+  spec: unknown;
+}
+
+/** The ValidatingAdmissionPolicy(Binding) documents of `files` (other kinds are ignored). */
+export async function readAdmissionObjects(files: readonly string[]): Promise<AdmissionObject[]> {
+  const out: AdmissionObject[] = [];
+  for (const f of files) {
+    for (const doc of parseAllDocuments(await readFile(f, 'utf8'))) {
+      const obj = doc.toJS() as Partial<AdmissionObject> | null;
+      if (obj?.kind === 'ValidatingAdmissionPolicy' || obj?.kind === 'ValidatingAdmissionPolicyBinding')
+        out.push(obj as AdmissionObject);
+    }
+  }
+  return out;
+}
+
+/**
+ * Makes each admission object exist as written, for the dev control plane (`npm start`), which
+ * has no `kubectl apply -k config/default`: created when absent; when present with another
+ * spec, deleted and created again — not updated, because the controller trusts a policy only at
+ * `metadata.generation` 1 (src/preview/admission.ts: an edited policy may have been weakened).
+ * Throws with the object's name and the API server's message on rejection.
+ */
+export async function installAdmissionObjects(
+  kc: KubeConfig,
+  objects: readonly AdmissionObject[],
+): Promise<void> {
+  for (const obj of objects) {
+    const path = objectPath({
+      group: 'admissionregistration.k8s.io',
+      version: 'v1',
+      plural:
+        obj.kind === 'ValidatingAdmissionPolicy'
+          ? 'validatingadmissionpolicies'
+          : 'validatingadmissionpolicybindings',
+      name: obj.metadata.name,
+    });
+    const current = await kubeRequest<{ spec?: unknown }>(kc, { method: 'GET', path }).catch(
+      (err: unknown) => {
+        if (errorStatusCode(err) === 404) return undefined;
+        throw err;
+      },
+    );
+    if (current !== undefined && sameJson(current.spec, obj.spec)) continue;
+    if (current !== undefined) await kubeRequest(kc, { method: 'DELETE', path });
+    try {
+      await kubeRequest(kc, { method: 'POST', path: path.slice(0, path.lastIndexOf('/')), body: obj });
+    } catch (err) {
+      throw new Error(`installing ${obj.kind} ${obj.metadata.name}: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+}
+
+/** Whether the server's copy holds every field of `want` with the same value (it adds defaults). */
+function sameJson(have: unknown, want: unknown): boolean {
+  if (Array.isArray(want))
+    return Array.isArray(have) && have.length === want.length && want.every((w, i) => sameJson(have[i], w));
+  if (typeof want === 'object' && want !== null) {
+    if (typeof have !== 'object' || have === null || Array.isArray(have)) return false;
+    return Object.entries(want).every(([k, v]) => sameJson((have as Record<string, unknown>)[k], v));
+  }
+  return have === want;
 }
