@@ -10,20 +10,33 @@
  *   GitLab request with a wrong `X-Gitlab-Token` (a header) are refused before the body too;
  *   `100 Continue` is sent only once the body will be read;
  * - bounds: `maxBodyBytes` per body (`Content-Length` over it → 413 unread; a streamed body is
- *   cut at it → 413), `maxInflightBodyBytes` over all bodies being read (a body reserves its
- *   declared length, or `maxBodyBytes` when streamed; no room → 503 unread), `maxRequestsPerTarget`
- *   bodies read at once per PullRequestPreview (→ 503 unread), `maxConnections` sockets (more are
- *   dropped at accept), headers within `headersTimeoutMs` and the whole request within
- *   `requestTimeoutMs` (a slow body is cut: the socket is destroyed);
+ *   cut at it → 413); bytes of bodies being read at once, `maxInflightBodyBytes` over all and
+ *   `maxInflightBodyBytesPerNamespace` per namespace (a quarter of the former by default, so one
+ *   tenant cannot take the room another's deliveries need): a body with `Content-Length`
+ *   reserves that length before it is read (no room → 503 unread), a streamed (chunked) body
+ *   reserves what has arrived, chunk by chunk (no room for the next chunk → 503, connection
+ *   closed); bodies read at once, `maxRequestsPerTarget` per PullRequestPreview and
+ *   `maxRequestsPerNamespace` per namespace (→ 503 unread); `maxConnections` sockets (more are
+ *   dropped at accept); headers within `headersTimeoutMs`, the whole request within
+ *   `requestTimeoutMs` and a streamed one within `streamedBodyTimeoutMs` (a slow body is cut:
+ *   the socket is destroyed);
  * - the signature is checked against the PullRequestPreview's Secret (key `token`) in constant
  *   time: GitHub `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`, Gitea
  *   `X-Gitea-Signature: <hex HMAC-SHA256 of the body>`, GitLab `X-Gitlab-Token: <the secret>`
  *   (compared as SHA-256 digests so lengths leak nothing);
  * - the replay key is the SHA-256 of the verified body (per target), not the unsigned delivery-id
  *   header: the same body again within `replayWindowMs` answers `200 already received` and
- *   causes nothing (case B13/R08). The key is handed to `onDelivery`/`onPushToBase`, which write
- *   it (not a timestamp) into annotations, so the same delivery at another replica or after a
- *   restart writes the same value and changes nothing;
+ *   causes nothing (case B13/R08). Each target has its own memory (`replayEntriesPerTarget`
+ *   bodies, for at most `replayTargets` targets, the least recently delivered one forgotten
+ *   first), so one tenant's deliveries cannot push another's out. The key is handed to
+ *   `onDelivery`/`onPushToBase`, which write it (not a timestamp) into annotations, so the same
+ *   delivery at another replica or after a restart writes the same value and changes nothing;
+ * - a push asks for a base Stack run (`onPushToBase`) only when its new commit (GitHub/Gitea
+ *   `after`, GitLab `after` or `checkout_sha`) is newer than every push this replica acted on for
+ *   the target: a push whose `after` is the `before` or `after` of one acted on (the last
+ *   `pushCommitsPerTarget` commits remembered) is older or the same and asks for nothing, so an
+ *   older push replayed after a newer one does not move the base Stack's annotation back (one
+ *   more PKO run). A push without `after`, or deleting the branch (all zeros), asks for nothing;
  * - only a verified body is parsed: a delivery whose repository (GitHub/Gitea
  *   `repository.clone_url`/`html_url`/`ssh_url`, GitLab `project.git_http_url`/`web_url`/
  *   `git_ssh_url`) is not the target's `repository` (compared with `sameRepository` of
@@ -100,18 +113,31 @@ export interface WebhookReceiverOptions {
   registry?: Registry;
   /** Bytes of bodies being read at once, over all requests (default 8 MiB). */
   maxInflightBodyBytes?: number;
+  /**
+   * Bytes of bodies being read at once for the targets of one namespace (default a quarter of
+   * `maxInflightBodyBytes`, at least `maxBodyBytes`).
+   */
+  maxInflightBodyBytesPerNamespace?: number;
   /** Bodies read at once per target (default 4). */
   maxRequestsPerTarget?: number;
+  /** Bodies read at once for the targets of one namespace (default 16). */
+  maxRequestsPerNamespace?: number;
   /** Open sockets (default 256; more are dropped when accepted). */
   maxConnections?: number;
   /** Time to receive the request headers, ms (default 5 000). */
   headersTimeoutMs?: number;
   /** Time to receive the whole request, ms (default 15 000). */
   requestTimeoutMs?: number;
+  /** Time to receive a request whose body has no `Content-Length` (streamed), ms (default 5 000). */
+  streamedBodyTimeoutMs?: number;
   /** How long bodies are remembered, ms (default 24 h). */
   replayWindowMs?: number;
-  /** How many bodies are remembered (default 10 000; the oldest go first). */
-  replayEntries?: number;
+  /** How many bodies are remembered per target (default 128; the oldest go first). */
+  replayEntriesPerTarget?: number;
+  /** For how many targets bodies and push commits are remembered (default 1 000; the least recently delivered goes first). */
+  replayTargets?: number;
+  /** How many push commits (`before`/`after` SHAs acted on) are remembered per target (default 64). */
+  pushCommitsPerTarget?: number;
   /** At most one summary line of refused requests per this many ms (default 60 000). */
   summaryIntervalMs?: number;
 }
@@ -219,6 +245,24 @@ export function repositoryURLs(forge: WebhookForge, payload: Record<string, unkn
   return pick(payload['repository'], ['clone_url', 'html_url', 'ssh_url']);
 }
 
+const SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+const ZERO = /^0+$/;
+
+/**
+ * The commits a push moves the branch between: `before` and `after` (GitLab: `checkout_sha`
+ * when `after` is missing), lower-case hex SHAs (40, or 64 for SHA-256 repositories);
+ * undefined when malformed or missing.
+ */
+export function pushCommits(
+  forge: WebhookForge,
+  payload: Record<string, unknown>,
+): { before: string | undefined; after: string | undefined } {
+  const sha = (v: unknown): string | undefined =>
+    typeof v === 'string' && SHA.test(v.toLowerCase()) ? v.toLowerCase() : undefined;
+  const after = sha(payload['after']) ?? (forge === 'gitlab' ? sha(payload['checkout_sha']) : undefined);
+  return { before: sha(payload['before']), after };
+}
+
 /** Answers the request; `close` ends the connection after the answer (the body is not read). */
 function reply(res: ServerResponse, status: number, text: string, close = false): void {
   if (res.headersSent) return;
@@ -231,10 +275,22 @@ function reply(res: ServerResponse, status: number, text: string, close = false)
 }
 
 type ReadResult =
-  { kind: 'ok'; body: Buffer } | { kind: 'too_large' } | { kind: 'timeout' } | { kind: 'aborted' };
+  | { kind: 'ok'; body: Buffer }
+  | { kind: 'too_large' }
+  | { kind: 'timeout' }
+  | { kind: 'aborted' }
+  | { kind: 'overloaded' };
 
-/** Reads the body up to `max` bytes, or until `deadline` (ms since the epoch). */
-function readBounded(req: IncomingMessage, max: number, deadline: number): Promise<ReadResult> {
+/**
+ * Reads the body up to `max` bytes, or until `deadline` (ms since the epoch). `grow`, when
+ * given, is asked for room for each chunk before it is kept (false: `overloaded`).
+ */
+function readBounded(
+  req: IncomingMessage,
+  max: number,
+  deadline: number,
+  grow?: (bytes: number) => boolean,
+): Promise<ReadResult> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -252,6 +308,11 @@ function readBounded(req: IncomingMessage, max: number, deadline: number): Promi
       if (size > max) {
         req.pause();
         done({ kind: 'too_large' });
+        return;
+      }
+      if (grow !== undefined && !grow(c.length)) {
+        req.pause();
+        done({ kind: 'overloaded' });
         return;
       }
       chunks.push(c);
@@ -281,12 +342,35 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
   const bind = parseBindAddress(opts.bindAddress);
   if (bind === undefined) throw new Error('the webhook receiver needs a bind address');
   const maxInflight = opts.maxInflightBodyBytes ?? 8 * 1024 * 1024;
+  const maxInflightPerNamespace =
+    opts.maxInflightBodyBytesPerNamespace ?? Math.max(opts.maxBodyBytes, Math.floor(maxInflight / 4));
   const perTarget = opts.maxRequestsPerTarget ?? 4;
+  const perNamespace = opts.maxRequestsPerNamespace ?? 16;
   const requestTimeoutMs = opts.requestTimeoutMs ?? 15_000;
-  const seen = new LRUCache<string, true>({
-    max: opts.replayEntries ?? 10_000,
-    ttl: opts.replayWindowMs ?? 24 * 60 * 60_000,
-  });
+  const streamedTimeoutMs = Math.min(opts.streamedBodyTimeoutMs ?? 5_000, requestTimeoutMs);
+  const replayEntries = opts.replayEntriesPerTarget ?? 128;
+  const replayWindowMs = opts.replayWindowMs ?? 24 * 60 * 60_000;
+  const pushCommitsPerTarget = opts.pushCommitsPerTarget ?? 64;
+  /**
+   * What is remembered per target (`namespace/name`): the digests of its verified bodies and
+   * the commits of the pushes acted on. Only verified deliveries create an entry.
+   */
+  interface Memory {
+    bodies: LRUCache<string, true>;
+    commits: LRUCache<string, true>;
+  }
+  const memory = new LRUCache<string, Memory>({ max: opts.replayTargets ?? 1_000 });
+  const memoryOf = (key: string): Memory => {
+    let m = memory.get(key);
+    if (m === undefined) {
+      m = {
+        bodies: new LRUCache({ max: replayEntries, ttl: replayWindowMs }),
+        commits: new LRUCache({ max: pushCommitsPerTarget }),
+      };
+      memory.set(key, m);
+    }
+    return m;
+  };
   const log = opts.logger.child({ component: 'preview-webhook' });
   const requests = counter(
     opts.registry,
@@ -294,8 +378,28 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
     'Requests to the preview webhook receiver, by how they ended.',
     ['result'],
   );
+  /** Bytes reserved by bodies being read: over all, and per namespace. */
   let inflightBytes = 0;
+  const inflightBytesPerNamespace = new Map<string, number>();
+  /** Bodies being read, per target and per namespace. */
   const inflightPerTarget = new Map<string, number>();
+  const inflightPerNamespace = new Map<string, number>();
+  const add = (m: Map<string, number>, key: string, n: number): void => {
+    const v = (m.get(key) ?? 0) + n;
+    if (v <= 0) m.delete(key);
+    else m.set(key, v);
+  };
+  /** Reserves `bytes` for a body of `namespace` when both budgets have room. */
+  const reserve = (namespace: string, bytes: number): boolean => {
+    if (
+      inflightBytes + bytes > maxInflight ||
+      (inflightBytesPerNamespace.get(namespace) ?? 0) + bytes > maxInflightPerNamespace
+    )
+      return false;
+    inflightBytes += bytes;
+    add(inflightBytesPerNamespace, namespace, bytes);
+    return true;
+  };
   /** Refusals since the last summary line. */
   let refused = new Map<WebhookResult, number>();
   const count = (result: WebhookResult): void => {
@@ -355,32 +459,46 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
       reply(res, 413, 'payload too large', true);
       return 'too_large';
     }
-    const running = inflightPerTarget.get(key) ?? 0;
-    const reserve = length ?? opts.maxBodyBytes;
-    if (running >= perTarget || inflightBytes + reserve > maxInflight) {
+    const busy = (): WebhookResult => {
       res.setHeader('Retry-After', '5');
       reply(res, 503, 'busy: retry later', true);
       return 'overloaded';
-    }
+    };
+    // A declared length is reserved before reading; a streamed body reserves what arrives.
+    let reserved = length ?? 0;
+    if (
+      (inflightPerTarget.get(key) ?? 0) >= perTarget ||
+      (inflightPerNamespace.get(namespace) ?? 0) >= perNamespace ||
+      !reserve(namespace, reserved)
+    )
+      return busy();
 
     // Read the body within the bounds. A client that waits for `100 Continue` (curl does for
     // bodies over 1 KiB) sends it only now.
     if (header(req, 'expect')?.toLowerCase() === '100-continue') res.writeContinue();
-    inflightBytes += reserve;
-    inflightPerTarget.set(key, running + 1);
+    add(inflightPerTarget, key, 1);
+    add(inflightPerNamespace, namespace, 1);
     let read: ReadResult;
     try {
-      read = await readBounded(req, opts.maxBodyBytes, started + requestTimeoutMs);
+      read =
+        length !== undefined
+          ? await readBounded(req, opts.maxBodyBytes, started + requestTimeoutMs)
+          : await readBounded(req, opts.maxBodyBytes, started + streamedTimeoutMs, (bytes) => {
+              if (!reserve(namespace, bytes)) return false;
+              reserved += bytes;
+              return true;
+            });
     } finally {
-      inflightBytes -= reserve;
-      const n = (inflightPerTarget.get(key) ?? 1) - 1;
-      if (n <= 0) inflightPerTarget.delete(key);
-      else inflightPerTarget.set(key, n);
+      inflightBytes -= reserved;
+      add(inflightBytesPerNamespace, namespace, -reserved);
+      add(inflightPerTarget, key, -1);
+      add(inflightPerNamespace, namespace, -1);
     }
     if (read.kind === 'too_large') {
       reply(res, 413, 'payload too large', true);
       return 'too_large';
     }
+    if (read.kind === 'overloaded') return busy();
     if (read.kind === 'timeout' || read.kind === 'aborted') {
       req.socket.destroy();
       return read.kind === 'timeout' ? 'timeout' : 'bad_request';
@@ -393,12 +511,12 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
 
     // Verified: the body itself is the replay key.
     const digest = createHash('sha256').update(body).digest('hex');
-    const seenKey = `${key}\u0000${digest}`;
-    if (seen.has(seenKey)) {
+    if (memory.get(key)?.bodies.has(digest) === true) {
       reply(res, 200, 'already received');
       return 'duplicate';
     }
-    seen.set(seenKey, true);
+    const remembered = memoryOf(key);
+    remembered.bodies.set(digest, true);
     const payload = payloadOf(body, header(req, 'content-type'));
     const repository = target.repository;
     const forge = target.forge;
@@ -411,18 +529,28 @@ export async function startWebhookReceiver(opts: WebhookReceiverOptions): Promis
       reply(res, 200, "ignored: the delivery is not for the base Stack's repository (spec.projectRepo)");
       return 'ignored';
     }
+    // A push to the base branch asks for a base Stack run only when its commit is new here.
+    const commits =
+      target.reconcileBaseOnPush &&
+      target.branch !== undefined &&
+      isPush(forge, headers) &&
+      payload?.['ref'] === `refs/heads/${target.branch}`
+        ? pushCommits(forge, payload)
+        : undefined;
+    const after = commits?.after;
+    const before = commits?.before;
+    const newPush = after !== undefined && !ZERO.test(after) && !remembered.commits.has(after);
     try {
       await opts.onDelivery(namespace, name, digest);
-      if (
-        target.reconcileBaseOnPush &&
-        target.branch !== undefined &&
-        isPush(forge, headers) &&
-        payload?.['ref'] === `refs/heads/${target.branch}`
-      )
-        await opts.onPushToBase(namespace, name, digest);
+      if (newPush) await opts.onPushToBase(namespace, name, digest);
     } catch (err) {
-      seen.delete(seenKey);
+      remembered.bodies.delete(digest);
       throw err;
+    }
+    if (newPush) {
+      // Remembered once acted on: a push back to either commit is older (or the same).
+      if (before !== undefined && !ZERO.test(before)) remembered.commits.set(before, true);
+      remembered.commits.set(after, true);
     }
     reply(res, 202, 'accepted');
     return 'accepted';

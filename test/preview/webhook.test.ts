@@ -4,13 +4,17 @@
  * - B11: the target is looked up before the body is read; an unknown target, a target without
  *   a secret and a wrong or missing signature answer alike (401 `unauthorized`), the first two
  *   and a GitLab token mismatch without reading the body; bounds on body size, on bytes read at
- *   once, on bodies per target, on sockets and on time; refusals are counted in
+ *   once (over all and per namespace: one tenant's slow bodies leave room for another's
+ *   deliveries; a streamed body reserves only what arrived), on bodies per target, on sockets and
+ *   on time (shorter for a streamed body); refusals are counted in
  *   `pkonc_preview_webhook_requests_total{result}` and summed up in at most one log line per
  *   interval;
  * - B13/R08: the replay key is the SHA-256 of the verified body (new delivery ids change
  *   nothing; a repeat answers 200), handed to the callbacks; a failed callback forgets the body;
+ *   each target has its own replay memory (one target's deliveries do not evict another's);
  *   a delivery for another repository is accepted as authentic and ignored (200);
- * - a push to the base branch asks for a base Stack run only with reconcileBaseOnPush.
+ * - a push to the base branch asks for a base Stack run only with reconcileBaseOnPush, and only
+ *   for a commit newer than the pushes acted on (an older push replayed later asks nothing).
  * Gitea's header shapes are the ones a real Gitea 1.27.3 sends (gitea.int.test.ts uses real
  * deliveries).
  */
@@ -154,14 +158,15 @@ function post(
 }
 
 /**
- * Starts a POST that declares `declared` bytes but sends only `sent` of them and waits: resolves
- * with the answer that comes while the body is still incomplete (status -1: cut without one).
+ * Starts a POST that declares `declared` bytes (undefined: streamed, chunked without
+ * Content-Length) but sends only `sent` bytes and waits: resolves with the answer that comes
+ * while the body is still incomplete (status -1: cut without one).
  */
 function partial(
   port: number,
   path: string,
   headers: Record<string, string>,
-  declared: number,
+  declared: number | undefined,
   sent: number,
 ): { answer: Promise<Answer>; req: ClientRequest } {
   let req!: ClientRequest;
@@ -173,7 +178,11 @@ function partial(
         path,
         method: 'POST',
         agent: false,
-        headers: { 'content-type': 'application/json', ...headers, 'content-length': String(declared) },
+        headers: {
+          'content-type': 'application/json',
+          ...headers,
+          ...(declared === undefined ? {} : { 'content-length': String(declared) }),
+        },
       },
       (res) => {
         let text = '';
@@ -366,7 +375,10 @@ describe('preview webhook receiver: authentication before work (B11)', () => {
   });
 
   it('bytes read at once are capped over all requests: no room → 503 before reading; room again once a body is done', async () => {
-    const r = await start({}, { maxInflightBodyBytes: 2 * MAX, maxRequestsPerTarget: 10 });
+    const r = await start(
+      {},
+      { maxInflightBodyBytes: 2 * MAX, maxInflightBodyBytesPerNamespace: 2 * MAX, maxRequestsPerTarget: 10 },
+    );
     const slow = [partial(r.port, PATH, gitea('s-1'), MAX, 10), partial(r.port, PATH, gitea('s-2'), MAX, 10)];
     // Wait until both hold their reservation (both looked up).
     await expect.poll(() => r.lookups.length, { timeout: 5_000 }).toBe(2);
@@ -377,6 +389,84 @@ describe('preview webhook receiver: authentication before work (B11)', () => {
       .poll(async () => (await post(r.port, PATH, gitea('s-4', pr(4)), pr(4))).status, { timeout: 5_000 })
       .toBe(202);
     expect(await counted(r, 'overloaded')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('one namespace cannot starve another: slow bodies on two targets of namespace A leave room for a delivery to namespace B', async () => {
+    const known = new Set(['tenant-a/one', 'tenant-a/two', 'tenant-b/previews']);
+    const lookups: string[] = [];
+    const synced: string[] = [];
+    const r = await start(
+      {},
+      {
+        maxInflightBodyBytes: 8 * MAX,
+        target: (ns, name) => {
+          lookups.push(`${ns}/${name}`);
+          return known.has(`${ns}/${name}`)
+            ? { forge: 'gitea', secret: SECRET, branch: 'main', reconcileBaseOnPush: false, repository: REPO }
+            : undefined;
+        },
+        onDelivery: (ns, name) => {
+          synced.push(`${ns}/${name}`);
+        },
+      },
+    );
+    // Four slow bodies of the largest size on each of A's two targets: what filled all 8 × MAX.
+    const slow = ['one', 'two'].flatMap((t) =>
+      [1, 2, 3, 4].map((i) => partial(r.port, `/hooks/tenant-a/${t}`, gitea(`a-${t}-${String(i)}`), MAX, 10)),
+    );
+    await expect.poll(() => lookups.length, { timeout: 5_000 }).toBe(8);
+    // A holds at most its share (a quarter: 2 × MAX); the rest of its bodies were refused unread.
+    const statuses: number[] = [];
+    for (const s of slow) void s.answer.then((a) => statuses.push(a.status));
+    await expect.poll(() => statuses.filter((x) => x === 503).length, { timeout: 10_000 }).toBe(6);
+    expect(await post(r.port, '/hooks/tenant-b/previews', gitea('b-1'), body)).toMatchObject({
+      status: 202,
+      text: 'accepted',
+    });
+    expect(synced).toEqual(['tenant-b/previews']);
+    expect(statuses).toHaveLength(6);
+    for (const s of slow) s.req.destroy();
+    await Promise.all(slow.map((s) => s.answer));
+  });
+
+  it('a streamed body (no Content-Length) reserves what has arrived, not the whole cap, and has a shorter deadline', async () => {
+    const r = await start(
+      {},
+      {
+        maxInflightBodyBytes: 2 * MAX,
+        maxInflightBodyBytesPerNamespace: 2 * MAX,
+        maxRequestsPerTarget: 10,
+        requestTimeoutMs: 60_000,
+        streamedBodyTimeoutMs: 3_000,
+      },
+    );
+    const t0 = Date.now();
+    const slow = [
+      partial(r.port, PATH, gitea('c-1'), undefined, 10),
+      partial(r.port, PATH, gitea('c-2'), undefined, 10),
+    ];
+    await expect.poll(() => r.lookups.length, { timeout: 5_000 }).toBe(2);
+    // Two streamed bodies would have reserved 2 × MAX; a body of almost MAX still fits.
+    const large = JSON.stringify({ pad: 'x'.repeat(MAX - 200), repository: { clone_url: REPO } });
+    expect(await post(r.port, PATH, gitea('c-3', large), large)).toMatchObject({ status: 202 });
+    // The streamed ones are cut at their own deadline, long before the request timeout.
+    for (const a of await Promise.all(slow.map((s) => s.answer))) expect(a.status).toBe(-1);
+    expect(Date.now() - t0).toBeLessThan(30_000);
+    expect(await counted(r, 'timeout')).toBe(2);
+    expect(r.synced).toHaveLength(1);
+  });
+
+  it('a streamed body that outgrows the room left is refused (503) when its next chunk does not fit', async () => {
+    const r = await start({}, { maxInflightBodyBytes: 2 * MAX, maxInflightBodyBytesPerNamespace: MAX + 100 });
+    const held = partial(r.port, PATH, gitea('g-1'), MAX, 10);
+    await expect.poll(() => r.lookups.length, { timeout: 5_000 }).toBe(1);
+    const big = JSON.stringify({ pad: 'x'.repeat(MAX - 500), repository: { clone_url: REPO } });
+    const streamed = await post(r.port, PATH, gitea('g-2', big), big, { chunked: true });
+    expect([503, -1]).toContain(streamed.status);
+    expect(await counted(r, 'overloaded')).toBe(1);
+    held.req.destroy();
+    await held.answer;
+    expect(r.synced).toEqual([]);
   });
 
   it('bodies read at once are capped per target: a second while one is read → 503', async () => {
@@ -537,7 +627,7 @@ describe('preview webhook receiver: replays and other repositories (B13, R08)', 
 
   it('a push to the base branch asks for a base Stack run (keyed by the body) only with reconcileBaseOnPush; a repeat asks nothing more', async () => {
     const push = (ref: string, after: string): string =>
-      JSON.stringify({ ref, after, repository: { clone_url: REPO } });
+      JSON.stringify({ ref, after: after.repeat(20), repository: { clone_url: REPO } });
     const pushHeaders = (id: string, b: string): Record<string, string> => ({
       ...gitea(id, b),
       'x-gitea-event': 'push',
@@ -555,6 +645,77 @@ describe('preview webhook receiver: replays and other repositories (B13, R08)', 
     expect((await post(on.port, PATH, pushHeaders('p-4', main1), main1)).status).toBe(200);
     expect(on.pushed).toEqual([{ preview: 'team/previews', key: sha256(main1) }]);
     expect(on.synced).toHaveLength(2);
+  });
+
+  it('an older push replayed after a newer one (forgotten as a body) syncs but asks for no base Stack run; so does a branch deletion', async () => {
+    const commit = (c: string): string => c.repeat(40);
+    const push = (before: string, after: string, extra: Record<string, unknown> = {}): string =>
+      JSON.stringify({ ref: 'refs/heads/main', before, after, ...extra, repository: { clone_url: REPO } });
+    const pushHeaders = (id: string, b: string): Record<string, string> => ({
+      ...gitea(id, b),
+      'x-gitea-event': 'push',
+    });
+    // One body remembered: the replay of the first push is not caught as a repeat.
+    const r = await start({ reconcileBaseOnPush: true }, { replayEntriesPerTarget: 1 });
+    const first = push(commit('1'), commit('a'));
+    const second = push(commit('a'), commit('b'));
+    expect((await post(r.port, PATH, pushHeaders('q-1', first), first)).status).toBe(202);
+    expect((await post(r.port, PATH, pushHeaders('q-2', second), second)).status).toBe(202);
+    expect((await post(r.port, PATH, pushHeaders('q-3', first), first)).status).toBe(202);
+    // The same commit pushed again in another body (e.g. another pusher field) asks nothing either.
+    const sameAgain = push(commit('a'), commit('b'), { pusher: { login: 'other' } });
+    expect((await post(r.port, PATH, pushHeaders('q-4', sameAgain), sameAgain)).status).toBe(202);
+    const deleted = push(commit('b'), commit('0'));
+    expect((await post(r.port, PATH, pushHeaders('q-5', deleted), deleted)).status).toBe(202);
+    expect(r.pushed.map((p) => p.key)).toEqual([sha256(first), sha256(second)]);
+    expect(r.synced).toHaveLength(5);
+    // A newer push still asks.
+    const third = push(commit('b'), commit('c'));
+    expect((await post(r.port, PATH, pushHeaders('q-6', third), third)).status).toBe(202);
+    expect(r.pushed.map((p) => p.key)).toEqual([sha256(first), sha256(second), sha256(third)]);
+  });
+
+  it('GitLab: a push is ordered by `after`, or `checkout_sha` without it', async () => {
+    const r = await start(
+      { forge: 'gitlab', reconcileBaseOnPush: true, repository: REPO },
+      { replayEntriesPerTarget: 1 },
+    );
+    const push = (fields: Record<string, unknown>): string =>
+      JSON.stringify({
+        object_kind: 'push',
+        ref: 'refs/heads/main',
+        ...fields,
+        project: { git_http_url: REPO },
+      });
+    const headers = { 'x-gitlab-event': 'Push Hook', 'x-gitlab-token': SECRET };
+    const first = push({ before: '1'.repeat(40), checkout_sha: 'a'.repeat(40) });
+    const second = push({ before: 'a'.repeat(40), after: 'b'.repeat(40) });
+    for (const b of [first, second, first]) expect((await post(r.port, PATH, headers, b)).status).toBe(202);
+    expect(r.pushed.map((p) => p.key)).toEqual([sha256(first), sha256(second)]);
+  });
+
+  it('each target has its own replay memory: many deliveries to one do not evict those of another', async () => {
+    const targets = new Set(['team/previews', 'team/other']);
+    const r = await start(
+      {},
+      {
+        replayEntriesPerTarget: 3,
+        target: (ns, name) =>
+          targets.has(`${ns}/${name}`)
+            ? { forge: 'gitea', secret: SECRET, branch: 'main', reconcileBaseOnPush: false, repository: REPO }
+            : undefined,
+      },
+    );
+    expect((await post(r.port, '/hooks/team/other', gitea('v-0'), body)).status).toBe(202);
+    for (let i = 2; i < 12; i++)
+      expect((await post(r.port, PATH, gitea(`v-${String(i)}`, pr(i)), pr(i))).status).toBe(202);
+    expect(await post(r.port, '/hooks/team/other', gitea('v-1'), body)).toMatchObject({
+      status: 200,
+      text: 'already received',
+    });
+    // The busy target's own memory is bounded: its oldest body is forgotten.
+    expect((await post(r.port, PATH, gitea('v-12', pr(2)), pr(2))).status).toBe(202);
+    expect((await post(r.port, PATH, gitea('v-13', pr(11)), pr(11))).status).toBe(200);
   });
 });
 
