@@ -83,6 +83,8 @@ export class NoticeQueue {
   /** PullRequestPreview → its waiting jobs by key (insertion order = FIFO). */
   readonly #pending = new Map<string, Map<string, ForgeJob>>();
   readonly #running = new Set<string>();
+  /** Bodies of the notices being posted now, by job key (a second sync's same notice waits for none). */
+  readonly #postingBodies = new Map<string, string>();
   readonly #runningPreviews = new Map<string, number>();
   readonly #runningForges = new Set<PreviewForge>();
   /** Preview → sequence number of its last job start (lower = served longer ago). */
@@ -101,14 +103,19 @@ export class NoticeQueue {
   }
 
   /**
-   * Queues a job. A notice whose body is the one last posted on that pull request, with nothing
-   * newer queued, is not queued. @returns whether it was queued.
+   * Queues a job. A notice whose body is the one last posted on that pull request, or the one
+   * being posted now, with nothing newer queued, is not queued (two syncs close together would
+   * otherwise edit the comment twice with the same text). @returns whether it was queued.
    */
   add(job: ForgeJob): boolean {
     if (this.#closed) return false;
     const key = jobKey(job);
     let jobs = this.#pending.get(job.preview);
-    if (job.kind === 'notice' && jobs?.has(key) !== true && this.#posted.get(key)?.body === job.body) {
+    if (
+      job.kind === 'notice' &&
+      jobs?.has(key) !== true &&
+      (this.#posted.get(key)?.body === job.body || this.#postingBodies.get(key) === job.body)
+    ) {
       return false;
     }
     if (jobs === undefined) {
@@ -220,6 +227,7 @@ export class NoticeQueue {
         for (const p of this.#served.keys()) if (!this.#pending.has(p)) this.#served.delete(p);
       }
       this.#running.add(key);
+      if (job.kind === 'notice') this.#postingBodies.set(key, job.body);
       this.#runningForges.add(job.forge);
       this.#runningPreviews.set(job.preview, (this.#runningPreviews.get(job.preview) ?? 0) + 1);
       void this.#run(key, job);
@@ -267,6 +275,7 @@ export class NoticeQueue {
     } finally {
       clearTimeout(timer);
       this.#running.delete(key);
+      this.#postingBodies.delete(key);
       this.#runningForges.delete(job.forge);
       const n = (this.#runningPreviews.get(job.preview) ?? 1) - 1;
       if (n <= 0) this.#runningPreviews.delete(job.preview);

@@ -105,6 +105,23 @@ describe('NoticeQueue', () => {
     await q.close(0);
   });
 
+  it('the same notice from a second sync while the first is being posted is not posted again', async () => {
+    const { forge, calls } = heldForge();
+    const q = new NoticeQueue({ logger, timeoutMs: 60_000, concurrency: 1 });
+    q.add(job(forge, 'a/p', 7, 'running'));
+    await tick();
+    expect(calls).toHaveLength(1);
+    // A second sync (e.g. the preview Stack's add event) computes the same notice meanwhile.
+    expect(q.add(job(forge, 'a/p', 7, 'running'))).toBe(false);
+    // Another text is queued behind it.
+    expect(q.add(job(forge, 'a/p', 7, 'stopped'))).toBe(true);
+    calls[0]?.finish();
+    await tick();
+    expect(calls.map((c) => c.body)).toEqual(['<!-- m -->\nrunning\n', '<!-- m -->\nstopped\n']);
+    calls[1]?.finish();
+    await q.close(0);
+  });
+
   it('a forge that never answers frees the worker after timeoutMs and its request is aborted', async () => {
     const { forge, calls } = heldForge();
     const q = new NoticeQueue({ logger, timeoutMs: 50, concurrency: 1 });

@@ -184,6 +184,14 @@ describe('R07: GitHub pull_request edited', () => {
       what: 'app-pr-7 recreated',
     });
     expect(again.spec?.commit).toBe(sha('a'));
+    // Its notice follows off the sync path: let it arrive before looking for writes.
+    await waitFor(
+      () =>
+        Promise.resolve(
+          gh.comments('acme/app', 7).find((c) => c.body.includes('**Preview running**')) ?? undefined,
+        ),
+      { ...WAIT, what: "the notice saying #7's preview runs again" },
+    );
 
     // Title only: the listing changes (a new ETag, 200), the Stack is not written.
     const rv = again.metadata.resourceVersion;
