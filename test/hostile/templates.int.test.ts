@@ -130,11 +130,17 @@ describe('B02: unbounded compile', () => {
   it('84 KB, 10,000 deep: InvalidTemplate with a line, while /healthz answers', async () => {
     let healthy = 0;
     let unhealthy = 0;
-    const poll = setInterval(() => {
-      fetch(`http://127.0.0.1:${ctl.handle.probePort}/healthz`, { signal: AbortSignal.timeout(1_000) })
-        .then((r) => (r.ok ? healthy++ : unhealthy++))
-        .catch(() => unhealthy++);
-    }, 50);
+    // Every probe is awaited before counting (under load a window can end with all of them in flight).
+    const probes: Promise<unknown>[] = [];
+    const probe = (): void => {
+      probes.push(
+        fetch(`http://127.0.0.1:${ctl.handle.probePort}/healthz`, { signal: AbortSignal.timeout(1_000) })
+          .then((r) => (r.ok ? healthy++ : unhealthy++))
+          .catch(() => unhealthy++),
+      );
+    };
+    probe();
+    const poll = setInterval(probe, 50);
     try {
       await obj.core.createNamespacedConfigMap({
         namespace: ns,
@@ -152,6 +158,7 @@ describe('B02: unbounded compile', () => {
     } finally {
       clearInterval(poll);
     }
+    await Promise.allSettled(probes);
     expect(healthy).toBeGreaterThan(0);
     expect(unhealthy).toBe(0);
   });
