@@ -189,8 +189,8 @@ export class PreviewReconciler {
   /** Last listing per PullRequestPreview key with its ETag (304 → reuse). */
   readonly #listings = new Map<string, { etag: string; pulls: OpenPullRequest[] }>();
   /**
-   * Associations looked up, per PullRequestPreview key and author (login, or id where the forge
-   * has one), with when: used for {@link ASSOCIATION_MEMO_MS}, so the sync after one stopped at
+   * Associations looked up, per PullRequestPreview key and repository URL (`<key> <repoURL>`) and
+   * author (login, or id where the forge has one), with when: used for {@link ASSOCIATION_MEMO_MS}, so the sync after one stopped at
    * its deadline goes on from there.
    */
   readonly #associations = new Map<string, Map<string, { association: AuthorAssociation; at: number }>>();
@@ -266,7 +266,7 @@ export class PreviewReconciler {
 
   #forget(key: string): void {
     this.#listings.delete(key);
-    this.#associations.delete(key);
+    for (const k of this.#associations.keys()) if (k.startsWith(`${key} `)) this.#associations.delete(k);
     this.#stopped.delete(key);
     this.#nameTaken.delete(key);
     this.notices.forget(key);
@@ -431,10 +431,29 @@ export class PreviewReconciler {
     );
     const withStack = ranked.filter((p) => has.has(p.number)).length;
     const now = this.#now().getTime();
+    // Keyed by repository too: after stackRef or projectRepo changes, associations with the old
+    // repository decide nothing.
+    const memoKey = `${key} ${repoURL}`;
+    for (const k of this.#associations.keys())
+      if (k.startsWith(`${key} `) && k !== memoKey) this.#associations.delete(k);
     const memo =
-      this.#associations.get(key) ?? new Map<string, { association: AuthorAssociation; at: number }>();
+      this.#associations.get(memoKey) ?? new Map<string, { association: AuthorAssociation; at: number }>();
     for (const [who, m] of memo) if (now - m.at > ASSOCIATION_MEMO_MS) memo.delete(who);
     const resolved: KnownPull[] = [];
+    /**
+     * Pull requests whose preview Stack name is held by a Stack that is not ours, with why: they
+     * take no preview slot (the slot goes to the next pull request) and stay `Blocked`.
+     */
+    const taken = new Map<number, string>();
+    const isTaken = (n: number): boolean => {
+      if (taken.has(n)) return true;
+      if (has.has(n)) return false;
+      const name = previewStackName(prp.spec.stackRef.name, n);
+      const cached = this.#o.stacks.get(namespace, name);
+      if (cached === undefined || ownedBy(cached, uid)) return false;
+      taken.set(n, nameTaken(name, cached));
+      return true;
+    };
     let trusted = 0;
     const resolveWhile = async (more: () => boolean): Promise<void> => {
       while (resolved.length < ranked.length && more() && !deadline.expired()) {
@@ -457,14 +476,14 @@ export class PreviewReconciler {
         }
         const pull = { ...p, association };
         resolved.push(pull);
-        if (untrustedReason(pull, trust) === undefined) trusted++;
+        if (untrustedReason(pull, trust) === undefined && !isTaken(pull.number)) trusted++;
       }
     };
     const listedNumbers = new Set(open.map((p) => p.number));
     const planFor = (have: readonly ExistingPreview[]): Plan => {
       const known = new Set(resolved.map((p) => p.number));
       return planSync({
-        pulls: resolved,
+        pulls: resolved.filter((p) => !isTaken(p.number)),
         trust,
         maxPreviews,
         existing: have.filter((e) => known.has(e.number) || !listedNumbers.has(e.number)),
@@ -474,24 +493,30 @@ export class PreviewReconciler {
     // 1. Only what decides the preview Stacks: then create/update/delete them at once.
     await resolveWhile(() => resolved.length < withStack || trusted < maxPreviews);
     const first = planFor(existing);
-    /** Pull requests whose preview Stack name is held by a Stack that is not ours, with why. */
-    const taken = new Map<number, string>();
-    const removed = await this.#applyStacks(prp, ctx, first, stacks, taken);
-    // 2. The other pull requests (notices and status only), while the deadline allows.
+    const removed = await this.#applyStacks(prp, ctx, first, stacks, taken, new Set());
+    // 2. The other pull requests (notices and status only), while the deadline allows; a slot
+    // freed by a name found taken at create goes to the next pull request here.
     await resolveWhile(() => true);
+    const updated = new Map(first.update.map((u) => [u.pull.number, u.pull.headSHA]));
     const after = [
-      ...existing.filter((e) => !first.remove.some((r) => r.preview.number === e.number)),
-      ...first.create.map((p) => ({
-        number: p.number,
-        stackName: previewStackName(prp.spec.stackRef.name, p.number),
-        headSHA: p.headSHA,
-      })),
+      ...existing
+        .filter((e) => !first.remove.some((r) => r.preview.number === e.number))
+        .map((e) => ({ ...e, headSHA: updated.get(e.number) ?? e.headSHA })),
+      ...first.create
+        .filter((p) => !taken.has(p.number))
+        .map((p) => ({
+          number: p.number,
+          stackName: previewStackName(prp.spec.stackRef.name, p.number),
+          headSHA: p.headSHA,
+        })),
     ];
     const plan = planFor(after);
-    removed.push(...(await this.#applyStacks(prp, ctx, plan, stacks, taken)));
+    // Pull requests the first pass brought up to date are not patched (nor announced) again.
+    const handled = new Set(first.verdicts.filter((v) => v.kind === 'preview').map((v) => v.pull.number));
+    removed.push(...(await this.#applyStacks(prp, ctx, plan, stacks, taken, handled)));
     const deferred = ranked.length - resolved.length;
-    if (memo.size > 0) this.#associations.set(key, memo);
-    else this.#associations.delete(key);
+    if (memo.size > 0) this.#associations.set(memoKey, memo);
+    else this.#associations.delete(memoKey);
     this.#o.logger.debug(
       {
         previewKey: key,
@@ -541,25 +566,29 @@ export class PreviewReconciler {
     else this.#nameTaken.delete(key);
     const entries: PreviewEntry[] = [];
     const decided = new Set<number>();
+    for (const pull of resolved) {
+      const blocked = taken.get(pull.number);
+      if (blocked === undefined) continue;
+      const n = pull.number;
+      decided.add(n);
+      const before = previous.get(n);
+      if (before?.state !== 'Blocked' && noted?.has(n) !== true) {
+        this.#event(prp, 'Warning', 'PreviewNameTaken', blocked);
+      }
+      const url = this.notices.posted(key, n)?.url ?? before?.commentURL;
+      entries.push({
+        number: n,
+        headSHA: pull.headSHA,
+        state: 'Blocked',
+        ...(url !== undefined ? { commentURL: url } : {}),
+        reason: boundText(blocked, 1024, 'utf16'),
+      });
+    }
     for (const v of plan.verdicts) {
       const n = v.pull.number;
       decided.add(n);
       const before = previous.get(n);
-      const blocked = taken.get(n);
-      if (blocked !== undefined) {
-        if (before?.state !== 'Blocked' && noted?.has(n) !== true) {
-          this.#event(prp, 'Warning', 'PreviewNameTaken', blocked);
-        }
-        const url = this.notices.posted(key, n)?.url ?? before?.commentURL;
-        entries.push({
-          number: n,
-          headSHA: v.pull.headSHA,
-          state: 'Blocked',
-          ...(url !== undefined ? { commentURL: url } : {}),
-          reason: boundText(blocked, 1024, 'utf16'),
-        });
-        continue;
-      }
+      if (taken.has(n)) continue; // a create of the first pass found the name taken
       // "Previews stopped" stays until the pull request qualifies again (a later sync must not
       // turn it into "No preview": the Stack it had is gone for this reason).
       const stoppedStack =
@@ -603,7 +632,9 @@ export class PreviewReconciler {
   }
 
   /**
-   * Creates, patches and deletes preview Stacks as `plan` says. @returns the removals done.
+   * Creates, patches and deletes preview Stacks as `plan` says; pull requests in `handled` (done
+   * by an earlier pass of the same sync) are not patched again. Names found taken go into
+   * `taken`. @returns the removals done.
    */
   async #applyStacks(
     prp: PullRequestPreview,
@@ -611,6 +642,7 @@ export class PreviewReconciler {
     plan: Plan,
     stacks: readonly Stack[],
     taken: Map<number, string>,
+    handled: ReadonlySet<number>,
   ): Promise<Plan['remove']> {
     const namespace = prp.metadata.namespace ?? '';
     const repoURL = ctx.repoURL;
@@ -646,20 +678,23 @@ export class PreviewReconciler {
           if (errorStatusCode(e) === 404) return undefined; // deleted meanwhile: the next sync creates it
           throw e;
         });
-        if (live === undefined) continue;
+        // Gone, or being deleted: the next sync creates it again.
+        if (live === undefined || live.metadata.deletionTimestamp !== undefined) continue;
         if (!ownedBy(live, uid)) {
           taken.set(pull.number, nameTaken(name, live));
           continue;
         }
-        // Ours: bring it up to date, only if it is still the object just read (resourceVersion).
+        // Ours: bring it up to date, only if it is still the object just read (resourceVersion);
+        // fields the live spec has and the desired one lacks are removed (null in the merge patch).
+        const spec = mergePatchBetween(live.spec ?? {}, body.spec);
         await this.#patchStack(namespace, name, {
           metadata: { labels: body.metadata.labels, resourceVersion: live.metadata.resourceVersion },
-          spec: body.spec,
+          ...(spec !== undefined ? { spec } : {}),
         });
       }
     }
     for (const v of plan.verdicts) {
-      if (v.kind !== 'preview') continue;
+      if (v.kind !== 'preview' || handled.has(v.pull.number)) continue;
       const have = stacks.find((s) => Number(s.metadata.labels?.[PULL_REQUEST_LABEL]) === v.pull.number);
       if (have === undefined) continue;
       const patch = mergePatchBetween(have.spec ?? {}, previewSpec(ctx.base, prp, v.pull.headSHA));

@@ -421,6 +421,8 @@ describe('B10: a PullRequestPreview grants no more than its writer holds', () =>
   it('accepts a Secret the tenant may get, Literal envRefs and resyncFrequencySeconds; an update to a Secret it may not get is refused', async () => {
     expect(
       await tenantCreates('previews', {
+        // One slot: #7, whose name is taken, must not hold it (#8 gets it).
+        maxPreviews: 1,
         stackOverrides: {
           labels: { team: 'a' },
           spec: {
@@ -451,7 +453,7 @@ describe('B10: a PullRequestPreview grants no more than its writer holds', () =>
     );
   });
 
-  it('the controller applies only those overrides, and leaves the unowned app-pr-7 alone: the name is taken', async () => {
+  it('the controller applies only those overrides, and leaves the unowned app-pr-7 alone: the name is taken and takes no preview slot', async () => {
     const pr7 = await stackOrNone('app-pr-7');
     ctl = await startInProcess(ns, { flags: ['--cluster-name=e2e'] });
     const pr8 = await waitFor(() => stackOrNone('app-pr-8'), { ...WAIT, what: 'preview Stack app-pr-8' });

@@ -270,6 +270,22 @@ describe('R06: GitLab Merge Request Hook action=update', () => {
       async () => ((await stackOrNone(sim, 'app-pr-3'))?.spec?.commit === sha('2') ? true : undefined),
       { ...WAIT, what: 'app-pr-3 at the new head' },
     );
+    // Written and announced once: one PreviewUpdated Event (count 1) for the new head.
+    const updatedEvents = async () =>
+      (await obj.core.listNamespacedEvent({ namespace: ns })).items.filter(
+        (e) => e.reason === 'PreviewUpdated',
+      );
+    await waitFor(async () => ((await updatedEvents()).length > 0 ? true : undefined), {
+      ...WAIT,
+      what: 'Event PreviewUpdated',
+    });
+    // A later sync (labels only): nothing more is updated or announced.
+    await syncAfter(obj, () =>
+      hook({ target_branch: 'main' }, { labels: { previous: [], current: [{ title: 'needs-review' }] } }),
+    );
+    const updated = await updatedEvents();
+    expect(updated.map((e) => e.count ?? 1)).toEqual([1]);
+    expect(updated[0]?.message).toContain(sha('2').slice(0, 7));
 
     // (c) Retargeted while a run is in flight.
     await sim.startRun('app-pr-3', { type: 'preview', commit: sha('2') });
