@@ -186,6 +186,10 @@ export class PreviewReconciler {
   readonly #now: () => Date;
   /** Forge access per Provider key, rebuilt when the resolved Provider changes. */
   readonly #forges = new Map<string, { p: ResolvedProvider; forge: PreviewForge }>();
+  /** Syncs running per forge client (a replaced client is closed only when none uses it). */
+  readonly #inUse = new Map<PreviewForge, number>();
+  /** Replaced clients (their Provider changed or is gone), closed once no sync or job uses them. */
+  readonly #retired = new Set<PreviewForge>();
   /** Last listing per PullRequestPreview key with its ETag (304 → reuse). */
   readonly #listings = new Map<string, { etag: string; pulls: OpenPullRequest[] }>();
   /**
@@ -208,6 +212,9 @@ export class PreviewReconciler {
     this.#admission = opts.admission ?? new AdmissionPolicyCheck({ kubeConfig: opts.kubeConfig });
     this.notices = new NoticeQueue({
       logger: opts.logger,
+      onRelease: () => {
+        this.#closeRetired();
+      },
       timeoutMs: opts.forgeTimeoutCeilingMs ?? FORGE_TIMEOUT_CEILING_MS,
       ...(opts.mayWrite !== undefined ? { mayWrite: opts.mayWrite } : {}),
     });
@@ -216,8 +223,12 @@ export class PreviewReconciler {
   /** Stops the notice queue (waiting up to `deadlineMs` for running jobs) and closes forge clients. */
   async close(deadlineMs = 0): Promise<void> {
     await this.notices.close(deadlineMs);
-    await Promise.all([...this.#forges.values()].map((f) => f.forge.close()));
+    await Promise.all([
+      ...[...this.#forges.values()].map((f) => f.forge.close()),
+      ...[...this.#retired].map((f) => f.close()),
+    ]);
     this.#forges.clear();
+    this.#retired.clear();
   }
 
   #mayWrite(): boolean {
@@ -230,11 +241,32 @@ export class PreviewReconciler {
     void this.#o.recorder.event(objectOf(prp), type, reason, message);
   }
 
+  /**
+   * Takes the client of Provider `key` out of use for new work (the Provider changed or is
+   * gone); it is closed once no running sync and no queued or running notice job holds it —
+   * closing it at once would fail those with CLOSED (and a lost status resolution is never
+   * queued again).
+   */
+  #retire(key: string): void {
+    const have = this.#forges.get(key);
+    if (have === undefined) return;
+    this.#forges.delete(key);
+    this.#retired.add(have.forge);
+    this.#closeRetired();
+  }
+
+  #closeRetired(): void {
+    for (const f of this.#retired) {
+      if ((this.#inUse.get(f) ?? 0) > 0 || this.notices.uses(f)) continue;
+      this.#retired.delete(f);
+      void f.close();
+    }
+  }
+
   #forge(key: string, p: ResolvedProvider): PreviewForge | undefined {
     const have = this.#forges.get(key);
     if (have?.p === p) return have.forge;
-    if (have) void have.forge.close();
-    this.#forges.delete(key);
+    this.#retire(key);
     // Preview work never waits longer per request than the controller-wide ceiling (B12).
     const capped = withTimeoutCeiling(p, this.#o.forgeTimeoutCeilingMs ?? FORGE_TIMEOUT_CEILING_MS);
     const forge =
@@ -308,6 +340,7 @@ export class PreviewReconciler {
       await this.#writeStatus(prp, { ready: false, ...ctx });
       return { requeueAfterMs: Math.min(retry, interval) };
     }
+    this.#inUse.set(ctx.forge, (this.#inUse.get(ctx.forge) ?? 0) + 1);
     try {
       const signal = AbortSignal.timeout(this.#o.syncDeadlineMs ?? SYNC_DEADLINE_MS);
       const { entries: previews, deferred } = await this.#sync(key, prp, ctx, {
@@ -337,6 +370,11 @@ export class PreviewReconciler {
       this.#o.logger.warn({ previewKey: key, err: errorMessage(err) }, 'preview sync failed');
       await this.#writeStatus(prp, { ready: false, reason: 'SyncFailed', message });
       return { requeueAfterMs: Math.min(retry, interval) };
+    } finally {
+      const n = (this.#inUse.get(ctx.forge) ?? 1) - 1;
+      if (n > 0) this.#inUse.set(ctx.forge, n);
+      else this.#inUse.delete(ctx.forge);
+      this.#closeRetired();
     }
   }
 
@@ -357,6 +395,7 @@ export class PreviewReconciler {
     const providerKey = `${namespace}/${prp.spec.providerRef.name}`;
     const provider = this.#o.providers.get(providerKey);
     if (provider === undefined) {
+      this.#retire(providerKey); // the Provider is gone or not usable: its client is not needed
       return {
         reason: 'ProviderNotReady',
         message: `Provider ${prp.spec.providerRef.name} does not exist or is not Ready`,
