@@ -12,12 +12,13 @@
  *   status, notices).
  * Each delivery has a distinct body (a nonce), so no replay rule of the receiver applies.
  */
-import { createHmac, randomBytes } from 'node:crypto';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
 import { errorStatusCode } from '../../src/kube/client.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
+import { installAdmission } from '../support/admission.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startGitHubServer } from '../forge/github/server.ts';
 import { startGitLabServer } from '../forge/gitlab/server.ts';
@@ -412,5 +413,120 @@ describe('leader fencing of preview writes', () => {
       ...WAIT,
       what: 'app-pr-1 deleted once the Lease is held',
     });
+  }, 120_000);
+});
+
+interface StoredPreview {
+  metadata: { generation?: number; creationTimestamp?: string };
+}
+
+/** Rewrites the stored PullRequestPreview `name` in etcd (as an object stored long ago would be). */
+async function rewriteStored(ns: string, name: string, edit: (o: StoredPreview) => void): Promise<void> {
+  const etcd = inject('etcdUrl');
+  const key = Buffer.from(`/registry/${GROUP}/pullrequestpreviews/${ns}/${name}`).toString('base64');
+  const call = async <T>(path: string, body: unknown): Promise<T> => {
+    const res = await fetch(`${etcd}${path}`, { method: 'POST', body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`etcd ${path}: HTTP ${String(res.status)}`);
+    return (await res.json()) as T;
+  };
+  await waitFor(
+    async () => {
+      const got = await call<{ kvs?: { value: string; mod_revision: string }[] }>('/v3/kv/range', { key });
+      const kv = got.kvs?.[0];
+      if (kv === undefined) throw new Error(`${name} is not in etcd`);
+      const obj = JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as StoredPreview;
+      edit(obj);
+      obj.metadata.generation = (obj.metadata.generation ?? 1) + 1;
+      const txn = await call<{ succeeded?: boolean }>('/v3/kv/txn', {
+        compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: kv.mod_revision }],
+        success: [{ requestPut: { key, value: Buffer.from(JSON.stringify(obj)).toString('base64') } }],
+      });
+      return txn.succeeded === true;
+    },
+    { ...WAIT, what: `${name} rewritten in etcd` },
+  );
+}
+
+describe('reconcileBaseOnPush is honoured only under the admission policy', () => {
+  it('a push runs the base Stack for a PullRequestPreview created after the policy; not for one stored before it (Warning Event, nothing set)', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_push0123456789: 'pko-bot' },
+    });
+    onTestFinished(() => gh.close());
+    await installAdmission();
+    const ns = await createTestNamespace('pv-push');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, {
+      flags: ['--cluster-name=e2e', '--preview-webhook-bind-address=127.0.0.1:0'],
+    });
+    onTestFinished(() => ctl.stop());
+    const secret = randomBytes(12).toString('hex');
+    const push = async (after: string): Promise<string> => {
+      const body = JSON.stringify({
+        ref: 'refs/heads/main',
+        after,
+        repository: {
+          full_name: 'acme/app',
+          clone_url: `${gh.origin}/acme/app.git`,
+          html_url: `${gh.origin}/acme/app`,
+        },
+      });
+      await deliver(
+        ctl,
+        ns,
+        {
+          'x-github-event': 'push',
+          'x-github-delivery': randomBytes(8).toString('hex'),
+          'x-hub-signature-256': `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`,
+        },
+        body,
+      );
+      return createHash('sha256').update(body).digest('hex');
+    };
+    await obj.secret('gh', { token: 'ghp_push0123456789' });
+    await obj.secret('hook', { token: secret });
+    await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+    await obj.waitReady('providers', 'gh');
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+    await createPreview(obj, {
+      stackRef: { name: 'app' },
+      providerRef: { name: 'gh' },
+      webhook: { secretRef: { name: 'hook' }, reconcileBaseOnPush: true },
+    });
+    await waitFor(async () => (await getPreview(obj)).status?.lastSyncTime, {
+      ...WAIT,
+      what: 'a first sync',
+    });
+    const request = async (): Promise<string | undefined> =>
+      (await sim.getStack('app')).metadata.annotations?.['pulumi.com/reconciliation-request'];
+
+    const first = await push(sha('1'));
+    await waitFor(async () => ((await request()) === first ? true : undefined), {
+      ...WAIT,
+      what: 'the reconcile request on the base Stack',
+    });
+
+    // Stored as if created before the policy existed: never checked, so a push runs nothing.
+    await syncAfter(obj, () =>
+      rewriteStored(ns, 'previews', (o) => {
+        o.metadata.creationTimestamp = '2020-01-01T00:00:00Z';
+      }),
+    );
+    await push(sha('2'));
+    const refused = await waitFor(
+      async () =>
+        (await obj.core.listNamespacedEvent({ namespace: ns })).items.find(
+          (e) => e.reason === 'ReconcileBaseOnPushRefused',
+        ),
+      { ...WAIT, what: 'Warning Event ReconcileBaseOnPushRefused' },
+    );
+    expect(refused.type).toBe('Warning');
+    expect(refused.message).toMatch(
+      /^not asking PKO to run Stack app for the push: the PullRequestPreview was created before ValidatingAdmissionPolicyBinding .* was in force .*, so its spec\.webhook\.reconcileBaseOnPush was never checked; delete and create it again$/,
+    );
+    expect(await request()).toBe(first);
   }, 120_000);
 });
