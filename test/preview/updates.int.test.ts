@@ -15,7 +15,7 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
-import { errorStatusCode } from '../../src/kube/client.ts';
+import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
 import { installAdmission } from '../support/admission.ts';
@@ -529,4 +529,43 @@ describe('reconcileBaseOnPush is honoured only under the admission policy', () =
     );
     expect(await request()).toBe(first);
   }, 120_000);
+});
+
+describe('associations looked up are per repository', () => {
+  it("after the base Stack's projectRepo changes, an author's access to the old repository grants no preview in the new one", async () => {
+    const BOT = { id: 7, username: 'pko-bot' };
+    const DEV = { id: 21, username: 'dev' };
+    const gl = await startGitLabServer({ tokens: { 'glpat-repo-token': BOT } });
+    onTestFinished(() => gl.close());
+    gl.project('acme/app');
+    gl.project('acme/other');
+    gl.addMember('acme/app', DEV, 30); // Developer of acme/app only
+    gl.addMR('acme/app', { iid: 3, sha: sha('3'), author: DEV, source_branch: 'feat' });
+    gl.addMR('acme/other', { iid: 4, sha: sha('4'), author: DEV, source_branch: 'feat' });
+    const ns = await createTestNamespace('pv-memo');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, { flags: ['--cluster-name=e2e'] });
+    onTestFinished(() => ctl.stop());
+    await obj.secret('gl', { token: 'glpat-repo-token' });
+    await obj.provider('gl', { type: 'gitlab', address: `${gl.url}/acme`, secretRef: { name: 'gl' } });
+    await obj.waitReady('providers', 'gl');
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gl.url}/acme/app.git`, branch: 'main' } });
+    await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gl' } });
+    await waitFor(async () => stackOrNone(sim, 'app-pr-3'), { ...WAIT, what: 'app-pr-3' });
+
+    // The base Stack now deploys acme/other, where dev has no access: !4 is not previewed.
+    await kubeRequest(kubeConfig('admin'), {
+      method: 'PATCH',
+      path: objectPath({ group: 'pulumi.com', version: 'v1', plural: 'stacks', namespace: ns, name: 'app' }),
+      body: { spec: { projectRepo: `${gl.url}/acme/other.git` } },
+      contentType: 'application/merge-patch+json',
+    });
+    const entry = await waitFor(
+      async () => (await getPreview(obj)).status?.previews?.find((e) => e.number === 4),
+      { ...WAIT, what: '!4 in status' },
+    );
+    expect(entry.state).toBe('Untrusted');
+    expect(await stackOrNone(sim, 'app-pr-4')).toBeUndefined();
+  }, 90_000);
 });
