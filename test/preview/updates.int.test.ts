@@ -15,6 +15,12 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
+import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
+import type { ResolvedProvider } from '../../src/credential/provider.ts';
+import { EventRecorder } from '../../src/kube/events.ts';
+import { createLogger } from '../../src/log.ts';
+import { PreviewReconciler } from '../../src/preview/controller.ts';
+import { previewStack } from '../../src/preview/stack.ts';
 import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
@@ -568,4 +574,85 @@ describe('associations looked up are per repository', () => {
     expect(entry.state).toBe('Untrusted');
     expect(await stackOrNone(sim, 'app-pr-4')).toBeUndefined();
   }, 90_000);
+});
+
+describe('a preview Stack the cache does not show yet', () => {
+  it('is brought to the desired spec on the 409 of its create: fields the desired spec lacks are removed', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_stale0123456789: 'pko-bot' },
+    });
+    onTestFinished(() => gh.close());
+    gh.addPullRequest('acme/app', { number: 7, headSha: sha('b'), author: 'alice', association: 'MEMBER' });
+    const ns = await createTestNamespace('pv-stale');
+    const obj = new Objects(ns);
+    const admin = kubeConfig('admin');
+    const sim = new PkoSimulator(admin, ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+    await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gh' } });
+    const prp = await kubeRequest<PullRequestPreview>(admin, {
+      method: 'GET',
+      path: objectPath({
+        group: GROUP,
+        version: VERSION,
+        plural: 'pullrequestpreviews',
+        namespace: ns,
+        name: 'previews',
+      }),
+    });
+    const base = await sim.getStack('app');
+    // Our preview Stack of #7 as an earlier sync left it (an old head, and `refresh`, which the
+    // desired spec does not have).
+    const stale = previewStack(
+      base,
+      prp,
+      {
+        number: 7,
+        headSHA: sha('a'),
+        headRef: 'feat',
+        baseRef: 'main',
+        author: 'alice',
+        labels: [],
+        fork: false,
+        webURL: '',
+        association: 'MEMBER',
+      },
+      `${gh.origin}/acme/app.git`,
+    );
+    await kubeRequest(admin, {
+      method: 'POST',
+      path: objectPath({ group: 'pulumi.com', version: 'v1', plural: 'stacks', namespace: ns }),
+      body: { ...stale, spec: { ...stale.spec, refresh: true } },
+    });
+    const token = 'ghp_stale0123456789';
+    const provider: ResolvedProvider = {
+      namespace: ns,
+      name: 'gh',
+      type: 'github',
+      address: `${gh.origin}/acme`,
+      addressFromSecret: false,
+      token,
+      headers: {},
+      timeoutMs: 10_000,
+      suspend: false,
+      pullRequestComment: true,
+      secretValues: [token],
+    };
+    const reconciler = new PreviewReconciler({
+      kubeConfig: admin,
+      previews: { get: () => prp },
+      // A cache that lags: it has the base Stack, not the preview Stack.
+      stacks: { get: (_ns, name) => (name === 'app' ? base : undefined), list: () => [] },
+      providers: { get: () => provider },
+      recorder: new EventRecorder(admin, { component: 'test', logger: createLogger({ level: 'silent' }) }),
+      logger: createLogger({ level: 'silent' }),
+      clusterName: 'e2e',
+    });
+    onTestFinished(() => reconciler.close());
+    await reconciler.reconcile(`${ns}/previews`);
+    const now = await sim.getStack('app-pr-7');
+    expect(now.spec?.commit).toBe(sha('b'));
+    expect(now.spec && 'refresh' in now.spec).toBe(false);
+  }, 60_000);
 });
