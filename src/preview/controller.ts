@@ -186,6 +186,8 @@ export class PreviewReconciler {
   readonly #now: () => Date;
   /** Forge access per Provider key, rebuilt when the resolved Provider changes. */
   readonly #forges = new Map<string, { p: ResolvedProvider; forge: PreviewForge }>();
+  /** Commit status templates compiled per resolved Provider (dropped with it). */
+  readonly #compiled = new WeakMap<ResolvedProvider, ReturnType<typeof compileTemplates>>();
   /** Syncs running per forge client (a replaced client is closed only when none uses it). */
   readonly #inUse = new Map<PreviewForge, number>();
   /** Replaced clients (their Provider changed or is gone), closed once no sync or job uses them. */
@@ -636,11 +638,12 @@ export class PreviewReconciler {
           : (stopped.get(n) ?? (before?.state === 'Active' ? before.stackName : undefined));
       if (v.kind === 'preview') stopped.delete(n);
       else if (stoppedStack !== undefined) stopped.set(n, stoppedStack);
-      const body = noticeBody(v, stoppedStack, previewName(prp, v, stacks));
+      const name = previewName(prp, v, stacks);
+      const body = noticeBody(v, stoppedStack, name);
       const commentURL = this.notices.posted(key, n)?.url ?? before?.commentURL;
       // Notices: every pull request without a preview; and one that had a notice and now runs.
       if (v.kind !== 'preview' || commentURL !== undefined) notice(v.pull, body);
-      const stackName = v.kind === 'preview' ? previewName(prp, v, stacks) : undefined;
+      const stackName = v.kind === 'preview' ? name : undefined;
       const live = stackName === undefined ? undefined : this.#o.stacks.get(namespace, stackName);
       const lastResult = live?.status?.lastUpdate?.state;
       entries.push({
@@ -667,7 +670,8 @@ export class PreviewReconciler {
 
   /** The web URL of pull request `number` as a posted notice's URL names it, if known. */
   #urlOf(key: string, number: number): string | undefined {
-    return this.notices.posted(key, number)?.url?.replace(/#.*$/, '');
+    const url = this.notices.posted(key, number)?.url;
+    return url === undefined ? undefined : withoutFragment(url);
   }
 
   /**
@@ -789,10 +793,15 @@ export class PreviewReconciler {
 
   /** The commit status context deliveries use for Stack `stackName` with this Provider (built-in template or `commitStatus.context`). */
   #statusContext(p: ResolvedProvider, namespace: string, stackName: string, sha: string): string | undefined {
-    const compiled = compileTemplates(
-      {},
-      p.commitStatusContext !== undefined ? { commitStatusContext: p.commitStatusContext } : {},
-    );
+    // Compiled once per resolved Provider (a changed Provider is a new object).
+    let compiled = this.#compiled.get(p);
+    if (compiled === undefined) {
+      compiled = compileTemplates(
+        {},
+        p.commitStatusContext !== undefined ? { commitStatusContext: p.commitStatusContext } : {},
+      );
+      this.#compiled.set(p, compiled);
+    }
     if (!compiled.ok || !isGitProviderType(p.type)) return undefined;
     const ev: NotificationEvent = {
       identity: { stack: stackName, run: { kind: 'none' }, phase: { kind: 'failed' } },
@@ -964,7 +973,12 @@ export class PreviewReconciler {
 
 /** The pull request's web URL from a notice URL recorded in status (`<pr url>#…`), or ''. */
 function webURLOf(e: PreviewEntry | undefined): string {
-  return e?.commentURL?.replace(/#.*$/, '') ?? '';
+  return e?.commentURL === undefined ? '' : withoutFragment(e.commentURL);
+}
+
+/** `url` without its `#…` fragment (a notice's URL is the pull request's with `#<comment>`). */
+function withoutFragment(url: string): string {
+  return url.replace(/#.*$/, '');
 }
 
 /** The object as the Event recorder needs it (cached list items may lack apiVersion/kind). */
