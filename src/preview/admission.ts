@@ -1,13 +1,18 @@
 /**
- * Whether the shipped admission policy guards the Secret envRefs of PullRequestPreviews
- * (config/admission; docs/previews.md, "Admission"; case B10).
+ * Whether the shipped admission policy guards what only admission can check of a
+ * PullRequestPreview (config/admission; docs/previews.md, "Admission"; case B10): Secret
+ * envRefs and `spec.webhook.reconcileBaseOnPush`.
  *
  * Only admission knows who writes a PullRequestPreview, so only the ValidatingAdmissionPolicy can
- * check that this user may `get` each Secret named by `stackOverrides.spec.envRefs`. The
- * controller (which may read every Secret) therefore applies Secret envRefs only while that
- * policy is bound with `validationActions: [Deny]`, and only to PullRequestPreviews created after
- * the binding was in force: an object created before it was never checked. Everything else is
- * refused with the reason, which the reconciler puts in the Ready condition.
+ * check that this user may `get` each Secret named by `stackOverrides.spec.envRefs`, and may
+ * `patch` the base Stack it asks pushes to run. The controller (which may read every Secret and
+ * patch every Stack) therefore honours these only while that policy is in force over every
+ * PullRequestPreview: the binding denies (`validationActions` has Deny) and has no
+ * `matchResources` or `paramRef`, the policy fails closed (`failurePolicy: Fail`), and neither was
+ * changed since it was created (`metadata.generation` 1: an edit may have let objects through
+ * before it was undone) — and only for PullRequestPreviews created after both existed: an object
+ * created before was never checked. Everything else is refused with the reason, which the
+ * reconciler puts in the Ready condition.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
@@ -27,8 +32,13 @@ export const POLICY_SETTLE_MS = 5_000;
 const ADMISSION = { group: 'admissionregistration.k8s.io', version: 'v1' };
 
 interface Binding {
-  metadata?: { creationTimestamp?: string };
-  spec?: { policyName?: string; validationActions?: string[] };
+  metadata?: { creationTimestamp?: string; generation?: number };
+  spec?: { policyName?: string; validationActions?: string[]; matchResources?: unknown; paramRef?: unknown };
+}
+
+interface Policy {
+  metadata?: { creationTimestamp?: string; generation?: number };
+  spec?: { failurePolicy?: string };
 }
 
 /** The policy and binding as last seen: in force since a time (ms), or why not. */
@@ -65,13 +75,21 @@ export class AdmissionPolicyCheck {
    * `metadata.creationTimestamp`) may be applied.
    */
   async secretEnvRefs(created: string | Date | undefined): Promise<SecretEnvRefsVerdict> {
+    return this.checked(created, 'its Secrets were');
+  }
+
+  /**
+   * Whether a PullRequestPreview created at `created` was checked by the policy in force;
+   * `what` names what was checked in the reason (e.g. "its Secrets were").
+   */
+  async checked(created: string | Date | undefined, what: string): Promise<SecretEnvRefsVerdict> {
     const state = await this.#state();
     if ('why' in state) return { allowed: false, why: state.why };
     const createdMs = created === undefined ? NaN : new Date(created).getTime();
     if (!(createdMs >= state.enforcedSinceMs + POLICY_SETTLE_MS)) {
       return {
         allowed: false,
-        why: `the PullRequestPreview was created before ValidatingAdmissionPolicyBinding ${this.#name} was in force (${new Date(state.enforcedSinceMs).toISOString()}), so its Secrets were never checked; delete and create it again`,
+        why: `the PullRequestPreview was created before ValidatingAdmissionPolicyBinding ${this.#name} was in force (${new Date(state.enforcedSinceMs).toISOString()}), so ${what} never checked; delete and create it again`,
       };
     }
     return { allowed: true };
@@ -108,6 +126,11 @@ export class AdmissionPolicyCheck {
         return { why: `cannot read ${kind} ${this.#name}: ${errorMessage(err)}`, keep: false };
       }
     };
+    /** Why `o` does not count: changed since it was created (an edit may have let objects through). */
+    const changed = (kind: string, o: Binding | Policy): string | undefined =>
+      o.metadata?.generation === 1
+        ? undefined
+        : `${kind} ${this.#name} was changed since it was created (metadata.generation ${String(o.metadata?.generation)}): PullRequestPreviews written meanwhile may not have been checked; delete it and create it again as shipped (config/admission), then recreate the PullRequestPreviews`;
     const binding = await get<Binding>(
       'validatingadmissionpolicybindings',
       'ValidatingAdmissionPolicyBinding',
@@ -127,8 +150,28 @@ export class AdmissionPolicyCheck {
         keep: true,
       };
     }
-    const policy = await get<Binding>('validatingadmissionpolicies', 'ValidatingAdmissionPolicy');
+    if (binding.spec.matchResources !== undefined || binding.spec.paramRef !== undefined) {
+      return {
+        state: {
+          why: `ValidatingAdmissionPolicyBinding ${this.#name} has ${binding.spec.matchResources !== undefined ? 'matchResources' : 'paramRef'}, so it may not check every PullRequestPreview; apply it as shipped (config/admission)`,
+        },
+        keep: true,
+      };
+    }
+    const bindingChanged = changed('ValidatingAdmissionPolicyBinding', binding);
+    if (bindingChanged !== undefined) return { state: { why: bindingChanged }, keep: true };
+    const policy = await get<Policy>('validatingadmissionpolicies', 'ValidatingAdmissionPolicy');
     if ('why' in policy) return { state: { why: policy.why }, keep: policy.keep };
+    if ((policy.spec?.failurePolicy ?? 'Fail') !== 'Fail') {
+      return {
+        state: {
+          why: `ValidatingAdmissionPolicy ${this.#name} has failurePolicy ${policy.spec?.failurePolicy ?? ''}: a check that fails would let a PullRequestPreview through; set Fail (config/admission)`,
+        },
+        keep: true,
+      };
+    }
+    const policyChanged = changed('ValidatingAdmissionPolicy', policy);
+    if (policyChanged !== undefined) return { state: { why: policyChanged }, keep: true };
     const since = Math.max(
       Date.parse(binding.metadata?.creationTimestamp ?? ''),
       Date.parse(policy.metadata?.creationTimestamp ?? ''),

@@ -186,11 +186,17 @@ export class PreviewReconciler {
   readonly #now: () => Date;
   /** Forge access per Provider key, rebuilt when the resolved Provider changes. */
   readonly #forges = new Map<string, { p: ResolvedProvider; forge: PreviewForge }>();
+  /** Commit status templates compiled per resolved Provider (dropped with it). */
+  readonly #compiled = new WeakMap<ResolvedProvider, ReturnType<typeof compileTemplates>>();
+  /** Syncs running per forge client (a replaced client is closed only when none uses it). */
+  readonly #inUse = new Map<PreviewForge, number>();
+  /** Replaced clients (their Provider changed or is gone), closed once no sync or job uses them. */
+  readonly #retired = new Set<PreviewForge>();
   /** Last listing per PullRequestPreview key with its ETag (304 → reuse). */
   readonly #listings = new Map<string, { etag: string; pulls: OpenPullRequest[] }>();
   /**
-   * Associations looked up, per PullRequestPreview key and author (login, or id where the forge
-   * has one), with when: used for {@link ASSOCIATION_MEMO_MS}, so the sync after one stopped at
+   * Associations looked up, per PullRequestPreview key and repository URL (`<key> <repoURL>`) and
+   * author (login, or id where the forge has one), with when: used for {@link ASSOCIATION_MEMO_MS}, so the sync after one stopped at
    * its deadline goes on from there.
    */
   readonly #associations = new Map<string, Map<string, { association: AuthorAssociation; at: number }>>();
@@ -208,6 +214,9 @@ export class PreviewReconciler {
     this.#admission = opts.admission ?? new AdmissionPolicyCheck({ kubeConfig: opts.kubeConfig });
     this.notices = new NoticeQueue({
       logger: opts.logger,
+      onRelease: () => {
+        this.#closeRetired();
+      },
       timeoutMs: opts.forgeTimeoutCeilingMs ?? FORGE_TIMEOUT_CEILING_MS,
       ...(opts.mayWrite !== undefined ? { mayWrite: opts.mayWrite } : {}),
     });
@@ -216,8 +225,12 @@ export class PreviewReconciler {
   /** Stops the notice queue (waiting up to `deadlineMs` for running jobs) and closes forge clients. */
   async close(deadlineMs = 0): Promise<void> {
     await this.notices.close(deadlineMs);
-    await Promise.all([...this.#forges.values()].map((f) => f.forge.close()));
+    await Promise.all([
+      ...[...this.#forges.values()].map((f) => f.forge.close()),
+      ...[...this.#retired].map((f) => f.close()),
+    ]);
     this.#forges.clear();
+    this.#retired.clear();
   }
 
   #mayWrite(): boolean {
@@ -230,11 +243,32 @@ export class PreviewReconciler {
     void this.#o.recorder.event(objectOf(prp), type, reason, message);
   }
 
+  /**
+   * Takes the client of Provider `key` out of use for new work (the Provider changed or is
+   * gone); it is closed once no running sync and no queued or running notice job holds it —
+   * closing it at once would fail those with CLOSED (and a lost status resolution is never
+   * queued again).
+   */
+  #retire(key: string): void {
+    const have = this.#forges.get(key);
+    if (have === undefined) return;
+    this.#forges.delete(key);
+    this.#retired.add(have.forge);
+    this.#closeRetired();
+  }
+
+  #closeRetired(): void {
+    for (const f of this.#retired) {
+      if ((this.#inUse.get(f) ?? 0) > 0 || this.notices.uses(f)) continue;
+      this.#retired.delete(f);
+      void f.close();
+    }
+  }
+
   #forge(key: string, p: ResolvedProvider): PreviewForge | undefined {
     const have = this.#forges.get(key);
     if (have?.p === p) return have.forge;
-    if (have) void have.forge.close();
-    this.#forges.delete(key);
+    this.#retire(key);
     // Preview work never waits longer per request than the controller-wide ceiling (B12).
     const capped = withTimeoutCeiling(p, this.#o.forgeTimeoutCeilingMs ?? FORGE_TIMEOUT_CEILING_MS);
     const forge =
@@ -266,7 +300,7 @@ export class PreviewReconciler {
 
   #forget(key: string): void {
     this.#listings.delete(key);
-    this.#associations.delete(key);
+    for (const k of this.#associations.keys()) if (k.startsWith(`${key} `)) this.#associations.delete(k);
     this.#stopped.delete(key);
     this.#nameTaken.delete(key);
     this.notices.forget(key);
@@ -308,6 +342,7 @@ export class PreviewReconciler {
       await this.#writeStatus(prp, { ready: false, ...ctx });
       return { requeueAfterMs: Math.min(retry, interval) };
     }
+    this.#inUse.set(ctx.forge, (this.#inUse.get(ctx.forge) ?? 0) + 1);
     try {
       const signal = AbortSignal.timeout(this.#o.syncDeadlineMs ?? SYNC_DEADLINE_MS);
       const { entries: previews, deferred } = await this.#sync(key, prp, ctx, {
@@ -337,6 +372,11 @@ export class PreviewReconciler {
       this.#o.logger.warn({ previewKey: key, err: errorMessage(err) }, 'preview sync failed');
       await this.#writeStatus(prp, { ready: false, reason: 'SyncFailed', message });
       return { requeueAfterMs: Math.min(retry, interval) };
+    } finally {
+      const n = (this.#inUse.get(ctx.forge) ?? 1) - 1;
+      if (n > 0) this.#inUse.set(ctx.forge, n);
+      else this.#inUse.delete(ctx.forge);
+      this.#closeRetired();
     }
   }
 
@@ -357,6 +397,7 @@ export class PreviewReconciler {
     const providerKey = `${namespace}/${prp.spec.providerRef.name}`;
     const provider = this.#o.providers.get(providerKey);
     if (provider === undefined) {
+      this.#retire(providerKey); // the Provider is gone or not usable: its client is not needed
       return {
         reason: 'ProviderNotReady',
         message: `Provider ${prp.spec.providerRef.name} does not exist or is not Ready`,
@@ -431,10 +472,29 @@ export class PreviewReconciler {
     );
     const withStack = ranked.filter((p) => has.has(p.number)).length;
     const now = this.#now().getTime();
+    // Keyed by repository too: after stackRef or projectRepo changes, associations with the old
+    // repository decide nothing.
+    const memoKey = `${key} ${repoURL}`;
+    for (const k of this.#associations.keys())
+      if (k.startsWith(`${key} `) && k !== memoKey) this.#associations.delete(k);
     const memo =
-      this.#associations.get(key) ?? new Map<string, { association: AuthorAssociation; at: number }>();
+      this.#associations.get(memoKey) ?? new Map<string, { association: AuthorAssociation; at: number }>();
     for (const [who, m] of memo) if (now - m.at > ASSOCIATION_MEMO_MS) memo.delete(who);
     const resolved: KnownPull[] = [];
+    /**
+     * Pull requests whose preview Stack name is held by a Stack that is not ours, with why: they
+     * take no preview slot (the slot goes to the next pull request) and stay `Blocked`.
+     */
+    const taken = new Map<number, string>();
+    const isTaken = (n: number): boolean => {
+      if (taken.has(n)) return true;
+      if (has.has(n)) return false;
+      const name = previewStackName(prp.spec.stackRef.name, n);
+      const cached = this.#o.stacks.get(namespace, name);
+      if (cached === undefined || ownedBy(cached, uid)) return false;
+      taken.set(n, nameTaken(name, cached));
+      return true;
+    };
     let trusted = 0;
     const resolveWhile = async (more: () => boolean): Promise<void> => {
       while (resolved.length < ranked.length && more() && !deadline.expired()) {
@@ -457,14 +517,14 @@ export class PreviewReconciler {
         }
         const pull = { ...p, association };
         resolved.push(pull);
-        if (untrustedReason(pull, trust) === undefined) trusted++;
+        if (untrustedReason(pull, trust) === undefined && !isTaken(pull.number)) trusted++;
       }
     };
     const listedNumbers = new Set(open.map((p) => p.number));
     const planFor = (have: readonly ExistingPreview[]): Plan => {
       const known = new Set(resolved.map((p) => p.number));
       return planSync({
-        pulls: resolved,
+        pulls: resolved.filter((p) => !isTaken(p.number)),
         trust,
         maxPreviews,
         existing: have.filter((e) => known.has(e.number) || !listedNumbers.has(e.number)),
@@ -474,24 +534,30 @@ export class PreviewReconciler {
     // 1. Only what decides the preview Stacks: then create/update/delete them at once.
     await resolveWhile(() => resolved.length < withStack || trusted < maxPreviews);
     const first = planFor(existing);
-    /** Pull requests whose preview Stack name is held by a Stack that is not ours, with why. */
-    const taken = new Map<number, string>();
-    const removed = await this.#applyStacks(prp, ctx, first, stacks, taken);
-    // 2. The other pull requests (notices and status only), while the deadline allows.
+    const removed = await this.#applyStacks(prp, ctx, first, stacks, taken, new Set());
+    // 2. The other pull requests (notices and status only), while the deadline allows; a slot
+    // freed by a name found taken at create goes to the next pull request here.
     await resolveWhile(() => true);
+    const updated = new Map(first.update.map((u) => [u.pull.number, u.pull.headSHA]));
     const after = [
-      ...existing.filter((e) => !first.remove.some((r) => r.preview.number === e.number)),
-      ...first.create.map((p) => ({
-        number: p.number,
-        stackName: previewStackName(prp.spec.stackRef.name, p.number),
-        headSHA: p.headSHA,
-      })),
+      ...existing
+        .filter((e) => !first.remove.some((r) => r.preview.number === e.number))
+        .map((e) => ({ ...e, headSHA: updated.get(e.number) ?? e.headSHA })),
+      ...first.create
+        .filter((p) => !taken.has(p.number))
+        .map((p) => ({
+          number: p.number,
+          stackName: previewStackName(prp.spec.stackRef.name, p.number),
+          headSHA: p.headSHA,
+        })),
     ];
     const plan = planFor(after);
-    removed.push(...(await this.#applyStacks(prp, ctx, plan, stacks, taken)));
+    // Pull requests the first pass brought up to date are not patched (nor announced) again.
+    const handled = new Set(first.verdicts.filter((v) => v.kind === 'preview').map((v) => v.pull.number));
+    removed.push(...(await this.#applyStacks(prp, ctx, plan, stacks, taken, handled)));
     const deferred = ranked.length - resolved.length;
-    if (memo.size > 0) this.#associations.set(key, memo);
-    else this.#associations.delete(key);
+    if (memo.size > 0) this.#associations.set(memoKey, memo);
+    else this.#associations.delete(memoKey);
     this.#o.logger.debug(
       {
         previewKey: key,
@@ -541,25 +607,29 @@ export class PreviewReconciler {
     else this.#nameTaken.delete(key);
     const entries: PreviewEntry[] = [];
     const decided = new Set<number>();
+    for (const pull of resolved) {
+      const blocked = taken.get(pull.number);
+      if (blocked === undefined) continue;
+      const n = pull.number;
+      decided.add(n);
+      const before = previous.get(n);
+      if (before?.state !== 'Blocked' && noted?.has(n) !== true) {
+        this.#event(prp, 'Warning', 'PreviewNameTaken', blocked);
+      }
+      const url = this.notices.posted(key, n)?.url ?? before?.commentURL;
+      entries.push({
+        number: n,
+        headSHA: pull.headSHA,
+        state: 'Blocked',
+        ...(url !== undefined ? { commentURL: url } : {}),
+        reason: boundText(blocked, 1024, 'utf16'),
+      });
+    }
     for (const v of plan.verdicts) {
       const n = v.pull.number;
       decided.add(n);
       const before = previous.get(n);
-      const blocked = taken.get(n);
-      if (blocked !== undefined) {
-        if (before?.state !== 'Blocked' && noted?.has(n) !== true) {
-          this.#event(prp, 'Warning', 'PreviewNameTaken', blocked);
-        }
-        const url = this.notices.posted(key, n)?.url ?? before?.commentURL;
-        entries.push({
-          number: n,
-          headSHA: v.pull.headSHA,
-          state: 'Blocked',
-          ...(url !== undefined ? { commentURL: url } : {}),
-          reason: boundText(blocked, 1024, 'utf16'),
-        });
-        continue;
-      }
+      if (taken.has(n)) continue; // a create of the first pass found the name taken
       // "Previews stopped" stays until the pull request qualifies again (a later sync must not
       // turn it into "No preview": the Stack it had is gone for this reason).
       const stoppedStack =
@@ -568,11 +638,12 @@ export class PreviewReconciler {
           : (stopped.get(n) ?? (before?.state === 'Active' ? before.stackName : undefined));
       if (v.kind === 'preview') stopped.delete(n);
       else if (stoppedStack !== undefined) stopped.set(n, stoppedStack);
-      const body = noticeBody(v, stoppedStack, previewName(prp, v, stacks));
+      const name = previewName(prp, v, stacks);
+      const body = noticeBody(v, stoppedStack, name);
       const commentURL = this.notices.posted(key, n)?.url ?? before?.commentURL;
       // Notices: every pull request without a preview; and one that had a notice and now runs.
       if (v.kind !== 'preview' || commentURL !== undefined) notice(v.pull, body);
-      const stackName = v.kind === 'preview' ? previewName(prp, v, stacks) : undefined;
+      const stackName = v.kind === 'preview' ? name : undefined;
       const live = stackName === undefined ? undefined : this.#o.stacks.get(namespace, stackName);
       const lastResult = live?.status?.lastUpdate?.state;
       entries.push({
@@ -599,11 +670,14 @@ export class PreviewReconciler {
 
   /** The web URL of pull request `number` as a posted notice's URL names it, if known. */
   #urlOf(key: string, number: number): string | undefined {
-    return this.notices.posted(key, number)?.url?.replace(/#.*$/, '');
+    const url = this.notices.posted(key, number)?.url;
+    return url === undefined ? undefined : withoutFragment(url);
   }
 
   /**
-   * Creates, patches and deletes preview Stacks as `plan` says. @returns the removals done.
+   * Creates, patches and deletes preview Stacks as `plan` says; pull requests in `handled` (done
+   * by an earlier pass of the same sync) are not patched again. Names found taken go into
+   * `taken`. @returns the removals done.
    */
   async #applyStacks(
     prp: PullRequestPreview,
@@ -611,6 +685,7 @@ export class PreviewReconciler {
     plan: Plan,
     stacks: readonly Stack[],
     taken: Map<number, string>,
+    handled: ReadonlySet<number>,
   ): Promise<Plan['remove']> {
     const namespace = prp.metadata.namespace ?? '';
     const repoURL = ctx.repoURL;
@@ -646,20 +721,23 @@ export class PreviewReconciler {
           if (errorStatusCode(e) === 404) return undefined; // deleted meanwhile: the next sync creates it
           throw e;
         });
-        if (live === undefined) continue;
+        // Gone, or being deleted: the next sync creates it again.
+        if (live === undefined || live.metadata.deletionTimestamp !== undefined) continue;
         if (!ownedBy(live, uid)) {
           taken.set(pull.number, nameTaken(name, live));
           continue;
         }
-        // Ours: bring it up to date, only if it is still the object just read (resourceVersion).
+        // Ours: bring it up to date, only if it is still the object just read (resourceVersion);
+        // fields the live spec has and the desired one lacks are removed (null in the merge patch).
+        const spec = mergePatchBetween(live.spec ?? {}, body.spec);
         await this.#patchStack(namespace, name, {
           metadata: { labels: body.metadata.labels, resourceVersion: live.metadata.resourceVersion },
-          spec: body.spec,
+          ...(spec !== undefined ? { spec } : {}),
         });
       }
     }
     for (const v of plan.verdicts) {
-      if (v.kind !== 'preview') continue;
+      if (v.kind !== 'preview' || handled.has(v.pull.number)) continue;
       const have = stacks.find((s) => Number(s.metadata.labels?.[PULL_REQUEST_LABEL]) === v.pull.number);
       if (have === undefined) continue;
       const patch = mergePatchBetween(have.spec ?? {}, previewSpec(ctx.base, prp, v.pull.headSHA));
@@ -715,10 +793,15 @@ export class PreviewReconciler {
 
   /** The commit status context deliveries use for Stack `stackName` with this Provider (built-in template or `commitStatus.context`). */
   #statusContext(p: ResolvedProvider, namespace: string, stackName: string, sha: string): string | undefined {
-    const compiled = compileTemplates(
-      {},
-      p.commitStatusContext !== undefined ? { commitStatusContext: p.commitStatusContext } : {},
-    );
+    // Compiled once per resolved Provider (a changed Provider is a new object).
+    let compiled = this.#compiled.get(p);
+    if (compiled === undefined) {
+      compiled = compileTemplates(
+        {},
+        p.commitStatusContext !== undefined ? { commitStatusContext: p.commitStatusContext } : {},
+      );
+      this.#compiled.set(p, compiled);
+    }
     if (!compiled.ok || !isGitProviderType(p.type)) return undefined;
     const ev: NotificationEvent = {
       identity: { stack: stackName, run: { kind: 'none' }, phase: { kind: 'failed' } },
@@ -890,7 +973,12 @@ export class PreviewReconciler {
 
 /** The pull request's web URL from a notice URL recorded in status (`<pr url>#…`), or ''. */
 function webURLOf(e: PreviewEntry | undefined): string {
-  return e?.commentURL?.replace(/#.*$/, '') ?? '';
+  return e?.commentURL === undefined ? '' : withoutFragment(e.commentURL);
+}
+
+/** `url` without its `#…` fragment (a notice's URL is the pull request's with `#<comment>`). */
+function withoutFragment(url: string): string {
+  return url.replace(/#.*$/, '');
 }
 
 /** The object as the Event recorder needs it (cached list items may lack apiVersion/kind). */

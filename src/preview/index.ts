@@ -22,6 +22,7 @@ import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { EgressPolicy } from '../notifier/egress.ts';
+import { AdmissionPolicyCheck } from './admission.ts';
 import { PreviewReconciler, type PreviewReconcilerOptions } from './controller.ts';
 import { startWebhookReceiver, type WebhookForge, type WebhookReceiver } from './webhook.ts';
 
@@ -70,7 +71,9 @@ export interface PreviewsOptions {
   /**
    * Whether this replica may write now (the elector's `holdsLease()`): checked before every
    * preview write — Stacks, PullRequestPreview finalizer and status, Events, forge notices and
-   * statuses, the base Stack's reconcile request. Default: always.
+   * statuses. Not before the base Stack's reconcile request (`reconcileBaseOnPush`): its value is
+   * the push body's digest, the same from any replica, so any replica that receives the push
+   * sets it. Default: always.
    */
   mayWrite?: () => boolean;
   /** Test hooks: forge access, clock, not-ready retry, sync deadline, forge timeout ceiling, fencing. */
@@ -87,11 +90,15 @@ export class Previews {
   readonly queue: WorkQueue;
   readonly reconciler: PreviewReconciler;
   readonly #o: PreviewsOptions;
+  /** Whether the admission policy is in force (Secret envRefs, reconcileBaseOnPush); one cache for both. */
+  readonly #admission: AdmissionPolicyCheck;
   #receiver: WebhookReceiver | undefined;
 
   constructor(o: PreviewsOptions) {
     this.#o = o;
+    this.#admission = new AdmissionPolicyCheck({ kubeConfig: o.kubeConfig });
     this.reconciler = new PreviewReconciler({
+      admission: this.#admission,
       kubeConfig: o.kubeConfig,
       previews: o.previews,
       stacks: o.stacks,
@@ -245,9 +252,31 @@ export class Previews {
       // Lease like the other preview writes: the value is the push body's digest, the same from
       // any replica, so a replica that does not lead cannot write anything the leader would not
       // (and a push reaching it still runs the base Stack at once).
+      // Honoured only while the admission policy checks that whoever wrote the
+      // PullRequestPreview may patch that Stack (confused deputy as in B10, ./admission.ts), as Secret envRefs:
+      // otherwise a tenant could make the controller run any Stack of its namespace.
       onPushToBase: async (namespace, name, key) => {
         const prp = o.previews.get(namespace, name);
         if (prp === undefined) return;
+        const checked = await this.#admission.checked(
+          prp.metadata.creationTimestamp,
+          'its spec.webhook.reconcileBaseOnPush was',
+        );
+        if (!checked.allowed) {
+          o.logger.warn(
+            { preview: `${namespace}/${name}`, stack: prp.spec.stackRef.name, reason: checked.why },
+            'push to the base branch: not asking PKO to run the base Stack, because spec.webhook.reconcileBaseOnPush is honoured only while the admission policy checks it',
+          );
+          if (this.#mayWrite()) {
+            void o.recorder.event(
+              { ...prp, apiVersion: `${GROUP}/${VERSION}`, kind: 'PullRequestPreview' },
+              'Warning',
+              'ReconcileBaseOnPushRefused',
+              `not asking PKO to run Stack ${prp.spec.stackRef.name} for the push: ${checked.why}`,
+            );
+          }
+          return;
+        }
         await annotate(
           objectPath({
             group: STACK_GROUP,

@@ -71,6 +71,11 @@ export interface NoticeQueueOptions {
   mayWrite?: () => boolean;
   concurrency?: number;
   maxPending?: number;
+  /**
+   * Called when a job leaves the queue (done, failed, timed out, dropped, replaced or forgotten):
+   * the owner of the forge clients may close one no job {@link NoticeQueue.uses} any more.
+   */
+  onRelease?: () => void;
 }
 
 const jobKey = (j: ForgeJob): string =>
@@ -122,7 +127,8 @@ export class NoticeQueue {
       jobs = new Map();
       this.#pending.set(job.preview, jobs);
     }
-    if (jobs.has(key)) {
+    const replaced = jobs.has(key);
+    if (replaced) {
       jobs.delete(key); // replaced: the newest one, at the back of this preview's line
       this.#size--;
     }
@@ -130,12 +136,21 @@ export class NoticeQueue {
     this.#size++;
     while (this.#size > this.#maxPending) this.#dropOldest();
     this.#pump();
+    if (replaced) this.#o.onRelease?.();
     return true;
   }
 
   /** The notice last posted on pull request `number` of `preview` (body and URL), if any. */
   posted(preview: string, number: number): { body: string; url: string | undefined } | undefined {
     return this.#posted.get(`${preview}#${String(number)}`);
+  }
+
+  /** Whether a queued or running job uses forge client `forge`. */
+  uses(forge: PreviewForge): boolean {
+    if (this.#runningForges.has(forge)) return true;
+    for (const jobs of this.#pending.values())
+      for (const j of jobs.values()) if (j.forge === forge) return true;
+    return false;
   }
 
   /** Jobs waiting (not running). */
@@ -153,6 +168,7 @@ export class NoticeQueue {
     }
     if (jobs?.size === 0) this.#pending.delete(preview);
     for (const k of [...this.#posted.keys()]) if (k.startsWith(`${preview}#`)) this.#posted.delete(k);
+    this.#o.onRelease?.();
   }
 
   /** Resolves when nothing is queued or running. */
@@ -185,6 +201,7 @@ export class NoticeQueue {
     if (most === undefined || first === undefined || first.done === true) return;
     most.delete(first.value[0]);
     this.#size--;
+    queueMicrotask(() => this.#o.onRelease?.());
     this.#o.logger.warn(
       { preview: first.value[1].preview, job: first.value[0], pending: this.#size },
       'preview notice queue full: dropped the oldest job of the busiest PullRequestPreview (the next sync queues it again)',
@@ -281,6 +298,7 @@ export class NoticeQueue {
       if (n <= 0) this.#runningPreviews.delete(job.preview);
       else this.#runningPreviews.set(job.preview, n);
       this.#pump();
+      this.#o.onRelease?.();
     }
   }
 

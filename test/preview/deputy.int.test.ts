@@ -23,15 +23,11 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api } from 
 import type { Stack } from '../../src/api/pko.ts';
 import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
-import {
-  ADMISSION_POLICY_NAME,
-  AdmissionPolicyCheck,
-  POLICY_SETTLE_MS,
-} from '../../src/preview/admission.ts';
+import { AdmissionPolicyCheck } from '../../src/preview/admission.ts';
 import { SYNC_REQUEST_ANNOTATION } from '../../src/preview/index.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
-import { kustomize } from '../support/kubectl.ts';
+import { installAdmission } from '../support/admission.ts';
 import { startGitHubServer, type GitHubContractServer } from '../forge/github/server.ts';
 
 const WAIT = { timeoutMs: 30_000 };
@@ -63,52 +59,6 @@ function tokenKubeConfig(token: string): KubeConfig {
     currentContext: 'tenant',
   });
   return kc;
-}
-
-/**
- * Installs the shipped policy and binding unless present (config.int.test.ts may have applied
- * them already), and waits until the API server enforces them and {@link POLICY_SETTLE_MS} has
- * passed since they were created (the controller's rule for trusting Secret envRefs).
- */
-async function installAdmission(): Promise<void> {
-  for (const o of (await kustomize('config/admission')) as { kind: string; metadata: { name: string } }[]) {
-    const plural =
-      o.kind === 'ValidatingAdmissionPolicy'
-        ? 'validatingadmissionpolicies'
-        : 'validatingadmissionpolicybindings';
-    await kubeRequest(admin, { method: 'POST', path: objectPath({ ...ADMISSION, plural }), body: o }).catch(
-      (err: unknown) => {
-        if (errorStatusCode(err) !== 409) throw err;
-      },
-    );
-  }
-  const probeNs = await createTestNamespace('b10-probe');
-  await waitFor(
-    async () => {
-      const code = await kubeRequest(admin, {
-        method: 'POST',
-        path: objectPath({ ...PRP, namespace: probeNs }),
-        query: { dryRun: 'All' },
-        body: prpBody('probe', { stackOverrides: { spec: { serviceAccountName: 'admin' } } }),
-      }).then(
-        () => 200,
-        (err: unknown) => errorStatusCode(err),
-      );
-      return code === 403;
-    },
-    { ...WAIT, what: 'the admission policy enforced' },
-  );
-  const created = await Promise.all(
-    ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'].map(async (plural) => {
-      const o = await kubeRequest<{ metadata: { creationTimestamp: string } }>(admin, {
-        method: 'GET',
-        path: objectPath({ ...ADMISSION, plural, name: ADMISSION_POLICY_NAME }),
-      });
-      return Date.parse(o.metadata.creationTimestamp);
-    }),
-  );
-  const wait = Math.max(...created) + POLICY_SETTLE_MS + 1_000 - Date.now();
-  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
 }
 
 function prpBody(name: string, spec: Record<string, unknown>): object {
@@ -418,9 +368,63 @@ describe('B10: a PullRequestPreview grants no more than its writer holds', () =>
     ).toMatch(/annotation notification\.pko\.dev\/pull-request is reserved/);
   });
 
+  it('refuses reconcileBaseOnPush unless the tenant may patch the base Stack (that one, in this namespace)', async () => {
+    /** The tenant's dry-run create (nothing stored): the API server's message when refused. */
+    const dryRun = (name: string, stack: string, on: boolean): Promise<string | undefined> =>
+      kubeRequest(tenant, {
+        method: 'POST',
+        path: objectPath({ ...PRP, namespace: ns }),
+        query: { dryRun: 'All' },
+        body: prpBody(name, {
+          stackRef: { name: stack },
+          webhook: { secretRef: { name: 'hook' }, reconcileBaseOnPush: on },
+        }),
+      }).then(
+        () => undefined,
+        (err: unknown) => errorMessage(err),
+      );
+    const refused = (stack: string) =>
+      new RegExp(
+        `spec\\.webhook\\.reconcileBaseOnPush needs permission to patch stacks\\.pulumi\\.com ${stack} in namespace ${ns}, which system:serviceaccount:${ns}:tenant does not have`,
+      );
+    expect(await dryRun('push', 'app', true)).toMatch(refused('app'));
+    expect(await dryRun('push', 'app', false)).toBeUndefined();
+    const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRole({
+      namespace: ns,
+      body: {
+        metadata: { name: 'patch-app' },
+        rules: [
+          { apiGroups: ['pulumi.com'], resources: ['stacks'], verbs: ['patch'], resourceNames: ['app'] },
+        ],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: {
+        metadata: { name: 'patch-app' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'patch-app' },
+        subjects: [{ kind: 'ServiceAccount', name: 'tenant', namespace: ns }],
+      },
+    });
+    try {
+      await waitFor(async () => ((await dryRun('push', 'app', true)) === undefined ? true : undefined), {
+        ...WAIT,
+        what: 'reconcileBaseOnPush accepted with patch on Stack app',
+      });
+      // Only that Stack: another base Stack is still refused.
+      expect(await dryRun('push', 'prod', true)).toMatch(refused('prod'));
+    } finally {
+      await rbac.deleteNamespacedRoleBinding({ namespace: ns, name: 'patch-app' });
+      await rbac.deleteNamespacedRole({ namespace: ns, name: 'patch-app' });
+    }
+  });
+
   it('accepts a Secret the tenant may get, Literal envRefs and resyncFrequencySeconds; an update to a Secret it may not get is refused', async () => {
     expect(
       await tenantCreates('previews', {
+        // One slot: #7, whose name is taken, must not hold it (#8 gets it).
+        maxPreviews: 1,
         stackOverrides: {
           labels: { team: 'a' },
           spec: {
@@ -451,7 +455,7 @@ describe('B10: a PullRequestPreview grants no more than its writer holds', () =>
     );
   });
 
-  it('the controller applies only those overrides, and leaves the unowned app-pr-7 alone: the name is taken', async () => {
+  it('the controller applies only those overrides, and leaves the unowned app-pr-7 alone: the name is taken and takes no preview slot', async () => {
     const pr7 = await stackOrNone('app-pr-7');
     ctl = await startInProcess(ns, { flags: ['--cluster-name=e2e'] });
     const pr8 = await waitFor(() => stackOrNone('app-pr-8'), { ...WAIT, what: 'preview Stack app-pr-8' });
@@ -586,35 +590,83 @@ describe('AdmissionPolicyCheck against the API server', () => {
       body: { metadata: { name }, spec: { policyName: name, validationActions: ['Warn'] } },
     });
     expect(await why()).toBe(`ValidatingAdmissionPolicyBinding ${name} does not have validationActions Deny`);
+    const policies = objectPath({ ...ADMISSION, plural: 'validatingadmissionpolicies' });
+    const replace = async (path: string, body: object): Promise<void> => {
+      await kubeRequest(admin, { method: 'DELETE', path: `${path}/${name}` }).catch(() => undefined);
+      await waitFor(
+        () =>
+          kubeRequest(admin, { method: 'GET', path: `${path}/${name}` }).then(
+            () => undefined,
+            (err: unknown) => (errorStatusCode(err) === 404 ? true : undefined),
+          ),
+        { ...WAIT, what: `${name} deleted` },
+      );
+      await kubeRequest(admin, { method: 'POST', path, body: { metadata: { name }, ...body } });
+    };
+    // Switched from Warn to Deny later: objects written while it warned were never refused.
     await kubeRequest(admin, {
       method: 'PATCH',
       path: `${bindings}/${name}`,
       body: { spec: { validationActions: ['Deny'] } },
       contentType: 'application/merge-patch+json',
     });
-    expect(await why()).toBe(`ValidatingAdmissionPolicy ${name} does not exist (install config/admission)`);
-    // A policy that applies nowhere (no namespace carries the label), so other tests are unaffected.
-    await kubeRequest(admin, {
-      method: 'POST',
-      path: objectPath({ ...ADMISSION, plural: 'validatingadmissionpolicies' }),
-      body: {
-        metadata: { name },
-        spec: {
-          matchConstraints: {
-            namespaceSelector: { matchLabels: { 'pko-nc.test/never': name } },
-            resourceRules: [
-              {
-                apiGroups: [GROUP],
-                apiVersions: ['*'],
-                resources: ['pullrequestpreviews'],
-                operations: ['CREATE'],
-              },
-            ],
-          },
-          validations: [{ expression: 'true' }],
-        },
+    expect(await why()).toMatch(
+      new RegExp(
+        `^ValidatingAdmissionPolicyBinding ${name} was changed since it was created \\(metadata\\.generation 2\\): .*delete it and create it again as shipped`,
+      ),
+    );
+    // A binding that applies to some objects only.
+    await replace(bindings, {
+      spec: {
+        policyName: name,
+        validationActions: ['Deny'],
+        matchResources: { namespaceSelector: { matchLabels: { checked: 'yes' } } },
       },
     });
+    expect(await why()).toBe(
+      `ValidatingAdmissionPolicyBinding ${name} has matchResources, so it may not check every PullRequestPreview; apply it as shipped (config/admission)`,
+    );
+    await replace(bindings, { spec: { policyName: name, validationActions: ['Deny'] } });
+    expect(await why()).toBe(`ValidatingAdmissionPolicy ${name} does not exist (install config/admission)`);
+    // A policy that applies nowhere (no namespace carries the label), so other tests are unaffected.
+    const policySpec = (failurePolicy: string) => ({
+      failurePolicy,
+      matchConstraints: {
+        namespaceSelector: { matchLabels: { 'pko-nc.test/never': name } },
+        resourceRules: [
+          {
+            apiGroups: [GROUP],
+            apiVersions: ['*'],
+            resources: ['pullrequestpreviews'],
+            operations: ['CREATE'],
+          },
+        ],
+      },
+      validations: [{ expression: 'true' }],
+    });
+    await kubeRequest(admin, {
+      method: 'POST',
+      path: policies,
+      body: { metadata: { name }, spec: policySpec('Ignore') },
+    });
+    expect(await why()).toBe(
+      `ValidatingAdmissionPolicy ${name} has failurePolicy Ignore: a check that fails would let a PullRequestPreview through; set Fail (config/admission)`,
+    );
+    await replace(policies, { spec: policySpec('Fail') });
+    expect(await why()).toBe('allowed');
+    // An edited policy: what it checked before the edit is unknown.
+    await kubeRequest(admin, {
+      method: 'PATCH',
+      path: `${policies}/${name}`,
+      body: { spec: { validations: [{ expression: '1 == 1' }] } },
+      contentType: 'application/merge-patch+json',
+    });
+    expect(await why()).toMatch(
+      new RegExp(
+        `^ValidatingAdmissionPolicy ${name} was changed since it was created \\(metadata\\.generation 2\\)`,
+      ),
+    );
+    await replace(policies, { spec: policySpec('Fail') });
     expect(await why()).toBe('allowed');
     expect(await why(admin, new Date(Date.now() - 3_600_000).toISOString())).toMatch(
       new RegExp(

@@ -9,7 +9,11 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
-import { errorStatusCode } from '../../src/kube/client.ts';
+import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
+import { SYNC_REQUEST_ANNOTATION } from '../../src/preview/index.ts';
+import { FORGES } from '../../src/forge/registry.ts';
+import type { PreviewForge } from '../../src/forge/types.ts';
+import { ProviderHttp } from '../../src/notifier/http.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
 import { PkoSimulator } from '../support/pko.ts';
@@ -316,6 +320,113 @@ describe('previews on the GitLab contract server', () => {
     } finally {
       await ctl.stop();
       await gl.close();
+    }
+  }, 90_000);
+});
+
+describe('a replaced forge client', () => {
+  it('is closed only after the notice job that holds it is done (a Provider change does not fail it with CLOSED)', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_replace0123456: 'pko-bot' },
+    });
+    gh.addPullRequest('acme/app', { number: 9, headSha: sha('c'), author: 'drive-by', association: 'NONE' });
+    /** Each client built, with whether it was closed and what its notice calls ended with. */
+    const clients: { closed: boolean; notices: string[] }[] = [];
+    let open: () => void = () => undefined;
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
+    const forgeFor = (p: Parameters<NonNullable<(typeof FORGES)['github']['previews']>>[0]) => {
+      const real = FORGES.github.previews?.(p, { http: new ProviderHttp(p) });
+      if (real === undefined) return undefined;
+      const me = { closed: false, notices: [] as string[] };
+      clients.push(me);
+      const forge: PreviewForge = {
+        ...real,
+        // The first client's notice waits until the test opens the gate (the job stays running).
+        upsertNotice: async (...args) => {
+          if (me === clients[0]) await gate;
+          return real.upsertNotice(...args).then(
+            (url) => {
+              me.notices.push('posted');
+              return url;
+            },
+            (err: unknown) => {
+              me.notices.push(`failed: ${errorMessage(err)}`);
+              throw err;
+            },
+          );
+        },
+        close: async () => {
+          me.closed = true;
+          await real.close();
+        },
+      };
+      return forge;
+    };
+    const ns = await createTestNamespace('pv-replace');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, {
+      flags: ['--cluster-name=e2e'],
+      deps: { previews: { forgeFor } },
+    });
+    try {
+      await obj.secret('gh', { token: 'ghp_replace0123456' });
+      await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+      await obj.waitReady('providers', 'gh');
+      const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+      await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+      await previewObject(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gh' }, interval: '10m' });
+      await waitFor(async () => ((await lastSync(obj)) !== undefined ? true : undefined), {
+        ...WAIT,
+        what: 'a first sync (the notice of #9 queued, held)',
+      });
+      // The Provider changes (its resolved settings do): the next sync builds a new client.
+      const admin = kubeConfig('admin');
+      await kubeRequest(admin, {
+        method: 'PATCH',
+        path: objectPath({ group: GROUP, version: VERSION, plural: 'providers', namespace: ns, name: 'gh' }),
+        body: { spec: { timeout: '25s' } },
+        contentType: 'application/merge-patch+json',
+      });
+      let asked = 0;
+      await waitFor(
+        async () => {
+          if (clients.length >= 2) return true;
+          // Ask for syncs until one sees the changed Provider.
+          await kubeRequest(admin, {
+            method: 'PATCH',
+            path: objectPath({
+              group: GROUP,
+              version: VERSION,
+              plural: 'pullrequestpreviews',
+              namespace: ns,
+              name: 'previews',
+            }),
+            body: { metadata: { annotations: { [SYNC_REQUEST_ANNOTATION]: String(++asked) } } },
+            contentType: 'application/merge-patch+json',
+          });
+          return undefined;
+        },
+        { ...WAIT, intervalMs: 500, what: 'a second forge client after the Provider change' },
+      );
+      expect(clients[0]?.closed).toBe(false); // its notice job still runs
+      open();
+      await waitFor(() => Promise.resolve(clients[0]?.notices.length === 1 || undefined), {
+        ...WAIT,
+        what: 'the held notice done',
+      });
+      expect(clients[0]?.notices).toEqual(['posted']);
+      await waitFor(() => Promise.resolve(clients[0]?.closed === true || undefined), {
+        ...WAIT,
+        what: 'the replaced client closed once its job is done',
+      });
+    } finally {
+      open();
+      await ctl.stop();
+      await gh.close();
     }
   }, 90_000);
 });

@@ -20,6 +20,7 @@ import {
   type GiteaStatus,
   type GiteaUser,
 } from '../support/gitea.ts';
+import { installAdmission } from '../support/admission.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { errorStatusCode } from '../../src/kube/client.ts';
 
@@ -507,6 +508,8 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
   it(
     'P04: deleting a PullRequestPreview with 3 preview Stacks removes all 3 (finalizer; this control plane runs no garbage collector) and says so in an Event; reconcileBaseOnPush: a push to main asks PKO to run the base Stack',
     async () => {
+      // reconcileBaseOnPush is honoured only while the shipped admission policy checks it (confused deputy, as B10).
+      await installAdmission();
       const s = await setup('pv-final', 'final', {
         webhook: { secretRef: { name: 'hook' }, reconcileBaseOnPush: true },
       });

@@ -62,6 +62,32 @@ function job(forge: PreviewForge, preview: string, number: number, body: string)
 const logger = createLogger({ level: 'silent' });
 
 describe('NoticeQueue', () => {
+  it('says which forge clients its queued and running jobs use, and when a job leaves', async () => {
+    const a = heldForge();
+    const b = heldForge();
+    let released = 0;
+    const q = new NoticeQueue({
+      logger,
+      timeoutMs: 60_000,
+      concurrency: 4,
+      onRelease: () => {
+        released++;
+      },
+    });
+    q.add(job(a.forge, 'x/p', 1, 'one')); // runs
+    q.add(job(a.forge, 'x/p', 2, 'two')); // waits: one job per client at a time
+    await tick();
+    expect([q.uses(a.forge), q.uses(b.forge)]).toEqual([true, false]);
+    a.calls[0]?.finish();
+    await tick();
+    expect(released).toBe(1);
+    expect(q.uses(a.forge)).toBe(true); // the second job now runs
+    a.calls[1]?.finish();
+    await tick();
+    expect(released).toBe(2);
+    expect(q.uses(a.forge)).toBe(false);
+  });
+
   it('B12: a PullRequestPreview with 100 notices waiting on a forge that does not answer does not hold up another one', async () => {
     const slow = heldForge();
     const ok = heldForge();

@@ -326,7 +326,7 @@ describe('CRD and admission policy agree with src/preview/stack.ts', () => {
   it('the policy allows exactly the overridable fields and checks each of the Secret entries', () => {
     const allowed = policy.spec.variables.find((v) => v.name === 'allowed');
     expect(quoted(allowed?.expression ?? '')).toEqual(Object.keys(OVERRIDABLE_SPEC_FIELDS));
-    const perSecret = policy.spec.validations.filter((v) => v.expression.includes('authorizer'));
+    const perSecret = policy.spec.validations.filter((v) => v.expression.includes(".resource('secrets')"));
     expect(perSecret).toHaveLength(MAX_SECRET_ENV_REFS);
     perSecret.forEach((v, i) => {
       expect(v.expression).toContain(`variables.sortedSecretKeys[${String(i)}]`);
@@ -340,6 +340,14 @@ describe('CRD and admission policy agree with src/preview/stack.ts', () => {
         (v) => v.expression === `size(variables.secretKeys) <= ${String(MAX_SECRET_ENV_REFS)}`,
       ),
     ).toBe(true);
+  });
+
+  it('the policy allows reconcileBaseOnPush only to who may patch the base Stack', () => {
+    const rule = policy.spec.validations.filter((v) => v.expression.includes('reconcileBaseOnPush'));
+    expect(rule).toHaveLength(1);
+    expect(rule[0]?.expression.replace(/\s+/g, '')).toContain(
+      "authorizer.group('pulumi.com').resource('stacks').namespace(request.namespace).name(object.spec.stackRef.name).check('patch').allowed()",
+    );
   });
 
   it('the CRD allows the same envRefs types and Secret count', () => {

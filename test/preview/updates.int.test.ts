@@ -12,12 +12,19 @@
  *   status, notices).
  * Each delivery has a distinct body (a nonce), so no replay rule of the receiver applies.
  */
-import { createHmac, randomBytes } from 'node:crypto';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
-import { errorStatusCode } from '../../src/kube/client.ts';
+import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
+import type { ResolvedProvider } from '../../src/credential/provider.ts';
+import { EventRecorder } from '../../src/kube/events.ts';
+import { createLogger } from '../../src/log.ts';
+import { PreviewReconciler } from '../../src/preview/controller.ts';
+import { previewStack } from '../../src/preview/stack.ts';
+import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
+import { installAdmission } from '../support/admission.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startGitHubServer } from '../forge/github/server.ts';
 import { startGitLabServer } from '../forge/gitlab/server.ts';
@@ -278,6 +285,22 @@ describe('R06: GitLab Merge Request Hook action=update', () => {
       async () => ((await stackOrNone(sim, 'app-pr-3'))?.spec?.commit === sha('2') ? true : undefined),
       { ...WAIT, what: 'app-pr-3 at the new head' },
     );
+    // Written and announced once: one PreviewUpdated Event (count 1) for the new head.
+    const updatedEvents = async () =>
+      (await obj.core.listNamespacedEvent({ namespace: ns })).items.filter(
+        (e) => e.reason === 'PreviewUpdated',
+      );
+    await waitFor(async () => ((await updatedEvents()).length > 0 ? true : undefined), {
+      ...WAIT,
+      what: 'Event PreviewUpdated',
+    });
+    // A later sync (labels only): nothing more is updated or announced.
+    await syncAfter(obj, () =>
+      hook({ target_branch: 'main' }, { labels: { previous: [], current: [{ title: 'needs-review' }] } }),
+    );
+    const updated = await updatedEvents();
+    expect(updated.map((e) => e.count ?? 1)).toEqual([1]);
+    expect(updated[0]?.message).toContain(sha('2').slice(0, 7));
 
     // (c) Retargeted while a run is in flight.
     await sim.startRun('app-pr-3', { type: 'preview', commit: sha('2') });
@@ -405,4 +428,239 @@ describe('leader fencing of preview writes', () => {
       what: 'app-pr-1 deleted once the Lease is held',
     });
   }, 120_000);
+});
+
+interface StoredPreview {
+  metadata: { generation?: number; creationTimestamp?: string };
+}
+
+/** Rewrites the stored PullRequestPreview `name` in etcd (as an object stored long ago would be). */
+async function rewriteStored(ns: string, name: string, edit: (o: StoredPreview) => void): Promise<void> {
+  const etcd = inject('etcdUrl');
+  const key = Buffer.from(`/registry/${GROUP}/pullrequestpreviews/${ns}/${name}`).toString('base64');
+  const call = async <T>(path: string, body: unknown): Promise<T> => {
+    const res = await fetch(`${etcd}${path}`, { method: 'POST', body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`etcd ${path}: HTTP ${String(res.status)}`);
+    return (await res.json()) as T;
+  };
+  await waitFor(
+    async () => {
+      const got = await call<{ kvs?: { value: string; mod_revision: string }[] }>('/v3/kv/range', { key });
+      const kv = got.kvs?.[0];
+      if (kv === undefined) throw new Error(`${name} is not in etcd`);
+      const obj = JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as StoredPreview;
+      edit(obj);
+      obj.metadata.generation = (obj.metadata.generation ?? 1) + 1;
+      const txn = await call<{ succeeded?: boolean }>('/v3/kv/txn', {
+        compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: kv.mod_revision }],
+        success: [{ requestPut: { key, value: Buffer.from(JSON.stringify(obj)).toString('base64') } }],
+      });
+      return txn.succeeded === true;
+    },
+    { ...WAIT, what: `${name} rewritten in etcd` },
+  );
+}
+
+describe('reconcileBaseOnPush is honoured only under the admission policy', () => {
+  it('a push runs the base Stack for a PullRequestPreview created after the policy; not for one stored before it (Warning Event, nothing set)', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_push0123456789: 'pko-bot' },
+    });
+    onTestFinished(() => gh.close());
+    await installAdmission();
+    const ns = await createTestNamespace('pv-push');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, {
+      flags: ['--cluster-name=e2e', '--preview-webhook-bind-address=127.0.0.1:0'],
+    });
+    onTestFinished(() => ctl.stop());
+    const secret = randomBytes(12).toString('hex');
+    const push = async (after: string): Promise<string> => {
+      const body = JSON.stringify({
+        ref: 'refs/heads/main',
+        after,
+        repository: {
+          full_name: 'acme/app',
+          clone_url: `${gh.origin}/acme/app.git`,
+          html_url: `${gh.origin}/acme/app`,
+        },
+      });
+      await deliver(
+        ctl,
+        ns,
+        {
+          'x-github-event': 'push',
+          'x-github-delivery': randomBytes(8).toString('hex'),
+          'x-hub-signature-256': `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`,
+        },
+        body,
+      );
+      return createHash('sha256').update(body).digest('hex');
+    };
+    await obj.secret('gh', { token: 'ghp_push0123456789' });
+    await obj.secret('hook', { token: secret });
+    await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+    await obj.waitReady('providers', 'gh');
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+    await createPreview(obj, {
+      stackRef: { name: 'app' },
+      providerRef: { name: 'gh' },
+      webhook: { secretRef: { name: 'hook' }, reconcileBaseOnPush: true },
+    });
+    await waitFor(async () => (await getPreview(obj)).status?.lastSyncTime, {
+      ...WAIT,
+      what: 'a first sync',
+    });
+    const request = async (): Promise<string | undefined> =>
+      (await sim.getStack('app')).metadata.annotations?.['pulumi.com/reconciliation-request'];
+
+    const first = await push(sha('1'));
+    await waitFor(async () => ((await request()) === first ? true : undefined), {
+      ...WAIT,
+      what: 'the reconcile request on the base Stack',
+    });
+
+    // Stored as if created before the policy existed: never checked, so a push runs nothing.
+    await syncAfter(obj, () =>
+      rewriteStored(ns, 'previews', (o) => {
+        o.metadata.creationTimestamp = '2020-01-01T00:00:00Z';
+      }),
+    );
+    await push(sha('2'));
+    const refused = await waitFor(
+      async () =>
+        (await obj.core.listNamespacedEvent({ namespace: ns })).items.find(
+          (e) => e.reason === 'ReconcileBaseOnPushRefused',
+        ),
+      { ...WAIT, what: 'Warning Event ReconcileBaseOnPushRefused' },
+    );
+    expect(refused.type).toBe('Warning');
+    expect(refused.message).toMatch(
+      /^not asking PKO to run Stack app for the push: the PullRequestPreview was created before ValidatingAdmissionPolicyBinding .* was in force .*, so its spec\.webhook\.reconcileBaseOnPush was never checked; delete and create it again$/,
+    );
+    expect(await request()).toBe(first);
+  }, 120_000);
+});
+
+describe('associations looked up are per repository', () => {
+  it("after the base Stack's projectRepo changes, an author's access to the old repository grants no preview in the new one", async () => {
+    const BOT = { id: 7, username: 'pko-bot' };
+    const DEV = { id: 21, username: 'dev' };
+    const gl = await startGitLabServer({ tokens: { 'glpat-repo-token': BOT } });
+    onTestFinished(() => gl.close());
+    gl.project('acme/app');
+    gl.project('acme/other');
+    gl.addMember('acme/app', DEV, 30); // Developer of acme/app only
+    gl.addMR('acme/app', { iid: 3, sha: sha('3'), author: DEV, source_branch: 'feat' });
+    gl.addMR('acme/other', { iid: 4, sha: sha('4'), author: DEV, source_branch: 'feat' });
+    const ns = await createTestNamespace('pv-memo');
+    const obj = new Objects(ns);
+    const ctl = await startInProcess(ns, { flags: ['--cluster-name=e2e'] });
+    onTestFinished(() => ctl.stop());
+    await obj.secret('gl', { token: 'glpat-repo-token' });
+    await obj.provider('gl', { type: 'gitlab', address: `${gl.url}/acme`, secretRef: { name: 'gl' } });
+    await obj.waitReady('providers', 'gl');
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gl.url}/acme/app.git`, branch: 'main' } });
+    await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gl' } });
+    await waitFor(async () => stackOrNone(sim, 'app-pr-3'), { ...WAIT, what: 'app-pr-3' });
+
+    // The base Stack now deploys acme/other, where dev has no access: !4 is not previewed.
+    await kubeRequest(kubeConfig('admin'), {
+      method: 'PATCH',
+      path: objectPath({ group: 'pulumi.com', version: 'v1', plural: 'stacks', namespace: ns, name: 'app' }),
+      body: { spec: { projectRepo: `${gl.url}/acme/other.git` } },
+      contentType: 'application/merge-patch+json',
+    });
+    const entry = await waitFor(
+      async () => (await getPreview(obj)).status?.previews?.find((e) => e.number === 4),
+      { ...WAIT, what: '!4 in status' },
+    );
+    expect(entry.state).toBe('Untrusted');
+    expect(await stackOrNone(sim, 'app-pr-4')).toBeUndefined();
+  }, 90_000);
+});
+
+describe('a preview Stack the cache does not show yet', () => {
+  it('is brought to the desired spec on the 409 of its create: fields the desired spec lacks are removed', async () => {
+    const gh = await startGitHubServer({
+      basePath: '/api/v3',
+      repos: ['acme/app'],
+      tokens: { ghp_stale0123456789: 'pko-bot' },
+    });
+    onTestFinished(() => gh.close());
+    gh.addPullRequest('acme/app', { number: 7, headSha: sha('b'), author: 'alice', association: 'MEMBER' });
+    const ns = await createTestNamespace('pv-stale');
+    const obj = new Objects(ns);
+    const admin = kubeConfig('admin');
+    const sim = new PkoSimulator(admin, ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+    await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gh' } });
+    const prp = await kubeRequest<PullRequestPreview>(admin, {
+      method: 'GET',
+      path: objectPath({
+        group: GROUP,
+        version: VERSION,
+        plural: 'pullrequestpreviews',
+        namespace: ns,
+        name: 'previews',
+      }),
+    });
+    const base = await sim.getStack('app');
+    // Our preview Stack of #7 as an earlier sync left it (an old head, and `refresh`, which the
+    // desired spec does not have).
+    const stale = previewStack(
+      base,
+      prp,
+      {
+        number: 7,
+        headSHA: sha('a'),
+        headRef: 'feat',
+        baseRef: 'main',
+        author: 'alice',
+        labels: [],
+        fork: false,
+        webURL: '',
+        association: 'MEMBER',
+      },
+      `${gh.origin}/acme/app.git`,
+    );
+    await kubeRequest(admin, {
+      method: 'POST',
+      path: objectPath({ group: 'pulumi.com', version: 'v1', plural: 'stacks', namespace: ns }),
+      body: { ...stale, spec: { ...stale.spec, refresh: true } },
+    });
+    const token = 'ghp_stale0123456789';
+    const provider: ResolvedProvider = {
+      namespace: ns,
+      name: 'gh',
+      type: 'github',
+      address: `${gh.origin}/acme`,
+      addressFromSecret: false,
+      token,
+      headers: {},
+      timeoutMs: 10_000,
+      suspend: false,
+      pullRequestComment: true,
+      secretValues: [token],
+    };
+    const reconciler = new PreviewReconciler({
+      kubeConfig: admin,
+      previews: { get: () => prp },
+      // A cache that lags: it has the base Stack, not the preview Stack.
+      stacks: { get: (_ns, name) => (name === 'app' ? base : undefined), list: () => [] },
+      providers: { get: () => provider },
+      recorder: new EventRecorder(admin, { component: 'test', logger: createLogger({ level: 'silent' }) }),
+      logger: createLogger({ level: 'silent' }),
+      clusterName: 'e2e',
+    });
+    onTestFinished(() => reconciler.close());
+    await reconciler.reconcile(`${ns}/previews`);
+    const now = await sim.getStack('app-pr-7');
+    expect(now.spec?.commit).toBe(sha('b'));
+    expect(now.spec && 'refresh' in now.spec).toBe(false);
+  }, 60_000);
 });

@@ -21,6 +21,7 @@ import { connect } from 'node:net';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
 import { errorStatusCode } from '../../src/kube/client.ts';
+import { installAdmission } from '../support/admission.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, bindControllerRole } from '../support/controller.ts';
 import { startControllerProcess, stopAll, type ControllerProcess } from '../support/controller-process.ts';
@@ -311,6 +312,8 @@ describe('R08/B13: redelivered, replayed and cross-repository deliveries at two 
       await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
       await obj.alert('gh', { providerRef: { name: 'gh' }, eventSources: [{ kind: 'Stack' }] });
       await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+      // reconcileBaseOnPush is honoured only while the shipped admission policy checks it (confused deputy, as B10).
+      await installAdmission();
       const replicas = await Promise.all(
         ['replica-1', 'replica-2'].map((id) => controller(ns, { args: election, env: { POD_NAME: id } })),
       );
