@@ -6,8 +6,10 @@
  * see docs/events.md).
  *
  * Cuts always fall between code points; grapheme clusters (ZWJ emoji, combining marks) may be
- * split. Pure functions, no imports from the rest of the controller.
+ * split. Pure functions, no imports from the rest of the controller; and {@link readBounded}, the
+ * bounded read of a response body as text (the notifier's and the Kubernetes client's).
  */
+import type { ReadableStream } from 'node:stream/web';
 import { stripVTControlCharacters } from 'node:util';
 
 /** How a length is counted: Unicode code points, UTF-16 code units (JS `length`) or UTF-8 bytes. */
@@ -287,4 +289,41 @@ export function meaningfulLine(output: string): string | null {
   const error = lines.findLast((l) => ERROR_LINE.test(l));
   if (error !== undefined) return error;
   return lines.findLast((l) => l !== '' && !LABEL_ONLY.test(l)) ?? null;
+}
+
+export interface BoundedText {
+  /** The body decoded as UTF-8 (the first `max` bytes when `truncated`). */
+  text: string;
+  /** Bytes read. */
+  bytes: number;
+  /** The body had more than `max` bytes; the rest was not read. */
+  truncated: boolean;
+}
+
+/**
+ * Reads at most `max` bytes of `body` as UTF-8; the rest is cancelled unread (a response body:
+ * src/notifier/body.ts, src/kube/client.ts).
+ */
+export async function readBounded(
+  body: ReadableStream<Uint8Array> | null,
+  max: number,
+): Promise<BoundedText> {
+  if (body === null) return { text: '', bytes: 0, truncated: false };
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let seen = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (seen + value.byteLength > max) {
+      text += decoder.decode(value.subarray(0, max - seen), { stream: true });
+      seen = max;
+      await reader.cancel();
+      return { text: text + decoder.decode(), bytes: seen, truncated: true };
+    }
+    seen += value.byteLength;
+    text += decoder.decode(value, { stream: true });
+  }
+  return { text: text + decoder.decode(), bytes: seen, truncated: false };
 }
