@@ -98,13 +98,18 @@ const SECRETS_TTL_MS = 60_000;
 export const FORBIDDEN_TTL_MS = 5 * 60_000;
 
 /**
- * `message` without the CLI output (every line after the first, synthesized one: src/source/derive.ts)
- * and saying why: for when the Stack's Secret values could not be removed from it.
+ * `message` without the CLI output, saying why: for when the Stack's Secret values could not be
+ * removed from it. Kept: the synthesized head (`Update of stack acme/app/dev failed`,
+ * src/source/derive.ts), which PKO's text follows after `:` on the same line or the next ones;
+ * a message not of that shape is left out whole.
  */
 export function withoutOutput(message: string, why: string): string {
   const nl = message.indexOf('\n');
-  if (nl < 0) return message;
-  return `${message.slice(0, nl)}\n(the CLI output is left out: ${why})`;
+  const first = nl < 0 ? message : message.slice(0, nl);
+  const head = /^(.*? (?:succeeded|failed))(?::|$)/.exec(first)?.[1];
+  if (head === undefined) return `(the message is left out: ${why})`;
+  if (head === message) return message;
+  return `${head}:\n(the CLI output is left out: ${why})`;
 }
 
 /** The agent's end-of-run line (logger `server`), which ends a follow. */

@@ -10,6 +10,7 @@ import type { Stack, Update } from '../../src/api/pko.ts';
 import {
   ChangeAttacher,
   FORBIDDEN_TTL_MS,
+  withoutOutput,
   PKO_V1_UNAVAILABLE,
   type ChangeAttacherOptions,
 } from '../../src/enrich/changes.ts';
@@ -269,5 +270,17 @@ describe('ChangeAttacher', () => {
     expect(ev.changes?.unavailable).toMatch(
       /^no change details: the Stack's Secrets hold 1 values of 1048577 characters/,
     );
+  });
+
+  it('leaving the CLI output out keeps only the synthesized head, whatever the shape', () => {
+    const why = 'x';
+    expect(withoutOutput('Update of stack a/b/c failed: error: sup3r-secret-value', why)).toBe(
+      'Update of stack a/b/c failed:\n(the CLI output is left out: x)',
+    );
+    expect(withoutOutput('Update of stack a/b/c failed:\nerror: sup3r-secret-value', why)).toBe(
+      'Update of stack a/b/c failed:\n(the CLI output is left out: x)',
+    );
+    expect(withoutOutput('Preview of stack a/b/c succeeded', why)).toBe('Preview of stack a/b/c succeeded');
+    expect(withoutOutput('sup3r-secret-value\nmore', why)).toBe('(the message is left out: x)');
   });
 });
