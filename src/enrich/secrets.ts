@@ -121,6 +121,10 @@ export interface SecretRedactor {
 
 /** Length of the index key: the first characters of each form (forms shorter are not redacted). */
 const KEY = 4;
+/** Forms this long or longer are looked up by their first this many characters. */
+const HEAD = 16;
+/** A long form is compared whole only when its first this many characters match. */
+const PROBE = 64;
 
 /**
  * A redactor for `values`: each value and, for a multi-line value (a PEM key), each of its lines
@@ -145,7 +149,17 @@ export function secretRedactor(values: readonly string[]): SecretRedactor | stri
   if (vs.size > MAX_REDACTED_VALUES || chars > MAX_REDACTED_CHARS) {
     return `the Stack's Secrets hold ${String(vs.size)} values of ${String(chars)} characters in all, more than the ${String(MAX_REDACTED_VALUES)} values or ${String(MAX_REDACTED_CHARS)} characters the controller removes from output`;
   }
-  const byKey = new Map<string, string[]>();
+  // Forms shorter than HEAD by their first KEY characters; longer ones by their first HEAD (a
+  // position is compared only with forms whose head it holds) and, for the cut tail of a line
+  // shorter than HEAD, by their first KEY.
+  const short = new Map<string, string[]>();
+  const long = new Map<string, string[]>();
+  const longByKey = new Map<string, string[]>();
+  const add = (m: Map<string, string[]>, k: string, f: string): void => {
+    const list = m.get(k);
+    if (list === undefined) m.set(k, [f]);
+    else list.push(f);
+  };
   for (const v of vs) {
     const json = JSON.stringify(v).slice(1, -1);
     for (const f of new Set([
@@ -156,15 +170,17 @@ export function secretRedactor(values: readonly string[]): SecretRedactor | stri
       json.replaceAll('/', '\\/'),
     ])) {
       if (f.length < KEY) continue;
-      const k = f.slice(0, KEY);
-      const list = byKey.get(k);
-      if (list === undefined) byKey.set(k, [f]);
-      else list.push(f);
+      if (f.length < HEAD) add(short, f.slice(0, KEY), f);
+      else {
+        add(long, f.slice(0, HEAD), f);
+        add(longByKey, f.slice(0, KEY), f);
+      }
     }
   }
   const size = vs.size;
+  const none: readonly string[] = [];
   const redact = (text: string, work: RedactionWork, cut = false): string => {
-    if (byKey.size === 0) return text;
+    if (short.size === 0 && long.size === 0) return text;
     const len = text.length;
     let out = '';
     let last = 0;
@@ -172,13 +188,27 @@ export function secretRedactor(values: readonly string[]): SecretRedactor | stri
     let s = -1;
     let e = -1;
     for (let p = 0; p + KEY <= len; p++) {
-      if (++work.work > REDACTION_WORK_BUDGET) throw new RedactionBudgetExceeded();
-      const cands = byKey.get(text.slice(p, p + KEY));
-      if (cands === undefined) continue;
+      work.work += 2;
+      if (work.work > REDACTION_WORK_BUDGET) throw new RedactionBudgetExceeded();
+      const rest = len - p;
+      const key = text.slice(p, p + KEY);
+      const cands = [
+        ...(short.get(key) ?? none),
+        ...(rest >= HEAD
+          ? (long.get(text.slice(p, p + HEAD)) ?? none)
+          : cut
+            ? (longByKey.get(key) ?? none)
+            : none),
+      ];
       let end = -1;
       for (const f of cands) {
-        const rest = len - p;
-        work.work += 1 + Math.min(f.length, rest);
+        // A comparison costs at most the shorter of the form and the rest of the text; a form
+        // is compared whole only after its first PROBE characters matched.
+        const probe = f.length > PROBE ? f.slice(0, PROBE) : f;
+        work.work += 1 + Math.min(probe.length, rest);
+        if (work.work > REDACTION_WORK_BUDGET) throw new RedactionBudgetExceeded();
+        if (probe !== f && rest >= PROBE && !text.startsWith(probe, p)) continue;
+        work.work += Math.min(f.length, rest);
         if (work.work > REDACTION_WORK_BUDGET) throw new RedactionBudgetExceeded();
         if (text.startsWith(f, p)) end = Math.max(end, p + f.length);
         else if (cut && rest < f.length && f.startsWith(text.slice(p))) end = len;

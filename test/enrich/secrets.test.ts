@@ -209,6 +209,17 @@ describe('redaction work is bounded (tenant input: Secrets and program output)',
     expect(work.work).toBeLessThan(4 * chars);
   });
 
+  it('output printing many other PEM blocks stays well within the budget', () => {
+    const r = secretRedactor(pems) as SecretRedactor;
+    const cert = (i: number): string =>
+      `    tls.crt: "-----BEGIN CERTIFICATE-----\\n${createHash('sha512').update(String(i)).digest('base64')}\\n-----END CERTIFICATE-----\\n"`;
+    const set = cutLines(0);
+    set.resources[0]?.diff.push(...Array.from({ length: 2_000 }, (_, i) => cert(i)));
+    const work = { work: 0 };
+    redactChangeSet(set, r, work);
+    expect(work.work).toBeLessThan(REDACTION_WORK_BUDGET / 4);
+  });
+
   it('refuses more values or characters than it removes, saying so', () => {
     expect(
       secretRedactor(Array.from({ length: MAX_REDACTED_VALUES + 1 }, (_, i) => `value-${String(i)}`)),
