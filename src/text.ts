@@ -6,8 +6,10 @@
  * see docs/events.md).
  *
  * Cuts always fall between code points; grapheme clusters (ZWJ emoji, combining marks) may be
- * split. Pure functions, no imports from the rest of the controller.
+ * split. Pure functions, no imports from the rest of the controller; and {@link readBounded}, the
+ * bounded read of a response body as text (the notifier's and the Kubernetes client's).
  */
+import type { ReadableStream } from 'node:stream/web';
 import { stripVTControlCharacters } from 'node:util';
 
 /** How a length is counted: Unicode code points, UTF-16 code units (JS `length`) or UTF-8 bytes. */
@@ -249,24 +251,79 @@ const LABEL_ONLY = /^[\p{L}\p{N} _-]{1,40}:$/u;
 /** A line carrying an error, as the Pulumi CLI and PKO print them (`error: …`, `… running error: …`). */
 const ERROR_LINE = /(?:^|[\s:])error:/i;
 
-/** Where the Pulumi CLI / PKO start a block of errors: `Diagnostics:` and `stderr:` (PKO v1 and v2). */
-const ERROR_SECTION = /^(?:Diagnostics:$|stderr:)/;
+/**
+ * Where the Pulumi CLI / PKO start a block of errors: `Diagnostics:` and `stderr:` (PKO v1 and
+ * v2). PKO v2 writes the block's first line on the header line itself (`stderr: error: …`,
+ * /work/shared/pko-traces/v2.9.0-real), so `stderr:` may be followed by text; `Diagnostics:` not.
+ */
+const ERROR_SECTION = /^(?:Diagnostics:$|stderr:(?:$|\s))/;
+/**
+ * A header that starts a section of the CLI output or of PKO's message, at the start of a line
+ * (the CLI indents what is inside a section): it ends the block before it.
+ */
+const SECTION_HEADER =
+  /^(?:Diagnostics|Outputs|Resources|Duration|Policies|Policy Violations|stdout|stderr|code):(?:$|\s)/;
 
 /**
  * The line of a CLI output that says what failed (the built-in commit status description shows
  * it): the first error line of the last `Diagnostics:` or `stderr:` block that has one (the cause,
- * printed before its consequences such as `Error registering output`), else the last line with
+ * printed before its consequences such as `Error registering output`; a block ends at the next
+ * section header at the start of a line, `Outputs:`, `Resources:`, …), else the last line with
  * `error:`, else the last non-blank line that is not a bare label such as `stderr:` (PKO v1 ends
  * every failure with an empty `stderr:` block, case N19). Trimmed; null when no line is left.
  */
 export function meaningfulLine(output: string): string | null {
-  const lines = output.split('\n').map((l) => l.trim());
+  const raw = output.split('\n');
+  const lines = raw.map((l) => l.trim());
+  let end = lines.length;
   for (let i = lines.length - 1; i >= 0; i--) {
-    if (!ERROR_SECTION.test(lines[i] ?? '')) continue;
-    const cause = lines.slice(i).find((l) => ERROR_LINE.test(l));
-    if (cause !== undefined) return cause;
+    const line = raw[i] ?? '';
+    if (!SECTION_HEADER.test(line)) continue;
+    // The block: from its header (which may carry its first line) to the next header.
+    if (ERROR_SECTION.test(line)) {
+      const cause = lines.slice(i, end).find((l) => ERROR_LINE.test(l));
+      if (cause !== undefined) return cause;
+    }
+    end = i;
   }
   const error = lines.findLast((l) => ERROR_LINE.test(l));
   if (error !== undefined) return error;
   return lines.findLast((l) => l !== '' && !LABEL_ONLY.test(l)) ?? null;
+}
+
+export interface BoundedText {
+  /** The body decoded as UTF-8 (the first `max` bytes when `truncated`). */
+  text: string;
+  /** Bytes read. */
+  bytes: number;
+  /** The body had more than `max` bytes; the rest was not read. */
+  truncated: boolean;
+}
+
+/**
+ * Reads at most `max` bytes of `body` as UTF-8; the rest is cancelled unread (a response body:
+ * src/notifier/body.ts, src/kube/client.ts).
+ */
+export async function readBounded(
+  body: ReadableStream<Uint8Array> | null,
+  max: number,
+): Promise<BoundedText> {
+  if (body === null) return { text: '', bytes: 0, truncated: false };
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let seen = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (seen + value.byteLength > max) {
+      text += decoder.decode(value.subarray(0, max - seen), { stream: true });
+      seen = max;
+      await reader.cancel();
+      return { text: text + decoder.decode(), bytes: seen, truncated: true };
+    }
+    seen += value.byteLength;
+    text += decoder.decode(value, { stream: true });
+  }
+  return { text: text + decoder.decode(), bytes: seen, truncated: false };
 }

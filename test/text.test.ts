@@ -193,6 +193,30 @@ describe('meaningfulLine (N19)', () => {
     );
   });
 
+  it('a block ends at the next section: its error is not taken from the Outputs after it', () => {
+    // The v1 trace, with the Diagnostics block holding only a warning and an output named
+    // `error`; the cause is in a `stderr:` block (PKO v2's form) before it.
+    const lines = v1.split('\n');
+    const at = lines.indexOf('Diagnostics:');
+    const mixed = [
+      'stderr: error: resource or variable named "doesNotExist" could not be found',
+      ...lines.slice(0, at),
+      'Diagnostics:',
+      '  pulumi:pulumi:Stack (demo-app-dev):',
+      '    warning: using pulumi-language-yaml from $PATH',
+      '',
+      'Outputs:',
+      '    error: "none"',
+      '    greeting: "hello-2"',
+      '',
+      'Resources:',
+      '    1 unchanged',
+    ].join('\n');
+    expect(meaningfulLine(mixed)).toBe(
+      'stderr: error: resource or variable named "doesNotExist" could not be found',
+    );
+  });
+
   it('without error lines: the last line that is not a bare label; null when none', () => {
     expect(meaningfulLine('exit status 1\nstderr:\n\n')).toBe('exit status 1');
     expect(meaningfulLine('the run timed out\nOutputs:')).toBe('the run timed out');

@@ -137,6 +137,15 @@ export const ROUTING_CHECKS: readonly MatchCheck[] = [
   EXCLUSION_LIST,
 ];
 
+/**
+ * The routing checks that do not read the message: whether an Alert may take an event at all,
+ * before the event is enriched (src/enrich removes Secret values from messages, so the
+ * inclusion/exclusion lists are checked after).
+ */
+export const PRE_ENRICH_CHECKS: readonly MatchCheck[] = ROUTING_CHECKS.filter(
+  (c) => c !== INCLUSION_LIST && c !== EXCLUSION_LIST,
+);
+
 /** Every check, in order (suspend first, as in Flux). */
 export const MATCH_CHECKS: readonly MatchCheck[] = [SUSPENDED, ...ROUTING_CHECKS];
 

@@ -18,7 +18,7 @@ import type { Logger } from '../log.ts';
 import { parseResourceVersion } from '../delivery/order.ts';
 import { eventsForStack, type DeriveContext } from '../source/derive.ts';
 import { RunCommits, SeenUpdates, V1FailureTexts } from '../source/runs.ts';
-import { eventForAlert, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
+import { eventForAlert, PRE_ENRICH_CHECKS, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
 
 export interface RouterOptions {
@@ -223,7 +223,16 @@ export class Router {
     if (events.length === 0) return undefined;
     const enrich = this.#o.enrich;
     if (enrich) {
-      events = await Promise.all(events.map(async (e) => ({ ...e, event: await enrich(stack, e.event) })));
+      // Only events some Alert may take are enriched: a Stack no Alert covers gets no Secret or
+      // log read (the message-based checks run on the enriched event below).
+      const alerts = [...this.#o.alerts.all()];
+      events = await Promise.all(
+        events.map(async (e) =>
+          alerts.some((a) => whySkipped(a.compiled, e.event, PRE_ENRICH_CHECKS) === undefined)
+            ? { ...e, event: await enrich(stack, e.event) }
+            : e,
+        ),
+      );
     }
     for (const alert of this.#o.alerts.all()) {
       const matched: OfferedEvent[] = [];

@@ -20,7 +20,14 @@ import { ChangeSetParser } from '../changes/parse.ts';
 import type { SecretReader } from '../credential/provider.ts';
 import { readWorkspaceLog, workspaceRunOf, type WorkspaceLogOptions } from '../kube/workspace-log.ts';
 import type { Logger } from '../log.ts';
-import { MAX_STACK_SECRETS, redactChangeSet, redactText, stackSecretRefs } from './secrets.ts';
+import {
+  MAX_STACK_SECRETS,
+  RedactionBudgetExceeded,
+  redactChangeSet,
+  secretRedactor,
+  stackSecretRefs,
+  type SecretRedactor,
+} from './secrets.ts';
 
 /** The `unavailable` text of a PKO v1 run's events. */
 export const PKO_V1_UNAVAILABLE = 'no change details: PKO v1 runs in the operator process; no workspace log';
@@ -54,6 +61,8 @@ export interface ChangeAttacherOptions {
   /** Options of the log read (deadline, byte cap). Default: 20 s, 4 MiB. */
   log?: Omit<WorkspaceLogOptions, 'kubeConfig' | 'follow' | 'signal'>;
   now?: () => number;
+  /** Reads a workspace log; default {@link readWorkspaceLog} (tests pass their own). */
+  readLog?: typeof readWorkspaceLog;
   /**
    * Records a Warning Event on the Stack (reason {@link CHANGES_UNAVAILABLE_REASON}) when an admin
    * can fix what kept the details away: a missing permission (the message names it) or a Secret
@@ -67,10 +76,40 @@ export const CHANGES_UNAVAILABLE_REASON = 'ChangeSetUnavailable';
 
 const unavailable = (why: string): EventChanges => ({ unavailable: `no change details: ${why}` });
 
-/** One Update's read: its change set (or why none) and the Secret values found for it. */
+/** One Update's read: its change set (or why none). */
 interface Read {
   changes: EventChanges;
-  values: readonly string[];
+}
+
+/**
+ * A Stack's redactor (./secrets.ts) or why there is none (a sentence without the `no change
+ * details:` prefix), kept per Stack uid while its resourceVersion stays and for at most
+ * {@link SECRETS_TTL_MS} (a Secret's values change without the Stack changing).
+ */
+interface StackSecrets {
+  resourceVersion: string;
+  at: number;
+  p: Promise<SecretRedactor | string>;
+}
+
+/** How long a Stack's Secret values are kept, ms. */
+const SECRETS_TTL_MS = 60_000;
+/** How long a `pods/log` 403 in a namespace is remembered (no read, no Warning Event), ms. */
+export const FORBIDDEN_TTL_MS = 5 * 60_000;
+
+/**
+ * `message` without the CLI output, saying why: for when the Stack's Secret values could not be
+ * removed from it. Kept: the synthesized head (`Update of stack acme/app/dev failed`,
+ * src/source/derive.ts), which PKO's text follows after `:` on the same line or the next ones;
+ * a message not of that shape is left out whole.
+ */
+export function withoutOutput(message: string, why: string): string {
+  const nl = message.indexOf('\n');
+  const first = nl < 0 ? message : message.slice(0, nl);
+  const head = /^(.*? (?:succeeded|failed))(?::|$)/.exec(first)?.[1];
+  if (head === undefined) return `(the message is left out: ${why})`;
+  if (head === message) return message;
+  return `${head}:\n(the CLI output is left out: ${why})`;
 }
 
 /** The agent's end-of-run line (logger `server`), which ends a follow. */
@@ -89,6 +128,10 @@ export class ChangeAttacher {
   readonly #follows = new Map<string, Follow>();
   /** Updates a follow was started for (bounded): each run is followed once at most. */
   readonly #followed = new Set<string>();
+  /** Stack uid → its Secrets' redactor (bounded like the change sets). */
+  readonly #secrets = new Map<string, StackSecrets>();
+  /** Namespace → until when (ms) and why its `pods/log` is not read (a 403 was answered). */
+  readonly #forbidden = new Map<string, { until: number; message: string }>();
 
   constructor(opts: ChangeAttacherOptions) {
     this.#o = opts;
@@ -117,11 +160,18 @@ export class ChangeAttacher {
       return ev;
     }
     if (phase !== 'succeeded' && phase !== 'failed') return ev;
-    if (run.kind === 'v1') return { ...ev, changes: { unavailable: PKO_V1_UNAVAILABLE } };
-    if (run.kind !== 'update') return ev;
+    const waitMs = this.#o.waitMs ?? 3000;
+    const deadline = (this.#o.now ?? Date.now)() + waitMs;
+    // The message of a failed run holds the CLI's output: the Stack's Secret values go from it
+    // whatever becomes of the change set (read on their own, so even without a log).
+    const message = this.#redactMessage(stack, ev.message, waitMs);
+    if (run.kind === 'v1')
+      return { ...ev, message: await message, changes: { unavailable: PKO_V1_UNAVAILABLE } };
+    if (run.kind !== 'update') return { ...ev, message: await message };
     const ns = stack.metadata.namespace ?? '';
     const update = this.#o.update(ns, run.name);
-    if (update === undefined) return { ...ev, changes: unavailable(`the Update ${ns}/${run.name} is gone`) };
+    if (update === undefined)
+      return { ...ev, message: await message, changes: unavailable(`the Update ${ns}/${run.name} is gone`) };
     const now = (this.#o.now ?? Date.now)();
     // PKO 2.9 writes no endTime for a failed run: its Complete condition says when it ended.
     const complete = update.status?.conditions?.find((c) => c.type === 'Complete' && c.status === 'True');
@@ -141,6 +191,7 @@ export class ChangeAttacher {
       if (!Number.isNaN(ended) && now - ended > maxAge) {
         return {
           ...ev,
+          message: await message,
           changes: unavailable(
             `the run ended more than ${String(Math.round(maxAge / 60_000))} minutes before the controller looked; its workspace log is not read any more`,
           ),
@@ -157,26 +208,80 @@ export class ChangeAttacher {
       this.#cache.delete(key);
       this.#cache.set(key, p);
     }
-    const waitMs = this.#o.waitMs ?? 3000;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<Read>((resolve) => {
-      timer = setTimeout(() => {
-        resolve({
-          changes: unavailable(
-            `the workspace log was not read within ${String(waitMs / 1000)} s; the result was sent without it`,
-          ),
-          values: [],
-        });
-      }, waitMs);
-    });
+    const read = await withDeadline(p, Math.max(0, deadline - (this.#o.now ?? Date.now)()), () => ({
+      changes: unavailable(
+        `the workspace log was not read within ${String(waitMs / 1000)} s; the result was sent without it`,
+      ),
+    }));
+    return { ...ev, message: await message, changes: read.changes };
+  }
+
+  /**
+   * `message` without the Stack's Secret values; without its CLI output (saying why) when they
+   * cannot be had within `waitMs` or removed within the work budget.
+   */
+  async #redactMessage(stack: Stack, message: string, waitMs: number): Promise<string> {
+    const red = await withDeadline(
+      this.#stackSecrets(stack),
+      waitMs,
+      () => `the Stack's Secrets were not read within ${String(waitMs / 1000)} s`,
+    );
+    if (typeof red === 'string') return withoutOutput(message, red);
     try {
-      const read = await Promise.race([p, late]);
-      // The message of a failed run holds the CLI's output: the same values go from it.
-      const message = read.values.length === 0 ? ev.message : redactText(ev.message, read.values);
-      return { ...ev, message, changes: read.changes };
-    } finally {
-      clearTimeout(timer);
+      return red.redact(message, { work: 0 });
+    } catch (err) {
+      if (err instanceof RedactionBudgetExceeded) return withoutOutput(message, err.message);
+      throw err;
     }
+  }
+
+  /**
+   * The redactor of the Secrets `stack` references (cached per Stack uid and resourceVersion,
+   * for at most a minute), or why there is none. A Secret that cannot be read records a Warning
+   * Event (once per cache entry).
+   */
+  #stackSecrets(stack: Stack): Promise<SecretRedactor | string> {
+    const uid = stack.metadata.uid ?? `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`;
+    const rv = stack.metadata.resourceVersion ?? '';
+    const now = (this.#o.now ?? Date.now)();
+    const hit = this.#secrets.get(uid);
+    if (hit !== undefined && hit.resourceVersion === rv && now - hit.at < SECRETS_TTL_MS) return hit.p;
+    const p = this.#readSecrets(stack);
+    this.#secrets.delete(uid);
+    this.#secrets.set(uid, { resourceVersion: rv, at: now, p });
+    while (this.#secrets.size > (this.#o.cacheSize ?? 256)) {
+      const oldest = this.#secrets.keys().next().value;
+      if (oldest === undefined) break;
+      this.#secrets.delete(oldest);
+    }
+    return p;
+  }
+
+  async #readSecrets(stack: Stack): Promise<SecretRedactor | string> {
+    const ns = stack.metadata.namespace ?? '';
+    const where = `${ns}/${stack.metadata.name ?? ''}`;
+    const refs = stackSecretRefs(stack);
+    if (refs.secrets.length > MAX_STACK_SECRETS) {
+      return `the Stack references ${String(refs.secrets.length)} Secrets, more than the ${String(MAX_STACK_SECRETS)} whose values the controller removes from change sets`;
+    }
+    const values = [...refs.literals];
+    for (const name of refs.secrets) {
+      let data: Record<string, string> | undefined;
+      try {
+        data = await this.#o.readSecret(ns, name);
+      } catch (err) {
+        this.#o.logger.warn(
+          { stack: where, secret: name, err: String(err).slice(0, 200) },
+          'cannot read a Secret the Stack references',
+        );
+        const why = `the controller could not read the Secret ${ns}/${name} the Stack references, to remove its values (it needs get on secrets in namespace ${ns})`;
+        this.#o.warn?.(stack, CHANGES_UNAVAILABLE_REASON, `no change details: ${why}`);
+        return why;
+      }
+      if (data === undefined) continue; // gone: the run could not have used it either
+      values.push(...Object.values(data));
+    }
+    return secretRedactor(values);
   }
 
   /** Starts following the log of the Update `name` of `stack`, unless one is cached or followed. */
@@ -210,18 +315,14 @@ export class ChangeAttacher {
   }
 
   async #read(stack: Stack, update: Update, follow?: AbortController): Promise<Read> {
-    const values: string[] = [];
-    const changes = await this.#changes(stack, update, values, follow);
-    return { changes, values };
+    return { changes: await this.#changes(stack, update, follow) };
   }
 
-  /** The change set of `update`; `values` receives the Secret values it found (for the message). */
-  async #changes(
-    stack: Stack,
-    update: Update,
-    values: string[],
-    follow?: AbortController,
-  ): Promise<EventChanges> {
+  /**
+   * The change set of `update`: the log first (a namespace whose `pods/log` answered 403 is not
+   * asked again for {@link FORBIDDEN_TTL_MS}, and warned about once), then the Stack's Secrets.
+   */
+  async #changes(stack: Stack, update: Update, follow?: AbortController): Promise<EventChanges> {
     const log = this.#o.logger;
     const where = `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`;
     try {
@@ -234,32 +335,11 @@ export class ChangeAttacher {
         started === undefined ? update : { ...update, status: { ...update.status, startTime: started } },
       );
       if (typeof run === 'string') return unavailable(run);
-      // Secret values first: without them, nothing may be shown.
-      const refs = stackSecretRefs(stack);
-      if (refs.secrets.length > MAX_STACK_SECRETS) {
-        return unavailable(
-          `the Stack references ${String(refs.secrets.length)} Secrets, more than the ${String(MAX_STACK_SECRETS)} whose values the controller removes from change sets`,
-        );
-      }
-      values.push(...refs.literals);
-      for (const name of refs.secrets) {
-        let data: Record<string, string> | undefined;
-        try {
-          data = await this.#o.readSecret(run.namespace, name);
-        } catch (err) {
-          log.warn(
-            { stack: where, secret: name, err: String(err).slice(0, 200) },
-            'cannot read a Secret the Stack references',
-          );
-          const why = `the controller could not read the Secret ${run.namespace}/${name} the Stack references, to remove its values (it needs get on secrets in namespace ${run.namespace})`;
-          this.#o.warn?.(stack, CHANGES_UNAVAILABLE_REASON, `no change details: ${why}`);
-          return unavailable(why);
-        }
-        if (data === undefined) continue; // gone: the run could not have used it either
-        values.push(...Object.values(data));
-      }
+      const now = (this.#o.now ?? Date.now)();
+      const forbidden = this.#forbidden.get(run.namespace);
+      if (forbidden !== undefined && forbidden.until > now) return unavailable(forbidden.message);
       const parser = new ChangeSetParser();
-      const res = await readWorkspaceLog(
+      const res = await (this.#o.readLog ?? readWorkspaceLog)(
         run,
         (line) => {
           parser.push(`${line}\n`);
@@ -277,8 +357,18 @@ export class ChangeAttacher {
       );
       if (!res.ok) {
         log.info({ stack: where, update: update.metadata.name, reason: res.reason }, res.message);
-        if (res.reason === 'Forbidden')
-          this.#o.warn?.(stack, CHANGES_UNAVAILABLE_REASON, `no change details: ${res.message}`);
+        if (res.reason === 'Forbidden') {
+          const known = this.#forbidden.get(run.namespace);
+          const at = (this.#o.now ?? Date.now)();
+          if (known === undefined || known.until <= at)
+            this.#o.warn?.(stack, CHANGES_UNAVAILABLE_REASON, `no change details: ${res.message}`);
+          this.#forbidden.delete(run.namespace);
+          this.#forbidden.set(run.namespace, { until: at + FORBIDDEN_TTL_MS, message: res.message });
+          if (this.#forbidden.size > 1024) {
+            const oldest = this.#forbidden.keys().next().value;
+            if (oldest !== undefined) this.#forbidden.delete(oldest);
+          }
+        }
         return unavailable(res.message);
       }
       const set = parser.end();
@@ -287,13 +377,32 @@ export class ChangeAttacher {
           `the workspace pod's log holds no Pulumi run since ${run.startTime} (rotated, or the pod was replaced)`,
         );
       }
-      return { set: redactChangeSet(set, values) };
+      // Secret values next: without them, nothing may be shown.
+      const red = await this.#stackSecrets(stack);
+      if (typeof red === 'string') return unavailable(red);
+      return { set: redactChangeSet(set, red) };
     } catch (err) {
+      if (err instanceof RedactionBudgetExceeded) return unavailable(err.message);
       log.warn(
         { stack: where, update: update.metadata.name, err: String(err).slice(0, 200) },
         'reading a change set failed',
       );
       return unavailable('reading the workspace log failed');
     }
+  }
+}
+
+/** `p`, or `late()` when it has not settled within `ms`. */
+async function withDeadline<T>(p: Promise<T>, ms: number, late: () => T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<T>((resolve) => {
+    timer = setTimeout(() => {
+      resolve(late());
+    }, ms);
+  });
+  try {
+    return await Promise.race([p, t]);
+  } finally {
+    clearTimeout(timer);
   }
 }

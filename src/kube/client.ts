@@ -13,6 +13,7 @@
 import { existsSync } from 'node:fs';
 import { KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { fetch, type Dispatcher } from 'undici';
+import { readBounded } from '../text.ts';
 
 /**
  * One connection pool per KubeConfig. `applySecurityAuthentication` builds a fresh undici Agent
@@ -287,27 +288,11 @@ export async function kubeStream(
   }
   const body = res.body;
   if (res.status >= 200 && res.status < 300 && body !== null) return body as ReadableStream<Uint8Array>;
-  const text = await readCapped(body, 64 * 1024).catch(() => '');
+  const text = await readBounded(body, 64 * 1024).then(
+    (r) => r.text,
+    () => '',
+  );
   throw statusError(what, res.status, text);
-}
-
-/** Up to `max` bytes of a body as text; the rest is cancelled. */
-async function readCapped(body: ReadableStream<Uint8Array> | null, max: number): Promise<string> {
-  if (body === null) return '';
-  const reader = body.getReader();
-  const parts: Uint8Array[] = [];
-  let n = 0;
-  try {
-    while (n < max) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      parts.push(value);
-      n += value.byteLength;
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  return new TextDecoder().decode(Buffer.concat(parts).subarray(0, max));
 }
 
 /** HTTP status of a failed call (`KubeApiError`, client-node `ApiException`/watch errors), else 0. */

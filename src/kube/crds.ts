@@ -50,7 +50,8 @@ export async function readCRDs(files: readonly string[]): Promise<V1CustomResour
 }
 
 /**
- * Creates or replaces each CRD, then waits (≤ `timeoutMs`, default 30 s) until all report
+ * Creates or replaces each CRD (a replace that meets a concurrent write is retried up to 5 times),
+ * then waits (≤ `timeoutMs`, default 30 s) until all report
  * `Established=True`. Throws with the CRD name and the API server's message on rejection.
  */
 export async function installCRDs(
@@ -72,14 +73,24 @@ export async function installCRDs(
           },
         );
       }
-      const current = await api.readCustomResourceDefinition({ name });
-      await api.replaceCustomResourceDefinition({
-        name,
-        body: {
-          ...crd,
-          metadata: { ...crd.metadata, resourceVersion: current.metadata?.resourceVersion ?? '' },
-        },
-      });
+      // Replace at the version just read; another writer in between (a second installer, the
+      // API server's own status update) answers 409 Conflict: read again, a few times.
+      for (let attempt = 1; ; attempt++) {
+        const current = await api.readCustomResourceDefinition({ name });
+        try {
+          await api.replaceCustomResourceDefinition({
+            name,
+            body: {
+              ...crd,
+              metadata: { ...crd.metadata, resourceVersion: current.metadata?.resourceVersion ?? '' },
+            },
+          });
+          break;
+        } catch (e) {
+          if (!(e instanceof ApiException && e.code === 409) || attempt >= 5) throw e;
+          await sleep(50 * attempt);
+        }
+      }
     }
   }
   const deadline = Date.now() + timeoutMs;

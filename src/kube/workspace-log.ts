@@ -12,7 +12,10 @@
  * `auto.pulumi.com/component=workspace` and `auto.pulumi.com/workspace-name=<ws>`, and the
  * controller owner chain pod → StatefulSet `<ws>-workspace` → Workspace `<ws>` → the Stack, each
  * link checked by name, kind and uid. The StatefulSet and Workspace are read as metadata only
- * (their specs hold the Stack's environment, which may carry literal secrets). After the read the
+ * (their specs hold the Stack's environment, which may carry literal secrets). The pod, whose spec
+ * holds the same environment, is read whole (its container statuses are needed, which metadata
+ * only leaves out; the API has no field selection), and all but its metadata and container
+ * states is dropped at once: nothing of its spec is kept or logged. After the read the
  * pod's uid is checked again, so a pod replaced during the read is reported, not trusted.
  *
  * Permissions (namespaced, all `get`): `pods`, `pods/log`, `apps` `statefulsets`,
@@ -294,9 +297,25 @@ async function checkedPod(ctx: Ctx): Promise<PodLike | WorkspaceLogUnavailable> 
 
   let p: PodLike;
   try {
-    p = await get<PodLike>(
+    // Whole (the API has no field selection, and metadata-only leaves out the container statuses
+    // the restart check needs); only metadata and container states are kept, the spec (the
+    // Stack's environment) is dropped here.
+    const whole = await get<PodLike>(
       objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: pod }),
     );
+    p = {
+      metadata: whole.metadata,
+      ...(whole.status?.containerStatuses
+        ? {
+            status: {
+              containerStatuses: whole.status.containerStatuses.map((c) => ({
+                name: c.name,
+                ...(c.state ? { state: c.state } : {}),
+              })),
+            },
+          }
+        : {}),
+    };
   } catch (err) {
     if (err instanceof KubeApiError && err.statusCode === 404) {
       return {

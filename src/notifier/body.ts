@@ -27,39 +27,7 @@ export const RESPONSE_CAPS = {
 /** How much of an unneeded body is drained before the connection is given up instead. */
 export const DRAIN_BYTES = 64 * 1024;
 
-export interface BoundedText {
-  /** The body decoded as UTF-8 (the first `max` bytes when `truncated`). */
-  text: string;
-  /** Bytes read. */
-  bytes: number;
-  /** The body had more than `max` bytes; the rest was not read. */
-  truncated: boolean;
-}
-
-/** Reads at most `max` bytes of `body` as UTF-8; the rest is cancelled unread. */
-export async function readBounded(
-  body: ReadableStream<Uint8Array> | null,
-  max: number,
-): Promise<BoundedText> {
-  if (body === null) return { text: '', bytes: 0, truncated: false };
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let text = '';
-  let seen = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (seen + value.byteLength > max) {
-      text += decoder.decode(value.subarray(0, max - seen), { stream: true });
-      seen = max;
-      await reader.cancel();
-      return { text: text + decoder.decode(), bytes: seen, truncated: true };
-    }
-    seen += value.byteLength;
-    text += decoder.decode(value, { stream: true });
-  }
-  return { text: text + decoder.decode(), bytes: seen, truncated: false };
-}
+export { readBounded, type BoundedText } from '../text.ts';
 
 /**
  * Disposes of a body nobody reads: up to {@link DRAIN_BYTES} are read and dropped (nothing is

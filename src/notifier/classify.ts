@@ -26,7 +26,7 @@
  * (`Retry-After`, rate-limit resets), used by every classification.
  */
 
-import { SIGN_IN_LOCATION } from './redirect.ts';
+import { isSignInLocation } from './redirect.ts';
 
 /** The kinds of outcome (see the table in the module comment). */
 export type AnswerKind =
@@ -254,15 +254,17 @@ const SIGN_IN = [
   /\b(?:_signin|users\/sign_in|user\/login|login\.microsoftonline\.com|\/oauth2?\/authorize)\b/i,
 ];
 
-/** Whether a `Location` names a sign-in page (./redirect.ts `SIGN_IN_LOCATION`: path or host). */
-function signInLocation(location: string): boolean {
-  let u: URL;
+/**
+ * Whether a `Location` (relative to `url`, the URL requested, when known) names a sign-in page
+ * (./redirect.ts {@link isSignInLocation}).
+ */
+function signInLocation(location: string, url: string | undefined): boolean {
   try {
-    u = new URL(location, 'http://relative.invalid');
+    const from = new URL(url ?? 'http://relative.invalid/');
+    return isSignInLocation(from, new URL(location, from));
   } catch {
     return false;
   }
-  return SIGN_IN_LOCATION.test(u.pathname) || SIGN_IN_LOCATION.test(u.host);
 }
 
 /** Whether an HTML body is a sign-in page (see {@link SIGN_IN}). */
@@ -302,6 +304,8 @@ export interface Answer {
   body: string;
   /** Whether the caller expected JSON: an HTML 2xx answer is then a failure. */
   expectJson?: boolean;
+  /** The URL requested (a redirect's `Location` is resolved against it). */
+  url?: string;
 }
 
 /**
@@ -337,7 +341,7 @@ export function classifyAnswer(a: Answer, nowMs: number): { verdict: Verdict; sa
     // A redirect to a sign-in page (Azure DevOps without `X-TFS-FedAuthRedirect: Suppress`,
     // GitLab `/users/sign_in`, an SSO proxy) means the credentials were not accepted.
     const location = headers.get('location') ?? '';
-    return SIGN_IN[2]?.test(location) === true || signInLocation(location)
+    return location !== '' && signInLocation(location, a.url)
       ? verdict('auth', false, { condition: 'AuthenticationFailed' })
       : verdict('redirect', false);
   }

@@ -133,7 +133,7 @@ export function httpError(
   status: number,
   headers: Headers,
   body: string,
-  opts: { expectJson?: boolean; redirect?: RedirectRefusal | undefined } = {},
+  opts: { expectJson?: boolean; redirect?: RedirectRefusal | undefined; url?: string } = {},
 ): ProviderError {
   const secretValues = c.secretValues;
   const statusText = STATUS_CODES[status] ?? '';
@@ -143,7 +143,13 @@ export function httpError(
   const tail = shown === undefined ? '' : `. The endpoint said: ${shown}`;
   const what = `${method} ${target} answered ${status}${statusText === '' ? '' : ` ${statusText}`}`;
   const classified = classifyAnswer(
-    { status, headers, body, ...(opts.expectJson !== undefined ? { expectJson: opts.expectJson } : {}) },
+    {
+      status,
+      headers,
+      body,
+      ...(opts.expectJson !== undefined ? { expectJson: opts.expectJson } : {}),
+      ...(opts.url !== undefined ? { url: opts.url } : {}),
+    },
     c.now(),
   ) ?? {
     verdict: { kind: 'badResponse', retry: false } satisfies Verdict,

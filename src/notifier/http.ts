@@ -199,7 +199,11 @@ export class ProviderHttp {
 
     const state: SendState = { sent: false };
     try {
-      const { res, refused } = await this.#redirects.send(url, { method, headers, body: init.body }, (u, i) =>
+      const {
+        res,
+        refused,
+        url: at,
+      } = await this.#redirects.send(url, { method, headers, body: init.body }, (u, i) =>
         this.#send(u, i, signal, state),
       );
       const ok =
@@ -228,7 +232,10 @@ export class ProviderHttp {
         return { status: res.status, headers: res.headers, text: body.text };
       }
       const { text } = await readBounded(res.body, RESPONSE_CAPS.error);
-      throw httpError(this.#failure(), method, target, res.status, res.headers, text, { redirect: refused });
+      throw httpError(this.#failure(), method, target, res.status, res.headers, text, {
+        redirect: refused,
+        url: at,
+      });
     } catch (err) {
       if (err instanceof ProviderError) throw err;
       const denied = egressDenial(err);

@@ -6,7 +6,7 @@
  * there"; a `302`/`303` only for a GET or HEAD (answering a POST they mean "go look at this page",
  * e.g. a login form: case N13). At most {@link MAX_REDIRECTS} hops. Never followed: a redirect to
  * another origin (credentials are only ever sent where the Provider points) or to a sign-in page
- * ({@link SIGN_IN_LOCATION}), which is not the API whatever the origin.
+ * ({@link isSignInLocation}), which is not the API whatever the origin.
  *
  * Permanent moves (`301`, `308`) are remembered per origin as a path-prefix rewrite (the part of
  * the path before what the old and new locations share), so later calls to the same repository
@@ -36,12 +36,44 @@ export type RedirectRefusal =
   | { reason: 'write'; location: string };
 
 /**
- * Where sign-in pages live: GitHub Enterprise `/login` and `/sessions`, GitLab `/users/sign_in`,
- * Gitea `/user/login`, Azure DevOps `_signin`, SSO and OAuth endpoints (SAML, OIDC authorize),
- * Microsoft Entra. A redirect there is never followed and never taken for a moved resource.
+ * Sign-in pages, as the path right after a web root (and after an API prefix): GitHub Enterprise
+ * `/login` and `/sessions`, GitLab `/users/sign_in`, Gitea `/user/login`, Azure DevOps `_signin`,
+ * SSO and OAuth endpoints (SAML, OIDC authorize). Anchored: only the first segments count, so a
+ * repository named `login` (`/repos/acme/login/…`) is not a sign-in page.
  */
-export const SIGN_IN_LOCATION =
-  /(?:^|\/)(?:login|signin|sign_in|sessions?|_signin|sso|saml2?|oauth2?\/authorize|authorize)(?:$|[/?#.])|login\.microsoftonline\.com/i;
+const SIGN_IN_PATH =
+  /^(?:login|signin|sign_in|sessions?|_signin|sso|saml2?|users\/sign_in|user\/login|(?:login\/)?oauth2?\/authorize|authorize)(?:$|[/.])/i;
+/** Hosts of sign-in portals (`login.…`, `sso.…`, Microsoft Entra), counted for another origin only. */
+const SIGN_IN_HOST = /^(?:login|signin|sso|saml|auth)\.|(?:^|\.)login\.microsoftonline\.com$/i;
+/** API prefixes after a web root: GitHub Enterprise, Gitea, GitLab, Bitbucket Data Center. */
+const API_PREFIX = /^(?:api\/v\d+|api|rest\/api\/[^/]+)\//i;
+
+/**
+ * Whether a redirect from `from` (the URL requested) to `to` (its `Location`, resolved) goes to a
+ * sign-in page (case N13), not to a moved resource. Looks only at the start of `to`'s path: right
+ * after the web root — on the same origin, the part of `from`'s path before its API prefix
+ * (`/gitlab` of `/gitlab/api/v4/…`), else `/` — or right after an API prefix there. The host
+ * counts only for another origin (a portal like `login.microsoftonline.com`); the API's own host
+ * (`sso.acme.com` serving the forge) does not make every redirect a sign-in.
+ */
+export function isSignInLocation(from: URL, to: URL): boolean {
+  const same = sameOrigin(from, to);
+  if (!same && SIGN_IN_HOST.test(to.hostname)) return true;
+  let root = '/';
+  if (same) {
+    const m = /^(.*?\/)(?:api\/v\d+|api|rest\/api\/[^/]+|_apis)(?:\/|$)/i.exec(from.pathname);
+    if (m?.[1] !== undefined) root = m[1];
+  }
+  const roots = root === '/' ? ['/'] : [root, '/'];
+  for (const r of roots) {
+    if (!to.pathname.startsWith(r)) continue;
+    const rest = to.pathname.slice(r.length);
+    if (SIGN_IN_PATH.test(rest)) return true;
+    const api = API_PREFIX.exec(rest);
+    if (api !== null && SIGN_IN_PATH.test(rest.slice(api[0].length))) return true;
+  }
+  return false;
+}
 
 const FOLLOW = new Set([301, 302, 303, 307, 308]);
 
@@ -118,11 +150,7 @@ export class RedirectFollower {
       } catch {
         return { res, url: at, refused: { reason: 'otherOrigin', location } };
       }
-      // (A host named like a login portal counts only when it is another host than the API's.)
-      if (
-        SIGN_IN_LOCATION.test(next.pathname) ||
-        (!sameOrigin(from, next) && SIGN_IN_LOCATION.test(next.host))
-      )
+      if (isSignInLocation(from, next))
         return { res, url: at, refused: { reason: 'signIn', location: shown(next) } };
       if (!sameOrigin(from, next))
         return { res, url: at, refused: { reason: 'otherOrigin', location: next.origin } };

@@ -10,7 +10,7 @@ import type { Stack, Update } from '../../src/api/pko.ts';
 import type { AlertSpec } from '../../src/api/v1alpha1.ts';
 import { compileAlert } from '../../src/alert/compile.ts';
 import { AlertIndex } from '../../src/alert/routed.ts';
-import { Router } from '../../src/alert/router.ts';
+import { Router, type RouterOptions } from '../../src/alert/router.ts';
 import type { DeliveryAlert, DeliveryQueue, OfferedEvent } from '../../src/delivery/types.ts';
 import { deliveryAlert, quietLogger } from '../delivery/support.ts';
 import { NS, STACK_UID, update, v2FailedStack } from '../source/fixtures.ts';
@@ -57,7 +57,7 @@ function routed(name: string, spec: Partial<AlertSpec>) {
   return { ...deliveryAlert({ key: `${NS}/${name}`, uid: `${name}-uid`, name }), compiled: r.alert };
 }
 
-function setup() {
+function setup(enrich?: RouterOptions['enrich']) {
   const stacks = new MemoryInformer<Stack>();
   const updates = new MemoryInformer<Update>();
   const alerts = new AlertIndex();
@@ -70,6 +70,7 @@ function setup() {
     delivery: queue,
     logger: quietLogger(),
     reportingController: 'pko-notification-controller',
+    ...(enrich ? { enrich } : {}),
   });
   return { stacks, updates, alerts, queue, router };
 }
@@ -117,5 +118,24 @@ describe('Router', () => {
     await t.router.reconcile(`${NS}/app-dev`);
     await t.router.reconcile(`${NS}/missing`);
     expect(t.queue.offers).toEqual([]);
+  });
+
+  it('enriches only the events some Alert may take (no Secret or log read for uncovered Stacks)', async () => {
+    const enriched: string[] = [];
+    const t = setup((_stack, ev) => {
+      enriched.push(ev.reason);
+      return Promise.resolve({ ...ev, message: `${ev.message} (enriched)` });
+    });
+    t.alerts.set(`${NS}/other`, routed('other', { eventSources: [{ kind: 'Stack', name: 'web-*' }] }));
+    t.stacks.add(v2FailedStack());
+    t.updates.add(update('failed'));
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(enriched).toEqual([]);
+    t.alerts.set(`${NS}/failures`, routed('failures', { eventReasons: ['UpdateFailed'] }));
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(enriched).toEqual(['UpdateFailed']);
+    expect(t.queue.offers.map((o) => o.events.map((e) => e.event.message.endsWith('(enriched)')))).toEqual([
+      [true],
+    ]);
   });
 });

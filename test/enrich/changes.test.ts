@@ -2,11 +2,19 @@
  * ChangeAttacher without a cluster: which events get a change set, the bounded wait, the cache.
  * (Reading a real workspace log end to end: ./changes.int.test.ts.)
  */
+import { readFileSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
 import type { Stack, Update } from '../../src/api/pko.ts';
-import { ChangeAttacher, PKO_V1_UNAVAILABLE, type ChangeAttacherOptions } from '../../src/enrich/changes.ts';
+import {
+  ChangeAttacher,
+  FORBIDDEN_TTL_MS,
+  withoutOutput,
+  PKO_V1_UNAVAILABLE,
+  type ChangeAttacherOptions,
+} from '../../src/enrich/changes.ts';
+import type { readWorkspaceLog } from '../../src/kube/workspace-log.ts';
 import { createLogger } from '../../src/log.ts';
 import { stackEvent } from '../template/fixtures.ts';
 
@@ -14,6 +22,34 @@ const stack: Stack = {
   metadata: { name: 'app', namespace: 'team-a', uid: 'stack-uid' },
   spec: { envRefs: { X: { type: 'Secret', secret: { name: 'creds', key: 'x' } } } },
 };
+
+/** The update preview of a real recording (its first run), as log lines. */
+const LOG = readFileSync(new URL('../fixtures/agent-logs/02-update.log', import.meta.url), 'utf8');
+const PREVIEW = LOG.slice(0, LOG.indexOf('\n', LOG.indexOf('\tpreview completed')) + 1)
+  .split('\n')
+  .filter((l) => l !== '');
+
+/** A log reader passing `lines` (counting its calls in `calls`). */
+function logOf(lines: readonly string[], calls: { n: number } = { n: 0 }): typeof readWorkspaceLog {
+  return async (_run, sink) => {
+    calls.n++;
+    for (const l of lines) await sink(l);
+    return {
+      ok: true,
+      pod: 'app-workspace-0',
+      lines: lines.length,
+      bytes: 0,
+      cutLines: 0,
+      end: 'eof',
+      restartedDuringRun: false,
+      droppedFragment: false,
+      message: 'read',
+    };
+  };
+}
+
+/** A failed run's message: the synthesized line, then the CLI output. */
+const FAILED = 'Update of stack acme/app/dev failed:\n  ~ password: "sup3r-secret-value" => "x"\nerror: boom';
 
 function update(name: string, endTime = new Date().toISOString()): Update {
   return {
@@ -59,11 +95,13 @@ function attacher(
 describe('ChangeAttacher', () => {
   it('leaves started and stalled events alone; PKO v1 runs say why there are no details', async () => {
     let reads = 0;
+    const logs = { n: 0 };
     const a = attacher({
       readSecret: () => {
         reads++;
         return Promise.resolve(undefined);
       },
+      readLog: logOf(PREVIEW, logs),
     });
     const started = event({ kind: 'update', name: 'u1' }, 'started');
     expect(await a.attach(stack, started)).toBe(started);
@@ -77,15 +115,29 @@ describe('ChangeAttacher', () => {
     expect(oldFailed.changes?.unavailable).toMatch(
       /^no change details: the run ended more than 15 minutes before/,
     );
-    expect(reads).toBe(0);
+    // No log read; the Stack's Secrets read once (cached), for the messages.
+    expect(logs.n).toBe(0);
+    expect(reads).toBe(1);
   });
 
   it('never posts details it could not clean: a Secret that cannot be read makes them unavailable', async () => {
-    const a = attacher({ readSecret: () => Promise.reject(new Error('secrets "creds" is forbidden')) });
+    const a = attacher({
+      readSecret: () => Promise.reject(new Error('secrets "creds" is forbidden')),
+      readLog: logOf(PREVIEW),
+    });
     const ev = await a.attach(stack, event({ kind: 'update', name: 'u1' }, 'succeeded'));
-    expect(ev.changes?.unavailable).toBe(
-      'no change details: the controller could not read the Secret team-a/creds the Stack references, to remove its values (it needs get on secrets in namespace team-a)',
+    const why =
+      'the controller could not read the Secret team-a/creds the Stack references, to remove its values (it needs get on secrets in namespace team-a)';
+    expect(ev.changes?.unavailable).toBe(`no change details: ${why}`);
+    // Nor the CLI output of a failed run's message.
+    const failed = await a.attach(
+      stack,
+      stackEvent({
+        identity: { stack: 'stack-uid', run: { kind: 'update', name: 'u2' }, phase: { kind: 'failed' } },
+        message: FAILED,
+      }),
     );
+    expect(failed.message).toBe(`Update of stack acme/app/dev failed:\n(the CLI output is left out: ${why})`);
   });
 
   it('waits at most waitMs, then the event goes without details; one read per Update, bounded cache', async () => {
@@ -93,9 +145,10 @@ describe('ChangeAttacher', () => {
     const a = attacher({
       waitMs: 300,
       cacheSize: 2,
+      readSecret: () => Promise.resolve(undefined),
       // Never answers: the read never ends.
-      readSecret: (_ns, name) => {
-        calls.push(name);
+      readLog: (run) => {
+        calls.push(run.workspaceName);
         return new Promise(() => undefined);
       },
     });
@@ -122,7 +175,7 @@ describe('ChangeAttacher', () => {
     const a = attacher({ readSecret: () => Promise.resolve({ x: 'sup3r-secret-value' }) });
     const ev = stackEvent({
       identity: { stack: 'stack-uid', run: { kind: 'update', name: 'u2' }, phase: { kind: 'failed' } },
-      message: 'Update of stack acme/app/dev failed:\n  ~ password: "sup3r-secret-value" => "x"\nerror: boom',
+      message: FAILED,
     });
     const out = await a.attach(stack, ev);
     expect(out.message).toBe(
@@ -130,5 +183,104 @@ describe('ChangeAttacher', () => {
     );
     // No cluster here: the log could not be read, which is said.
     expect(out.changes?.unavailable).toMatch(/^no change details: /);
+  });
+
+  it("redacts the message however the log read ends: late, PKO v1, or the Stack's Secrets unknown", async () => {
+    const failed = (run: EventIdentity['run']): NotificationEvent =>
+      stackEvent({ identity: { stack: 'stack-uid', run, phase: { kind: 'failed' } }, message: FAILED });
+    // The log never comes: the message is redacted all the same.
+    const late = attacher({
+      waitMs: 200,
+      readSecret: () => Promise.resolve({ x: 'sup3r-secret-value' }),
+      readLog: () => new Promise(() => undefined),
+    });
+    const ev = await late.attach(stack, failed({ kind: 'update', name: 'u1' }));
+    expect(ev.changes?.unavailable).toMatch(/not read within 0.2 s/);
+    expect(ev.message).toBe(
+      'Update of stack acme/app/dev failed:\n  ~ password: "[redacted]" => "x"\nerror: boom',
+    );
+    // PKO v1: no log at all, the message is redacted.
+    const v1 = await late.attach(stack, failed({ kind: 'v1', commit: 'abc', at: 'x' }));
+    expect(v1.message).not.toContain('sup3r');
+    expect(v1.changes).toEqual({ unavailable: PKO_V1_UNAVAILABLE });
+    // The Secrets cannot be read in time: the CLI output is left out, not posted.
+    const slow = attacher({
+      waitMs: 200,
+      readSecret: () => new Promise(() => undefined),
+      readLog: logOf(PREVIEW),
+    });
+    expect((await slow.attach(stack, failed({ kind: 'v1', commit: 'abc', at: 'x' }))).message).toBe(
+      "Update of stack acme/app/dev failed:\n(the CLI output is left out: the Stack's Secrets were not read within 0.2 s)",
+    );
+    // More Secrets than are read: likewise.
+    const many: Stack = {
+      metadata: { name: 'app', namespace: 'team-a', uid: 'many' },
+      spec: { envSecrets: Array.from({ length: 65 }, (_, i) => `s${String(i)}`) },
+    };
+    const m = await late.attach(many, failed({ kind: 'update', name: 'u2' }));
+    expect(m.message).toMatch(
+      /^Update of stack acme\/app\/dev failed:\n\(the CLI output is left out: the Stack references 65 Secrets/,
+    );
+  });
+
+  it('reads the log before the Secrets; a 403 on pods/log is remembered per namespace, warned once', async () => {
+    let now = Date.parse('2026-12-01T12:00:00Z');
+    let reads = 0;
+    const logs = { n: 0 };
+    const warnings: string[] = [];
+    const forbidden: typeof readWorkspaceLog = () => {
+      logs.n++;
+      return Promise.resolve({
+        ok: false,
+        reason: 'Forbidden',
+        message: 'the controller may not read pods/log in namespace team-a',
+        lines: 0,
+      });
+    };
+    const a = attacher({
+      now: () => now,
+      maxAgeMs: Number.MAX_SAFE_INTEGER,
+      readSecret: () => {
+        reads++;
+        return Promise.resolve(undefined);
+      },
+      readLog: forbidden,
+      warn: (_s, _r, msg) => warnings.push(msg),
+    });
+    for (const n of ['u1', 'u2', 'u3']) {
+      const ev = await a.attach(stack, event({ kind: 'update', name: n }, 'succeeded'));
+      expect(ev.changes?.unavailable).toBe(
+        'no change details: the controller may not read pods/log in namespace team-a',
+      );
+    }
+    expect(logs.n).toBe(1);
+    expect(warnings).toHaveLength(1);
+    // Only the message's redaction read the Secrets (once: cached).
+    expect(reads).toBe(1);
+    now += FORBIDDEN_TTL_MS + 1;
+    await a.attach(stack, event({ kind: 'update', name: 'old' }, 'succeeded'));
+    expect(logs.n).toBe(2);
+    expect(warnings).toHaveLength(2);
+  });
+
+  it('a Secret too large to remove is said, not posted', async () => {
+    const big = 'k'.repeat(1024 * 1024 + 1);
+    const a = attacher({ readSecret: () => Promise.resolve({ x: big }), readLog: logOf(PREVIEW) });
+    const ev = await a.attach(stack, event({ kind: 'update', name: 'u1' }, 'succeeded'));
+    expect(ev.changes?.unavailable).toMatch(
+      /^no change details: the Stack's Secrets hold 1 values of 1048577 characters/,
+    );
+  });
+
+  it('leaving the CLI output out keeps only the synthesized head, whatever the shape', () => {
+    const why = 'x';
+    expect(withoutOutput('Update of stack a/b/c failed: error: sup3r-secret-value', why)).toBe(
+      'Update of stack a/b/c failed:\n(the CLI output is left out: x)',
+    );
+    expect(withoutOutput('Update of stack a/b/c failed:\nerror: sup3r-secret-value', why)).toBe(
+      'Update of stack a/b/c failed:\n(the CLI output is left out: x)',
+    );
+    expect(withoutOutput('Preview of stack a/b/c succeeded', why)).toBe('Preview of stack a/b/c succeeded');
+    expect(withoutOutput('sup3r-secret-value\nmore', why)).toBe('(the message is left out: x)');
   });
 });

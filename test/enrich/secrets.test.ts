@@ -3,6 +3,7 @@
  * any rendered output of any built-in template for any provider type, whatever the program
  * printed (raw, base64, JSON-escaped, cut by the parser's line cap).
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -10,7 +11,16 @@ import type { NotificationEvent } from '../../src/api/event.ts';
 import type { Stack } from '../../src/api/pko.ts';
 import { PROVIDER_TYPES, isGitProviderType } from '../../src/api/v1alpha1.ts';
 import { parseWorkspaceLog } from '../../src/changes/parse.ts';
-import { redactChangeSet, stackSecretRefs } from '../../src/enrich/secrets.ts';
+import type { ChangeSet } from '../../src/changes/types.ts';
+import {
+  MAX_REDACTED_VALUES,
+  REDACTION_WORK_BUDGET,
+  RedactionBudgetExceeded,
+  redactChangeSet,
+  secretRedactor,
+  stackSecretRefs,
+  type SecretRedactor,
+} from '../../src/enrich/secrets.ts';
 import { limitsFor } from '../../src/registry.ts';
 import { compileTemplates, renderNotification } from '../../src/template/index.ts';
 import { stackEvent } from '../template/fixtures.ts';
@@ -143,6 +153,78 @@ describe('redactChangeSet', () => {
       expect(red, String(pad)).not.toMatch(/S3cr/);
     }
     expect(cuts).toBeGreaterThan(5);
+  });
+});
+
+describe('redaction work is bounded (tenant input: Secrets and program output)', () => {
+  /** Many PEM-like values sharing their start, as a Stack with many keys holds. */
+  const pems = Array.from(
+    { length: 60 },
+    (_, i) =>
+      `-----BEGIN PRIVATE KEY-----\n${Array.from({ length: 25 }, (_, j) =>
+        createHash('sha512')
+          .update(`${String(i)}/${String(j)}`)
+          .digest('base64'),
+      ).join('\n')}\n-----END PRIVATE KEY-----`,
+  );
+  /** 5,000 cut lines of 16 KiB made of the values' common start: the worst case of the old prefix scan. */
+  const cutLines = (n: number): ChangeSet =>
+    ({
+      resources: [
+        {
+          op: 'update',
+          type: 'random:index/randomString:RandomString',
+          name: 'r',
+          urn: 'urn:pulumi:dev::app::random:index/randomString:RandomString::r',
+          diff: Array.from({ length: n }, () => `${'-----BEGIN PRIVATE KEY-----MII0'.repeat(512)}…`),
+        },
+      ],
+      errors: [],
+    }) as unknown as ChangeSet;
+
+  it('counts its work and stops at the budget rather than blocking the event loop', () => {
+    const r = secretRedactor(pems) as SecretRedactor;
+    expect(typeof r).toBe('object');
+    const work = { work: 0 };
+    const t0 = performance.now();
+    expect(() => redactChangeSet(cutLines(5_000), r, work)).toThrow(RedactionBudgetExceeded);
+    const ms = performance.now() - t0;
+    expect(work.work).toBeGreaterThan(REDACTION_WORK_BUDGET);
+    // Counted work stops right after the budget (one comparison of at most a line's length).
+    expect(work.work).toBeLessThan(REDACTION_WORK_BUDGET + 20_000);
+    // Generous (the old scan took minutes here).
+    expect(ms).toBeLessThan(20_000);
+  });
+
+  it('an ordinary change set with the same Secrets costs about its length, and is cleaned', () => {
+    const r = secretRedactor(pems) as SecretRedactor;
+    const key = pems[7]?.split('\n')[3] ?? '';
+    const log = PREVIEW.replaceAll('"hello-again"', JSON.stringify(key));
+    const cs = parseWorkspaceLog(log);
+    const chars = JSON.stringify(cs).length;
+    const work = { work: 0 };
+    const out = JSON.stringify(redactChangeSet(cs, r, work));
+    expect(out).not.toContain(key);
+    expect(out).toContain('[redacted]');
+    expect(work.work).toBeLessThan(4 * chars);
+  });
+
+  it('output printing many other PEM blocks stays well within the budget', () => {
+    const r = secretRedactor(pems) as SecretRedactor;
+    const cert = (i: number): string =>
+      `    tls.crt: "-----BEGIN CERTIFICATE-----\\n${createHash('sha512').update(String(i)).digest('base64')}\\n-----END CERTIFICATE-----\\n"`;
+    const set = cutLines(0);
+    set.resources[0]?.diff.push(...Array.from({ length: 2_000 }, (_, i) => cert(i)));
+    const work = { work: 0 };
+    redactChangeSet(set, r, work);
+    expect(work.work).toBeLessThan(REDACTION_WORK_BUDGET / 4);
+  });
+
+  it('refuses more values or characters than it removes, saying so', () => {
+    expect(
+      secretRedactor(Array.from({ length: MAX_REDACTED_VALUES + 1 }, (_, i) => `value-${String(i)}`)),
+    ).toMatch(/^the Stack's Secrets hold 2001 values/);
+    expect(secretRedactor(['x'.repeat(1024 * 1024 + 1)])).toMatch(/1048577 characters in all, more than/);
   });
 });
 

@@ -299,3 +299,55 @@ describe("N14: every service's documented rate-limit hint, header or body", () =
     expect(wait('{"retry_after": 99999}')).toBe(3_600_000);
   });
 });
+
+describe('redirects to sign-in pages (N13) and to a repository named like one', () => {
+  const verdictOf = (url: string, location: string): Verdict | undefined =>
+    strip(classifyAnswer({ status: 301, headers: headers({ location }), body: '', url }, NOW)?.verdict);
+  const AUTH_VERDICT = { kind: 'auth', retry: false, condition: 'AuthenticationFailed' };
+
+  it('a sign-in page right after the web root or the API prefix, on the same host or a portal', () => {
+    const api = 'https://ghe.acme.dev/api/v3/repos/acme/app/statuses/abc';
+    for (const location of [
+      '/login?return_to=%2Fapi',
+      '/sessions',
+      '/users/sign_in',
+      '/user/login',
+      '/_signin',
+      '/sso',
+      '/saml/consume',
+      '/login/oauth/authorize?client_id=x',
+      '/api/v3/login',
+      'https://login.microsoftonline.com/tenant/oauth2/v2.0/authorize',
+      'https://sso.example.net/saml/login',
+    ])
+      expect(verdictOf(api, location), location).toEqual(AUTH_VERDICT);
+    // Behind a web root: GitLab at /gitlab.
+    expect(verdictOf('https://acme.dev/gitlab/api/v4/projects/1', '/gitlab/users/sign_in')).toEqual(
+      AUTH_VERDICT,
+    );
+  });
+
+  it('a repository (or owner) named login, sso, sessions, authorize or saml is a moved resource, not a sign-in', () => {
+    for (const name of ['login', 'sso', 'sessions', 'authorize', 'saml', 'signin']) {
+      const api = `https://ghe.acme.dev/api/v3/repos/acme/${name}/statuses/abc`;
+      expect(verdictOf(api, `/api/v3/repos/platform/${name}/statuses/abc`), name).toEqual({
+        kind: 'redirect',
+        retry: false,
+      });
+      expect(verdictOf(api, `/api/v3/repos/${name}/app/statuses/abc`), name).toEqual({
+        kind: 'redirect',
+        retry: false,
+      });
+      // Gitea at the root of its host, a user named `user`.
+      expect(
+        verdictOf(`https://gitea.acme.dev/api/v1/repos/user/${name}`, `/api/v1/repos/user/${name}-2`),
+        name,
+      ).toEqual({ kind: 'redirect', retry: false });
+    }
+    // The API's own host may be named like a portal: only another origin's host counts.
+    expect(verdictOf('https://sso.acme.dev/api/v3/repos/a/b', '/api/v3/repos/c/b')).toEqual({
+      kind: 'redirect',
+      retry: false,
+    });
+  });
+});

@@ -153,6 +153,28 @@ describe('N07: redirects from renamed or transferred repositories', () => {
     expect(r.requests.map((q) => q.path)).toEqual(['/api/v3/x', '/api/v3/x', '/api/v3/x']);
   });
 
+  it('a repository named login (or sso, sessions, authorize, saml) that moved is followed, not taken for a sign-in page', async () => {
+    const r = await receiver();
+    const names = ['login', 'sso', 'sessions', 'authorize', 'saml'];
+    r.respondWith(
+      names.flatMap((n) => [
+        { status: 301, headers: { location: `/api/v3/repos/platform/${n}/statuses/abc` } },
+        { status: 200, headers: { 'content-type': 'application/json' }, body: '[]' },
+      ]),
+    );
+    const h = client(r.url);
+    for (const n of names) {
+      const res = await h.request(`${r.url}/api/v3/repos/acme-${n}/${n}/statuses/abc`, { method: 'GET' });
+      expect(res.status, n).toBe(200);
+    }
+    expect(r.requests.map((q) => q.path)).toEqual(
+      names.flatMap((n) => [
+        `/api/v3/repos/acme-${n}/${n}/statuses/abc`,
+        `/api/v3/repos/platform/${n}/statuses/abc`,
+      ]),
+    );
+  });
+
   it(`bounded: more than ${String(MAX_REDIRECTS)} hops is a final REDIRECT error`, async () => {
     const r = await receiver();
     r.respondWith(

@@ -96,7 +96,10 @@ export function toProviderError(err: unknown, secretValues: readonly string[], n
   const said = gitHubMessage(re.response.data, re.message);
   const data = re.response.data;
   const body = typeof data === 'string' ? data : JSON.stringify(data ?? null);
-  const classified = classifyAnswer({ status, headers, body }, nowMs);
+  const classified = classifyAnswer(
+    { status, headers, body, ...(re.request?.url ? { url: re.request.url } : {}) },
+    nowMs,
+  );
   let verdict: Verdict = classified?.verdict ?? { kind: 'badResponse', retry: false };
   if (verdict.kind === 'rateLimited' && verdict.retryAfterMs === undefined) {
     verdict = { ...verdict, retryAfterMs: SECONDARY_LIMIT_FALLBACK_MS };

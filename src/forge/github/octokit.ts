@@ -33,7 +33,7 @@ import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { Logger } from '../../log.ts';
 import { isHtml, isSignInPage } from '../../notifier/classify.ts';
 import { ProviderError } from '../../notifier/errors.ts';
-import { SIGN_IN_LOCATION } from '../../notifier/redirect.ts';
+import { isSignInLocation } from '../../notifier/redirect.ts';
 import { USER_AGENT, type ProviderHttp } from '../../notifier/http.ts';
 
 /**
@@ -140,7 +140,7 @@ export function buildOctokit(p: ResolvedProvider, http: ProviderHttp, opts: Octo
       }
       const shown = to === undefined ? '' : `${to.origin}${to.pathname}`;
       // A login or SSO page (N13): not the API, whatever the method or origin — never "moved".
-      if (to !== undefined && (SIGN_IN_LOCATION.test(to.pathname) || SIGN_IN_LOCATION.test(to.host)))
+      if (to !== undefined && isSignInLocation(new URL(url), to))
         throw notTheAPI(
           `with a redirect to a sign-in page (${shown}), not GitHub's API; not followed`,
           'REDIRECT',

@@ -597,6 +597,24 @@ failed`,
     expect(s.violations).toEqual([]);
   });
 
+  it('a repository moved to another host and named login (or sso, sessions, …) is said to have moved, not a sign-in page', async () => {
+    for (const name of ['login', 'sso', 'sessions', 'authorize', 'saml']) {
+      const s = await server();
+      s.portalNext({
+        match: (method, path) => method === 'POST' && /\/statuses\/[0-9a-f]{40}$/.test(path),
+        status: 301,
+        headers: { location: `https://git.example.net/repos/platform/${name}/statuses/${sha(41)}` },
+      });
+      const { notifier } = build(provider(s, newToken()));
+      const e = await failure(() => notifier.send(event(sha(41)), status('pending', 'Update started')));
+      expect(e.message, name).toMatch(
+        /the repository moved to https:\/\/git\.example\.net; set the Provider address/,
+      );
+      expect(e.verdict.condition, name).not.toBe('NotTheAPI');
+      expect(problemReason(e), name).not.toBe('AuthenticationFailed');
+    }
+  });
+
   it('an unknown commit has no pull requests (GitHub 422), not an error', async () => {
     const s = await server();
     s.commitNotIndexed(sha(11));
