@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { Objects, bindControllerRole, startInProcess } from '../support/controller.ts';
-import { KubeletStandIn } from '../support/kubelet-standin.ts';
+import { KubeletStandIn, placeWorkspacePod } from '../support/kubelet-standin.ts';
 import { ROOT, kustomize } from '../support/kubectl.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startGitHubServer } from '../forge/github/server.ts';
@@ -89,67 +89,9 @@ async function grantLogs(ns: string): Promise<void> {
   );
 }
 
-const post = <T>(p: string, body: unknown): Promise<T> =>
-  kubeRequest<T>(admin, { method: 'POST', path: p, body });
-
 /** Workspace → StatefulSet → pod `<stack>-workspace-0`, owned and labelled as PKO v2.9.0 makes them. */
-async function workspacePod(ns: string, stack: Stack): Promise<string> {
-  const name = stack.metadata.name ?? '';
-  const ctl = (apiVersion: string, kind: string, n: string, uid: string): unknown => ({
-    apiVersion,
-    kind,
-    name: n,
-    uid,
-    controller: true,
-    blockOwnerDeletion: true,
-  });
-  const ws = await post<{ metadata: { uid: string } }>(
-    objectPath({ group: 'auto.pulumi.com', version: 'v1alpha1', plural: 'workspaces', namespace: ns }),
-    {
-      apiVersion: 'auto.pulumi.com/v1alpha1',
-      kind: 'Workspace',
-      metadata: {
-        name,
-        labels: { 'pulumi.com/component': 'stack', 'pulumi.com/stack-name': name },
-        ownerReferences: [ctl('pulumi.com/v1', 'Stack', name, stack.metadata.uid ?? '')],
-      },
-      spec: { stacks: [{ name: 'dev', create: true }] },
-    },
-  );
-  const labels = { 'auto.pulumi.com/component': 'workspace', 'auto.pulumi.com/workspace-name': name };
-  const sts = await post<{ metadata: { uid: string } }>(
-    objectPath({ group: 'apps', version: 'v1', plural: 'statefulsets', namespace: ns }),
-    {
-      apiVersion: 'apps/v1',
-      kind: 'StatefulSet',
-      metadata: {
-        name: `${name}-workspace`,
-        labels,
-        ownerReferences: [ctl('auto.pulumi.com/v1alpha1', 'Workspace', name, ws.metadata.uid)],
-      },
-      spec: {
-        replicas: 1,
-        serviceName: `${name}-workspace`,
-        selector: { matchLabels: labels },
-        template: {
-          metadata: { labels },
-          spec: { containers: [{ name: 'pulumi', image: 'pulumi/pulumi:3.276.0' }] },
-        },
-      },
-    },
-  );
-  const pod = `${name}-workspace-0`;
-  await post(objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns }), {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {
-      name: pod,
-      labels: { ...labels, 'statefulset.kubernetes.io/pod-name': pod },
-      ownerReferences: [ctl('apps/v1', 'StatefulSet', `${name}-workspace`, sts.metadata.uid)],
-    },
-    spec: { nodeName: kubelet.nodeName, containers: [{ name: 'pulumi', image: 'pulumi/pulumi:3.276.0' }] },
-  });
-  return pod;
+function workspacePod(ns: string, stack: Stack): Promise<string> {
+  return placeWorkspacePod(admin, ns, stack, { nodeName: kubelet.nodeName });
 }
 
 /**

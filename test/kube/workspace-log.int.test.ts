@@ -16,7 +16,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { bindControllerRole } from '../support/controller.ts';
-import { KubeletStandIn, type LogEntry } from '../support/kubelet-standin.ts';
+import {
+  KubeletStandIn,
+  placeWorkspacePod,
+  type LogEntry,
+  type WorkspacePlacement,
+} from '../support/kubelet-standin.ts';
 import { ROOT, kustomize } from '../support/kubectl.ts';
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { installCRDs, readCRDs } from '../../src/kube/crds.ts';
@@ -122,7 +127,7 @@ interface Made {
 async function pkoStack(
   ns: string,
   name: string,
-  o: { withPod?: boolean; nodeName?: string } & Omit<Placement, 'nodeName'> = {},
+  o: { withPod?: boolean; nodeName?: string } & Omit<WorkspacePlacement, 'nodeName'> = {},
 ): Promise<Made> {
   const stack = await post<Stack>(
     objectPath({ group: 'pulumi.com', version: 'v1', plural: 'stacks', namespace: ns }),
@@ -134,7 +139,8 @@ async function pkoStack(
     },
   );
   const pod = `${name}-workspace-0`;
-  if (o.withPod !== false) await placeOn(ns, stack, { ...o, nodeName: o.nodeName ?? kubelet.nodeName });
+  if (o.withPod !== false)
+    await placeWorkspacePod(admin, ns, stack, { ...o, nodeName: o.nodeName ?? kubelet.nodeName });
   return {
     stack,
     pod,
@@ -566,78 +572,6 @@ describe('readWorkspaceLog through pods/log', () => {
     expect(third).toMatchObject({ ok: true, lines: 3, end: 'deadline' });
   }, 90_000);
 });
-
-interface Placement {
-  nodeName: string;
-  /** Owner of the Workspace instead of the Stack (a forgery). */
-  workspaceOwner?: Stack;
-  /** The pod's labels instead of PKO's. */
-  podLabels?: Record<string, string>;
-}
-
-/**
- * Creates what PKO v2.9.0 makes for `stack` (names and labels as in ../shared/pko-traces/v2.9.0-real):
- * Workspace `<stack>` owned by the Stack, StatefulSet `<stack>-workspace` owned by the Workspace,
- * pod `<stack>-workspace-0` owned by the StatefulSet, on node `nodeName`.
- */
-async function placeOn(ns: string, stack: Stack, p: Placement): Promise<void> {
-  const name = stack.metadata.name ?? '';
-  const owner = p.workspaceOwner ?? stack;
-  const ctl = (apiVersion: string, kind: string, n: string, uid: string): unknown => ({
-    apiVersion,
-    kind,
-    name: n,
-    uid,
-    controller: true,
-    blockOwnerDeletion: true,
-  });
-  const ws = await post<{ metadata: { uid: string } }>(
-    objectPath({ group: 'auto.pulumi.com', version: 'v1alpha1', plural: 'workspaces', namespace: ns }),
-    {
-      apiVersion: 'auto.pulumi.com/v1alpha1',
-      kind: 'Workspace',
-      metadata: {
-        name,
-        labels: { 'pulumi.com/component': 'stack', 'pulumi.com/stack-name': name },
-        ownerReferences: [ctl('pulumi.com/v1', 'Stack', owner.metadata.name ?? '', owner.metadata.uid ?? '')],
-      },
-      spec: { stacks: [{ name: 'dev', create: true }] },
-    },
-  );
-  const labels = { 'auto.pulumi.com/component': 'workspace', 'auto.pulumi.com/workspace-name': name };
-  const sts = await post<{ metadata: { uid: string } }>(
-    objectPath({ group: 'apps', version: 'v1', plural: 'statefulsets', namespace: ns }),
-    {
-      apiVersion: 'apps/v1',
-      kind: 'StatefulSet',
-      metadata: {
-        name: `${name}-workspace`,
-        labels,
-        ownerReferences: [ctl('auto.pulumi.com/v1alpha1', 'Workspace', name, ws.metadata.uid)],
-      },
-      spec: {
-        replicas: 1,
-        serviceName: `${name}-workspace`,
-        selector: { matchLabels: labels },
-        template: {
-          metadata: { labels },
-          spec: { containers: [{ name: 'pulumi', image: 'pulumi/pulumi:3.276.0' }] },
-        },
-      },
-    },
-  );
-  const pod = `${name}-workspace-0`;
-  await post(objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns }), {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {
-      name: pod,
-      labels: { ...(p.podLabels ?? labels), 'statefulset.kubernetes.io/pod-name': pod },
-      ownerReferences: [ctl('apps/v1', 'StatefulSet', `${name}-workspace`, sts.metadata.uid)],
-    },
-    spec: { nodeName: p.nodeName, containers: [{ name: 'pulumi', image: 'pulumi/pulumi:3.276.0' }] },
-  });
-}
 
 async function waitUntil(cond: () => boolean, timeoutMs = 30_000): Promise<void> {
   const end = Date.now() + timeoutMs;

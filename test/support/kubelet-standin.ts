@@ -29,6 +29,7 @@ import type { ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { Stack } from '../../src/api/pko.ts';
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { makeTestPKI } from './pki.ts';
 
@@ -244,4 +245,87 @@ export class KubeletStandIn {
       res.destroy();
     }
   }
+}
+
+/** Where {@link placeWorkspacePod} puts the pod, and what it may forge. */
+export interface WorkspacePlacement {
+  /** The Node the pod runs on (a kubelet stand-in's `nodeName`). */
+  nodeName: string;
+  /** Owner of the Workspace instead of the Stack (a forgery). */
+  workspaceOwner?: Stack;
+  /** The pod's labels instead of PKO's. */
+  podLabels?: Record<string, string>;
+}
+
+/**
+ * Creates, as `kc`, what PKO v2.9.0 makes for `stack` (names and labels as in
+ * ../shared/pko-traces/v2.9.0-real): Workspace `<stack>` owned by the Stack, StatefulSet
+ * `<stack>-workspace` owned by the Workspace, pod `<stack>-workspace-0` owned by the StatefulSet,
+ * on node `p.nodeName`. @returns the pod's name.
+ */
+export async function placeWorkspacePod(
+  kc: KubeConfig,
+  ns: string,
+  stack: Stack,
+  p: WorkspacePlacement,
+): Promise<string> {
+  const post = <T>(path: string, body: unknown): Promise<T> =>
+    kubeRequest<T>(kc, { method: 'POST', path, body });
+  const name = stack.metadata.name ?? '';
+  const owner = p.workspaceOwner ?? stack;
+  const ctl = (apiVersion: string, kind: string, n: string, uid: string): unknown => ({
+    apiVersion,
+    kind,
+    name: n,
+    uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  });
+  const ws = await post<{ metadata: { uid: string } }>(
+    objectPath({ group: 'auto.pulumi.com', version: 'v1alpha1', plural: 'workspaces', namespace: ns }),
+    {
+      apiVersion: 'auto.pulumi.com/v1alpha1',
+      kind: 'Workspace',
+      metadata: {
+        name,
+        labels: { 'pulumi.com/component': 'stack', 'pulumi.com/stack-name': name },
+        ownerReferences: [ctl('pulumi.com/v1', 'Stack', owner.metadata.name ?? '', owner.metadata.uid ?? '')],
+      },
+      spec: { stacks: [{ name: 'dev', create: true }] },
+    },
+  );
+  const labels = { 'auto.pulumi.com/component': 'workspace', 'auto.pulumi.com/workspace-name': name };
+  const sts = await post<{ metadata: { uid: string } }>(
+    objectPath({ group: 'apps', version: 'v1', plural: 'statefulsets', namespace: ns }),
+    {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: {
+        name: `${name}-workspace`,
+        labels,
+        ownerReferences: [ctl('auto.pulumi.com/v1alpha1', 'Workspace', name, ws.metadata.uid)],
+      },
+      spec: {
+        replicas: 1,
+        serviceName: `${name}-workspace`,
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels },
+          spec: { containers: [{ name: 'pulumi', image: 'pulumi/pulumi:3.276.0' }] },
+        },
+      },
+    },
+  );
+  const pod = `${name}-workspace-0`;
+  await post(objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns }), {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: pod,
+      labels: { ...(p.podLabels ?? labels), 'statefulset.kubernetes.io/pod-name': pod },
+      ownerReferences: [ctl('apps/v1', 'StatefulSet', `${name}-workspace`, sts.metadata.uid)],
+    },
+    spec: { nodeName: p.nodeName, containers: [{ name: 'pulumi', image: 'pulumi/pulumi:3.276.0' }] },
+  });
+  return pod;
 }
