@@ -18,7 +18,7 @@
  *   absent, not denying, policy missing, forbidden, created before the binding, cached.
  */
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { Stack } from '../../src/api/pko.ts';
 import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
@@ -27,7 +27,7 @@ import { AdmissionPolicyCheck } from '../../src/preview/admission.ts';
 import { SYNC_REQUEST_ANNOTATION } from '../../src/preview/index.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
-import { installAdmission } from '../support/admission.ts';
+import { installAdmission, rewriteStoredPreview } from '../support/admission.ts';
 import { startGitHubServer, type GitHubContractServer } from '../forge/github/server.ts';
 
 const WAIT = { timeoutMs: 30_000 };
@@ -124,37 +124,6 @@ async function syncNow(name: string): Promise<void> {
     ...WAIT,
     what: `a sync of ${name}`,
   });
-}
-
-/**
- * Rewrites the stored PullRequestPreview in etcd, as an API server before the CRD rules and the
- * admission policy would have stored it (compare-and-swap on the revision, so a concurrent status
- * write is not lost). The generation is raised as the API server does for a spec change.
- */
-async function rewriteStored(name: string, edit: (o: PullRequestPreview) => void): Promise<void> {
-  const etcd = inject('etcdUrl');
-  const key = Buffer.from(`/registry/${GROUP}/pullrequestpreviews/${ns}/${name}`).toString('base64');
-  const call = async <T>(path: string, body: unknown): Promise<T> => {
-    const res = await fetch(`${etcd}${path}`, { method: 'POST', body: JSON.stringify(body) });
-    if (!res.ok) throw new Error(`etcd ${path}: HTTP ${String(res.status)}`);
-    return (await res.json()) as T;
-  };
-  await waitFor(
-    async () => {
-      const got = await call<{ kvs?: { value: string; mod_revision: string }[] }>('/v3/kv/range', { key });
-      const kv = got.kvs?.[0];
-      if (kv === undefined) throw new Error(`${name} is not in etcd`);
-      const obj = JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as PullRequestPreview;
-      edit(obj);
-      obj.metadata.generation = (obj.metadata.generation ?? 1) + 1;
-      const txn = await call<{ succeeded?: boolean }>('/v3/kv/txn', {
-        compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: kv.mod_revision }],
-        success: [{ requestPut: { key, value: Buffer.from(JSON.stringify(obj)).toString('base64') } }],
-      });
-      return txn.succeeded === true;
-    },
-    { ...WAIT, what: `${name} rewritten in etcd` },
-  );
 }
 
 async function warnings(reason: string): Promise<{ message?: string; count?: number }[]> {
@@ -516,7 +485,7 @@ describe('B10: a PullRequestPreview grants no more than its writer holds', () =>
     const pr8 = await stackOrNone('app-pr-8');
     gh.addPullRequest('acme/app', { number: 9, headSha: sha('9'), author: 'alice', association: 'MEMBER' });
     gh.updatePullRequest('acme/app', 8, { headSha: sha('a') });
-    await rewriteStored('previews', (o) => {
+    await rewriteStoredPreview(ns, 'previews', (o) => {
       const spec = o.spec.stackOverrides?.spec ?? {};
       spec['serviceAccountName'] = 'admin';
       spec['workspaceTemplate'] = workspaceTemplate;

@@ -13,7 +13,7 @@
  * Each delivery has a distinct body (a nonce), so no replay rule of the receiver applies.
  */
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { describe, expect, inject, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
 import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
 import type { ResolvedProvider } from '../../src/credential/provider.ts';
@@ -24,7 +24,7 @@ import { previewStack } from '../../src/preview/stack.ts';
 import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
-import { installAdmission } from '../support/admission.ts';
+import { installAdmission, rewriteStoredPreview } from '../support/admission.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startGitHubServer } from '../forge/github/server.ts';
 import { startGitLabServer } from '../forge/gitlab/server.ts';
@@ -430,37 +430,6 @@ describe('leader fencing of preview writes', () => {
   }, 120_000);
 });
 
-interface StoredPreview {
-  metadata: { generation?: number; creationTimestamp?: string };
-}
-
-/** Rewrites the stored PullRequestPreview `name` in etcd (as an object stored long ago would be). */
-async function rewriteStored(ns: string, name: string, edit: (o: StoredPreview) => void): Promise<void> {
-  const etcd = inject('etcdUrl');
-  const key = Buffer.from(`/registry/${GROUP}/pullrequestpreviews/${ns}/${name}`).toString('base64');
-  const call = async <T>(path: string, body: unknown): Promise<T> => {
-    const res = await fetch(`${etcd}${path}`, { method: 'POST', body: JSON.stringify(body) });
-    if (!res.ok) throw new Error(`etcd ${path}: HTTP ${String(res.status)}`);
-    return (await res.json()) as T;
-  };
-  await waitFor(
-    async () => {
-      const got = await call<{ kvs?: { value: string; mod_revision: string }[] }>('/v3/kv/range', { key });
-      const kv = got.kvs?.[0];
-      if (kv === undefined) throw new Error(`${name} is not in etcd`);
-      const obj = JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as StoredPreview;
-      edit(obj);
-      obj.metadata.generation = (obj.metadata.generation ?? 1) + 1;
-      const txn = await call<{ succeeded?: boolean }>('/v3/kv/txn', {
-        compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: kv.mod_revision }],
-        success: [{ requestPut: { key, value: Buffer.from(JSON.stringify(obj)).toString('base64') } }],
-      });
-      return txn.succeeded === true;
-    },
-    { ...WAIT, what: `${name} rewritten in etcd` },
-  );
-}
-
 describe('reconcileBaseOnPush is honoured only under the admission policy', () => {
   it('a push runs the base Stack for a PullRequestPreview created after the policy; not for one stored before it (Warning Event, nothing set)', async () => {
     const gh = await startGitHubServer({
@@ -525,7 +494,7 @@ describe('reconcileBaseOnPush is honoured only under the admission policy', () =
 
     // Stored as if created before the policy existed: never checked, so a push runs nothing.
     await syncAfter(obj, () =>
-      rewriteStored(ns, 'previews', (o) => {
+      rewriteStoredPreview(ns, 'previews', (o) => {
         o.metadata.creationTimestamp = '2020-01-01T00:00:00Z';
       }),
     );

@@ -3,6 +3,8 @@
  * what the controller requires before it honours Secret envRefs and `reconcileBaseOnPush`
  * (src/preview/admission.ts).
  */
+import { inject } from 'vitest';
+import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
 import { kubeRequest, errorStatusCode, objectPath } from '../../src/kube/client.ts';
 import { ADMISSION_POLICY_NAME, POLICY_SETTLE_MS } from '../../src/preview/admission.ts';
 import { createTestNamespace, kubeConfig, waitFor } from './cluster.ts';
@@ -71,4 +73,40 @@ export async function installAdmission(): Promise<void> {
   );
   const wait = Math.max(...created) + POLICY_SETTLE_MS + 1_000 - Date.now();
   if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+}
+
+/**
+ * Rewrites the stored PullRequestPreview `namespace/name` in etcd, as an API server before the CRD
+ * rules and the admission policy would have stored it, or as an object stored long ago
+ * (compare-and-swap on the revision, so a concurrent status write is not lost; retried for up to
+ * 30 s). The generation is raised as the API server does for a spec change.
+ */
+export async function rewriteStoredPreview(
+  namespace: string,
+  name: string,
+  edit: (o: PullRequestPreview) => void,
+): Promise<void> {
+  const etcd = inject('etcdUrl');
+  const key = Buffer.from(`/registry/${GROUP}/pullrequestpreviews/${namespace}/${name}`).toString('base64');
+  const call = async <R>(path: string, body: unknown): Promise<R> => {
+    const res = await fetch(`${etcd}${path}`, { method: 'POST', body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`etcd ${path}: HTTP ${String(res.status)}`);
+    return (await res.json()) as R;
+  };
+  await waitFor(
+    async () => {
+      const got = await call<{ kvs?: { value: string; mod_revision: string }[] }>('/v3/kv/range', { key });
+      const kv = got.kvs?.[0];
+      if (kv === undefined) throw new Error(`${name} is not in etcd`);
+      const obj = JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as PullRequestPreview;
+      edit(obj);
+      obj.metadata.generation = (obj.metadata.generation ?? 1) + 1;
+      const txn = await call<{ succeeded?: boolean }>('/v3/kv/txn', {
+        compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: kv.mod_revision }],
+        success: [{ requestPut: { key, value: Buffer.from(JSON.stringify(obj)).toString('base64') } }],
+      });
+      return txn.succeeded === true;
+    },
+    { timeoutMs: 30_000, what: `${name} rewritten in etcd` },
+  );
 }
