@@ -242,9 +242,9 @@ export async function startController(
     kubeConfig: kc,
     logger: child({ component: 'ledger' }),
     registry,
-    // A Provider that cannot absorb a repeat sends its next event only once the last one is
-    // recorded, so the batching delay is on every such event's path: 1 ms still batches what is
-    // recorded together, 5 ms (the default) cost 5 ms per event (docs/benchmarks.md).
+    // A Provider's window slot is free again only once its event is recorded, so the batching
+    // delay is on every windowed event's path: 1 ms still batches what is recorded together,
+    // 5 ms (the default) cost 5 ms per event (docs/benchmarks.md).
     flushDelayMs: 1,
   });
   const statusWriter = new DeliveryStatusWriter(kc, child({ component: 'delivery-status' }));
@@ -258,6 +258,7 @@ export async function startController(
     logger: child({ component: 'sender' }),
     redactor,
     registry,
+    providerWindow: opts.providerWindow,
   });
   const dispatcher = new Dispatcher({
     logger: child({ component: 'dispatcher' }),
@@ -273,6 +274,7 @@ export async function startController(
     ...(deps.retry ? { retry: deps.retry } : {}),
     // Sends only while the Lease is surely ours (the elector is created below).
     maySend: () => elector?.holdsLease() ?? true,
+    providerWindow: opts.providerWindow,
   });
 
   // A finished PKO v2 run's change set (workspace log → parse → Secrets removed), on its events.

@@ -23,10 +23,11 @@
  * error, so the Event recorder folds repeats).
  *
  * Exactly once through failover: an event is recorded before the lane moves on, and for targets
- * that cannot absorb a repeat (every class but `idempotent`) at most one send per Provider is
- * between "sent" and "recorded" at any time — a leader killed at any moment leaves at most that
- * one to be sent again, with the same event id. Targets that can be asked (`lookup`) are asked
- * instead.
+ * that cannot absorb a repeat (every class but `idempotent`) at most a window of sends per
+ * Provider is between "sent" and "recorded" at any time (`--provider-window` W for `event-id`,
+ * one for `once` and `lookup`: ./verdict.ts `sendWindow`) — a leader killed at any moment leaves
+ * at most those to be sent again, each with its same event id. Targets that can be asked
+ * (`lookup`) are asked instead.
  *
  * Work follows the object (case B06): deleting or suspending an Alert or a Provider cancels its
  * lanes' waits and sends on the wire at once (`cancelAlert`, `cancelProvider`, `dropAlert`); a
@@ -59,7 +60,7 @@ import {
   type EventRef,
 } from './ledger-entry.ts';
 import type { LedgerAlertRef } from './ledger.ts';
-import { KeyedLock } from './locks.ts';
+import { KeyedSemaphore } from './locks.ts';
 import { comparePositions, positionOf, RESULT_RANK, STARTED_RANK, type EventPosition } from './order.ts';
 import type { PreparedSend, Sender } from './send.ts';
 import type {
@@ -70,6 +71,7 @@ import type {
   OfferedEvent,
   RetryPolicy,
 } from './types.ts';
+import { DEFAULT_PROVIDER_WINDOW, sendWindow } from './verdict.ts';
 
 /** The ledger as the dispatcher uses it (./ledger.ts `Ledger`). */
 export interface DeliveryLedger {
@@ -124,6 +126,13 @@ export interface DispatcherOptions {
    * its successor. Default: always.
    */
   maySend?: () => boolean;
+  /**
+   * `--provider-window`: events of class `event-id` (generic webhooks) between "sent" and
+   * "recorded" per Provider at once — what a leader killed at any moment may send again (each
+   * with its same `X-PKO-Event-Id`). Default 16 (./verdict.ts `DEFAULT_PROVIDER_WINDOW`); `once`
+   * and `lookup` targets always 1.
+   */
+  providerWindow?: number;
 }
 
 interface Pending {
@@ -170,8 +179,8 @@ export class Dispatcher implements DeliveryQueue {
   readonly #clock: Clock;
   readonly #retry: RetryPolicy;
   readonly #lanes = new Map<string, Lane>();
-  /** One send in flight per Provider for targets that cannot absorb a repeat. */
-  readonly #windows = new KeyedLock();
+  /** Sends between "sent" and "recorded" per Provider, by delivery class (./verdict.ts `sendWindow`). */
+  readonly #windows = new KeyedSemaphore();
   /** Aborted when stopping: no new attempt, backoff and gate waits end. */
   readonly #stopping = new AbortController();
   /** Aborted at the stop deadline: sends on the wire are cancelled. */
@@ -471,7 +480,7 @@ export class Dispatcher implements DeliveryQueue {
     const { provider: p, event: ev } = s;
     const run = item.runKey;
     const started = this.#clock.now();
-    const window = s.cls !== 'idempotent';
+    const window = sendWindow(s.cls, this.#o.providerWindow ?? DEFAULT_PROVIDER_WINDOW);
     let attempts = 0;
     let warned = false;
     /** The last attempt may have arrived: ask the target before sending (class `lookup`). */
@@ -499,9 +508,9 @@ export class Dispatcher implements DeliveryQueue {
 
       const stop = AbortSignal.any([this.#stopping.signal, lane.cancel.signal]);
       let release: () => void = () => undefined;
-      if (window) {
+      if (window !== undefined) {
         try {
-          release = await this.#windows.acquire(s.providerKey, stop);
+          release = await this.#windows.acquire(s.providerKey, window, stop);
         } catch {
           return 'again';
         }

@@ -26,7 +26,7 @@ import { CredentialGate } from './gate.ts';
 import { problemReason, type ProviderProblem } from './health.ts';
 import { KeyedLock } from './locks.ts';
 import type { DeliveryAlert, DeliveryClass } from './types.ts';
-import { deliveryClass } from './verdict.ts';
+import { DEFAULT_PROVIDER_WINDOW, deliveryClass, sendWindow } from './verdict.ts';
 
 /** Provider type → implementation (src/registry.ts). */
 export interface NotifierRegistry {
@@ -62,8 +62,10 @@ export interface SenderOptions {
   redactor?: { redact(text: string): string };
   registry?: Registry;
   clock?: Clock;
-  /** In-flight sends per Provider (default 4). */
+  /** In-flight sends per Provider (default 4; at least the window for class `event-id`). */
   providerConcurrency?: number;
+  /** `--provider-window` (./verdict.ts `sendWindow`): `event-id` Providers send this many at once. */
+  providerWindow?: number;
 }
 
 /** One event ready to send to one Provider: its notifier and rendered notification. */
@@ -238,7 +240,7 @@ export class Sender {
       // Not p-queue's `signal`: it would abandon a running send (reject while the request goes
       // on). A queued send that starts after `stopping` sends nothing; a running one finishes or
       // is cancelled through `cancel`.
-      const sent = await this.#queue(s.providerKey, s.provider).add(async () => {
+      const sent = await this.#queue(s).add(async () => {
         if (stopping.aborted) return undefined;
         started = this.#clock.now();
         // A signal of this send's own, so nothing below ties per-request signals to the
@@ -309,16 +311,23 @@ export class Sender {
     return n;
   }
 
-  #queue(key: string, p: ResolvedProvider): PQueue {
-    let q = this.#queues.get(key);
+  #queue(s: PreparedSend): PQueue {
+    let q = this.#queues.get(s.providerKey);
+    if (q?.concurrency !== this.#concurrency(s)) q = undefined; // a Provider whose type changed
     if (!q) {
-      const pacing = PACING_MS[p.type];
+      const pacing = PACING_MS[s.provider.type];
       q = new PQueue({
-        concurrency: this.#o.providerConcurrency ?? 4,
+        concurrency: this.#concurrency(s),
         ...(pacing !== undefined ? { intervalCap: 1, interval: pacing } : {}),
       });
-      this.#queues.set(key, q);
+      this.#queues.set(s.providerKey, q);
     }
     return q;
+  }
+
+  /** Sends at once per Provider: the dispatcher's window for the class, at least `providerConcurrency`. */
+  #concurrency(s: PreparedSend): number {
+    const window = sendWindow(s.cls, this.#o.providerWindow ?? DEFAULT_PROVIDER_WINDOW) ?? 0;
+    return Math.max(this.#o.providerConcurrency ?? 4, window);
   }
 }
