@@ -32,7 +32,7 @@ import type { ResolvedProvider } from './credential/provider.ts';
 import { Redactor } from './credential/redact.ts';
 import { ProviderReconciler, watchProviders } from './reconcile/provider.ts';
 import { AlertReconciler, requeueAlertsUsing, watchAlerts } from './reconcile/alert.ts';
-import { TemplateConfigMaps } from './reconcile/configmaps.ts';
+import { TemplateConfigMaps } from './reconcile/template-configmap-informers.ts';
 import { TemplateSandbox } from './template/index.ts';
 import { keyOf } from './reconcile/common.ts';
 import { AlertIndex } from './alert/routed.ts';
@@ -40,12 +40,12 @@ import { Router } from './alert/router.ts';
 import { ChangeAttacher } from './enrich/changes.ts';
 import { LiveStacks, slimStack } from './source/stacks.ts';
 import { Ledger } from './delivery/ledger.ts';
-import { Dispatcher } from './delivery/dispatcher.ts';
+import { Dispatcher } from './delivery/lanes.ts';
 import { ProviderHealth } from './delivery/health.ts';
-import { Sender, type NotifierRegistry } from './delivery/send.ts';
+import { Sender, type ProviderTypes } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { createProviderRegistry, egressPolicy } from './registry.ts';
+import { createProviderTypes, egressPolicy } from './registry.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
 
@@ -66,7 +66,7 @@ export interface ControllerDeps {
   /** Known secret values, shared with the logger; default: a new one. */
   redactor?: Redactor;
   /** Provider type → notifier and limits; default: src/registry.ts. */
-  notifiers?: NotifierRegistry;
+  notifiers?: ProviderTypes;
   /** Test hooks of the preview controller (forge access, clock, not-ready retry). */
   previews?: PreviewsOptions['reconciler'];
 }
@@ -250,8 +250,7 @@ export async function startController(
   const statusWriter = new DeliveryStatusWriter(kc, child({ component: 'delivery-status' }));
   const sender = new Sender({
     ports: {
-      notifiers:
-        deps.notifiers ?? createProviderRegistry({ egress, githubWritePacing: opts.githubWritePacing }),
+      notifiers: deps.notifiers ?? createProviderTypes({ egress, githubWritePacing: opts.githubWritePacing }),
       health,
     },
     clusterName,

@@ -19,7 +19,7 @@ export interface DeliveryAlert {
   /**
    * The smallest resourceVersion the controller has seen the Alert at (its creation's when the
    * controller saw it created): a run first observed at a later resourceVersion happened after
-   * the Alert, whatever PKO's clock says (case N16; ./dispatcher.ts `beforeAlert`).
+   * the Alert, whatever PKO's clock says (case N16; ./skip.ts `beforeAlert`).
    */
   sinceRv?: number | undefined;
   /**

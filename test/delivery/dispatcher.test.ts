@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { runKey, type NotificationEvent } from '../../src/api/event.ts';
 import { runHash } from '../../src/delivery/ledger-entry.ts';
 import type { ResolvedProvider } from '../../src/credential/provider.ts';
-import { Dispatcher } from '../../src/delivery/dispatcher.ts';
+import { Dispatcher } from '../../src/delivery/lanes.ts';
 import { ProviderHealth } from '../../src/delivery/health.ts';
 import { Sender } from '../../src/delivery/send.ts';
 import type { DeliveryOutcomeReport, OfferedEvent } from '../../src/delivery/types.ts';

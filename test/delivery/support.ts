@@ -12,7 +12,7 @@ import {
   type RunRef,
 } from '../../src/api/event.ts';
 import type { KubeObject } from '../../src/api/meta.ts';
-import type { DeliveryLedger, WarningRecorder } from '../../src/delivery/dispatcher.ts';
+import type { DeliveryLedger, WarningRecorder } from '../../src/delivery/lanes.ts';
 import {
   recordHandled,
   recordInFlight,
