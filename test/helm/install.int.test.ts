@@ -254,6 +254,11 @@ describe('helm install on the real control plane', () => {
     const ledgers = objectPath({ group: GROUP, version: VERSION, plural: LEDGER_PLURAL, namespace: tenant });
     const ledger = await kubeRequest<{ items: unknown[] }>(admin, { method: 'GET', path: ledgers });
     expect(ledger.items.length).toBeGreaterThan(0);
+    // The metrics the alert rules read: this replica leads; nothing it serves is not Ready.
+    const metrics = await (await fetch(`http://127.0.0.1:${proc.metricsPort}/metrics`)).text();
+    expect(metrics).toMatch(/^pkonc_leader 1$/m);
+    expect(metrics).toMatch(/^pkonc_not_ready_objects\{kind="Provider"\} 0$/m);
+    expect(metrics).toMatch(/^pkonc_not_ready_objects\{kind="Alert"\} 0$/m);
     // Nothing was refused (the workspace log of the Stack is granted in this namespace).
     expect(proc.logs().filter((l) => /forbidden/i.test(l))).toEqual([]);
 

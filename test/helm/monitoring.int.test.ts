@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { startControllerProcess, stopAll } from '../support/controller-process.ts';
-import { ROOT } from '../support/kubectl.ts';
+import { ROOT, kustomize } from '../support/kubectl.ts';
 import { CHART } from '../support/helm.ts';
 
 afterAll(async () => {
@@ -169,6 +169,13 @@ describe('dashboard and alert rules', () => {
     expect(promqlMetricNames('rate(pkonc_no_such_metric_total[5m])').filter((n) => !served.has(n))).toEqual([
       'pkonc_no_such_metric_total',
     ]);
+
+    // config/grafana builds the sidecar's ConfigMap from the same JSON.
+    const cm = (await kustomize('config/grafana')) as { kind: string; data: Record<string, string> }[];
+    expect(cm.map((o) => o.kind)).toEqual(['ConfigMap']);
+    expect(JSON.parse(cm[0]!.data['pko-notification-controller.json']!)).toEqual(
+      JSON.parse(readFileSync(`${ROOT}/${CHART}/files/grafana-dashboard.json`, 'utf8')),
+    );
 
     proc.kill('SIGTERM');
     expect((await proc.exited).code).toBe(0);
