@@ -1,7 +1,8 @@
 /**
  * `helm install` of the chart on the real control plane (kube-apiserver + etcd; no kubelet, so
  * the controller runs as a real process with what the release installed): the CRDs are served,
- * the release's objects are stored as rendered, a TokenRequest token of the release's
+ * the release's objects are stored as rendered, its pod template passes PodSecurity `restricted`,
+ * a TokenRequest token of the release's
  * ServiceAccount runs the controller with the Deployment's own args (cluster name, shard label
  * selector, Lease name from values) and NODE_OPTIONS through a full delivery — Ready, leader,
  * Provider + Alert Ready, an Update delivered, the DeliveryLedger written, no call refused — and
@@ -163,6 +164,36 @@ describe('helm install on the real control plane', () => {
         body: o,
       });
     }
+
+    // The Deployment as installed passes PodSecurity `restricted` (helm shows no API warnings, so
+    // its pod template is sent again by kubectl as a server-side dry run, renamed); without the
+    // chart's security contexts the same check warns.
+    const psa = async (edit: (d: Obj) => void): Promise<string> => {
+      const d = structuredClone(objs.find((o) => o.kind === 'Deployment')!);
+      d.metadata = { name: `psa-${run}`, namespace: ns };
+      edit(d);
+      const file = path.join(mkdtempSync(path.join(tmpdir(), 'pko-nc-helm-psa-')), 'deployment.json');
+      writeFileSync(file, JSON.stringify(d));
+      const r = await kubectl(['create', '--dry-run=server', '-f', file], { kubeconfig });
+      expect(r.code, r.stderr).toBe(0);
+      return r.stderr;
+    };
+    const labelled = await kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/warn=restricted'], {
+      kubeconfig,
+    });
+    expect(labelled.code, labelled.stderr).toBe(0);
+    expect(await psa(() => undefined)).not.toMatch(/would violate PodSecurity/);
+    expect(
+      await psa((d) => {
+        const spec = (
+          d.spec as {
+            template: { spec: { securityContext?: unknown; containers: { securityContext?: unknown }[] } };
+          }
+        ).template.spec;
+        delete spec.securityContext;
+        delete spec.containers[0]!.securityContext;
+      }),
+    ).toMatch(/would violate PodSecurity "restricted:latest"/);
 
     // --- the release's ServiceAccount, by TokenRequest ---------------------------------------------
     const dep = objs.find((o) => o.kind === 'Deployment')!;
