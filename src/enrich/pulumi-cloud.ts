@@ -235,8 +235,13 @@ async function getJson(c: Ctx, path: string, what: string): Promise<unknown> {
         signal,
         ...(c.o.dispatcher ? { dispatcher: c.o.dispatcher } : {}),
       });
-    } catch {
+    } catch (err) {
       if (signal.aborted) throw new CloudError(`Pulumi Cloud did not answer ${what} in time`);
+      const denied = egressRefusal(err);
+      if (denied !== undefined)
+        throw new CloudError(
+          `the controller's egress policy refuses ${new URL(c.ref.api).host} (${denied}); Pulumi Cloud was not asked for ${what}`,
+        );
       throw new CloudError(`Pulumi Cloud could not be reached for ${what}`);
     }
     if (res.status === 200) {
@@ -612,6 +617,7 @@ export async function readCloudChangeSet(
   const r = newEventsRead();
   const seen = new Set<string>();
   let note: string | undefined;
+  let why: string | undefined;
   let allRead = false;
   try {
     let token: string | undefined;
@@ -648,11 +654,12 @@ export async function readCloudChangeSet(
         `the update has more than ${String(c.o.maxEventPages)} pages of engine events; the rest were not read`,
       );
   } catch (err) {
-    note = `Pulumi Cloud's engine events were not all read: ${err instanceof CloudError ? err.message : 'reading them failed'}`;
+    why = err instanceof CloudError ? err.message : 'reading the engine events failed';
+    note = `Pulumi Cloud's engine events were not all read: ${why}`;
   }
   const counts = r.counts ?? entry?.counts;
   if (counts === undefined && r.events === 0)
-    return { ok: false, reason: note ?? `Pulumi Cloud holds no events of ${where}` };
+    return { ok: false, reason: why ?? `Pulumi Cloud holds no events of ${where}` };
   const byResources: Partial<Record<StepOp, number>> = {};
   for (const x of r.resources) byResources[x.op] = (byResources[x.op] ?? 0) + 1;
   const dryRun =
@@ -690,6 +697,20 @@ export async function readCloudChangeSet(
     ...(note === undefined ? {} : { note }),
   };
   return { ok: true, set };
+}
+
+/**
+ * The message of an egress refusal in `err`'s cause chain (src/notifier/egress.ts
+ * `EgressDeniedError`, code `EGRESS_DENIED`: undici wraps connector errors), or undefined.
+ */
+function egressRefusal(err: unknown): string | undefined {
+  let cur: unknown = err;
+  for (let i = 0; i < 8 && cur !== null && typeof cur === 'object'; i++) {
+    const e = cur as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+    if (e.code === 'EGRESS_DENIED' && typeof e.message === 'string') return e.message.slice(0, 300);
+    cur = e.cause ?? (Array.isArray(e.errors) ? (e.errors as unknown[])[0] : undefined);
+  }
+  return undefined;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {

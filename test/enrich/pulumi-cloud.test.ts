@@ -11,6 +11,7 @@ import {
   readCloudChangeSet,
   type CloudRunRef,
 } from '../../src/enrich/pulumi-cloud.ts';
+import { egressDispatcher, egressPolicy } from '../../src/registry.ts';
 import { PulumiCloudServer, step, type EngineEvent } from '../support/pulumi-cloud.ts';
 
 const TOKEN = 'pul-0123456789abcdef0123456789abcdef01234567';
@@ -344,6 +345,25 @@ describe('failures degrade with the reason, never the token', () => {
     cloud.fail({ path: /events$/, status: 302 });
     const r = await readCloudChangeSet(ref({ kind: 'preview', id }), TOKEN);
     expect(r).toMatchObject({ ok: false, reason: expect.stringContaining('redirected') as string });
+  });
+
+  it('an address the egress policy refuses is not contacted, and the reason says so', async () => {
+    const id = cloud.addPreview(STACK, { result: 'succeeded', events: previewEvents() });
+    const dispatcher = egressDispatcher(
+      egressPolicy({ allowLoopback: false, allowCIDRs: [], denyCIDRs: [], allowHosts: [], denyHosts: [] }),
+    );
+    try {
+      const r = await readCloudChangeSet(ref({ kind: 'preview', id }), TOKEN, { dispatcher });
+      expect(r).toMatchObject({
+        ok: false,
+        reason: expect.stringMatching(
+          /^the controller's egress policy refuses 127\.0\.0\.1:\d+ \(127\.0\.0\.1 is loopback/,
+        ) as string,
+      });
+      expect(cloud.requests).toEqual([]);
+    } finally {
+      await dispatcher.close();
+    }
   });
 
   it('an update still running: events up to now, incomplete', async () => {
