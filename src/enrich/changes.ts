@@ -272,10 +272,18 @@ export class ChangeAttacher {
     if (hit === undefined) {
       const entry: { at: number; p: Promise<CloudResult>; failed?: boolean } = {
         at: now,
-        p: this.#readCloud(stack, ref).then((r) => {
-          if (!r.ok) entry.failed = true;
-          return r;
-        }),
+        p: this.#readCloud(stack, ref)
+          .catch((): CloudResult => ({ ok: false, reason: 'reading Pulumi Cloud failed' }))
+          .then((r) => {
+            if (!r.ok) {
+              entry.failed = true;
+              this.#o.logger.info(
+                { stack: `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`, reason: r.reason },
+                'no change set from Pulumi Cloud',
+              );
+            }
+            return r;
+          }),
       };
       hit = entry;
       this.#cloud.delete(key);
