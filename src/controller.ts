@@ -47,7 +47,7 @@ import { ProviderHealth } from './delivery/health.ts';
 import { Sender, type NotifierRegistry } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { createProviderRegistry, egressPolicy } from './registry.ts';
+import { createProviderRegistry, egressDispatcher, egressPolicy } from './registry.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
 
@@ -300,6 +300,8 @@ export async function startController(
     update: (ns, name) => inf.updates.get(ns, name),
     readSecret: secretReader(kc),
     logger: child({ component: 'changes' }),
+    // Pulumi Cloud reads (PKO v1, or a cut log) connect where Providers may.
+    cloud: { dispatcher: egressDispatcher(egress) },
     warn: (stack, reason, message) => {
       void recorder.event(
         { ...stack, apiVersion: stack.apiVersion ?? 'pulumi.com/v1', kind: 'Stack' },
