@@ -1,5 +1,6 @@
 /**
- * The preview Stack of one pull request (pure): the base Stack's spec, the PullRequestPreview's
+ * The preview Stack of one pull request (pure): the base Stack's spec with `workspaceReclaimPolicy:
+ * Retain` ({@link PREVIEW_WORKSPACE_RECLAIM_POLICY}), the PullRequestPreview's
  * `stackOverrides.spec` merged in (RFC 7386), then `preview: true`, `commit: <head sha>`, no
  * `branch`, `destroyOnFinalize: false` — always, whatever the base or the overrides say. Named by
  * ./naming.ts, labelled and annotated with the pull request and repository, owned by the
@@ -44,6 +45,17 @@ export const OVERRIDABLE_SPEC_FIELDS = {
     'environment of the runs: Literal values, or Secrets the writer of the PullRequestPreview may get (admission policy)',
 } as const satisfies Record<string, string>;
 export type OverridableSpecField = keyof typeof OVERRIDABLE_SPEC_FIELDS;
+
+/**
+ * `workspaceReclaimPolicy` of a preview Stack unless `stackOverrides.spec` sets one (the base
+ * Stack's is not copied). The change set shown on the pull request is read from the workspace
+ * pod's log (src/enrich/changes.ts); with `Delete` PKO deletes that pod, and its log, right after
+ * a successful run, so the details would depend on the controller having followed the log from
+ * the run's start — a race a short preview (a few seconds) can lose, or a restart of the
+ * controller. `Retain` keeps one idle workspace pod per active preview (at most `maxPreviews`),
+ * replaced at the next push and deleted with the preview Stack when the pull request closes.
+ */
+export const PREVIEW_WORKSPACE_RECLAIM_POLICY = 'Retain';
 
 /** Stack spec fields the controller always sets on a preview Stack (overrides of them are refused). */
 export const CONTROLLER_SPEC_FIELDS = ['preview', 'commit', 'branch', 'destroyOnFinalize'] as const;
@@ -172,6 +184,7 @@ export function mergePatchBetween(from: unknown, to: unknown): Json | undefined 
  */
 export function previewSpec(base: Stack, prp: PullRequestPreview, headSHA: string): Record<string, unknown> {
   const copied = structuredClone(base.spec ?? {}) as Record<string, unknown>;
+  copied['workspaceReclaimPolicy'] = PREVIEW_WORKSPACE_RECLAIM_POLICY;
   const overrides: unknown = prp.spec.stackOverrides?.spec;
   const allowed = isObject(overrides)
     ? Object.fromEntries(Object.entries(overrides).filter(([k]) => k in OVERRIDABLE_SPEC_FIELDS))

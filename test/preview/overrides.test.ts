@@ -271,7 +271,18 @@ describe('previewSpec merges only allowed fields', () => {
       commit: 'a'.repeat(40),
       preview: true,
       destroyOnFinalize: false,
+      workspaceReclaimPolicy: 'Retain',
     });
+  });
+
+  it("keeps the workspace (Retain) whatever the base Stack says, unless the overrides say otherwise: the change set is read from the workspace pod's log", () => {
+    const deleting: Stack = { ...base, spec: { ...base.spec, workspaceReclaimPolicy: 'Delete' } };
+    expect(previewSpec(deleting, prp(undefined), 'a'.repeat(40))['workspaceReclaimPolicy']).toBe('Retain');
+    expect(
+      previewSpec(base, prp({ spec: { workspaceReclaimPolicy: 'Delete' } }), 'a'.repeat(40))[
+        'workspaceReclaimPolicy'
+      ],
+    ).toBe('Delete');
   });
 });
 

@@ -216,6 +216,7 @@ describe('the preview Stack', () => {
       resyncFrequencySeconds: 3600,
       preview: true,
       commit: sha('a'),
+      workspaceReclaimPolicy: 'Retain',
     });
     expect(s.metadata.labels).toEqual({
       team: 'x',
