@@ -20,7 +20,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -51,6 +51,8 @@ export const REALPKO_VERSIONS = {
   pulumiYaml: '1.25.0',
   pkoV1: '1.16.0',
   pkoV2: '2.9.0',
+  /** pulumi-resource-pkotest (test/realpko/provider/main.go `Version`): programs name it in `options.version`. */
+  pkotest: '0.1.0',
 } as const;
 
 /** Where the built parts are, given the folder the build script printed. */
@@ -434,6 +436,14 @@ export async function startPkoV2(opts: {
   const tmp = path.join(root, 'tmp');
   await mkdir(home, { recursive: true });
   await mkdir(tmp, { recursive: true });
+  // The test provider in a plugin cache, at the version programs name (`options: version`).
+  const plugins = path.join(root, 'plugins');
+  const pkotestDir = path.join(plugins, `resource-pkotest-v${REALPKO_VERSIONS.pkotest}`);
+  await mkdir(pkotestDir, { recursive: true });
+  await symlink(
+    path.join(opts.bins.pulumiBinDir, 'pulumi-resource-pkotest'),
+    path.join(pkotestDir, 'pulumi-resource-pkotest'),
+  );
   const router = await WorkspaceRouter.start(opts.log);
   const fsPort = await freePort();
   const child = spawn(
@@ -463,6 +473,7 @@ export async function startPkoV2(opts: {
     agent: opts.bins.pkoV2Agent,
     pulumiBinDir: opts.bins.pulumiBinDir,
     router,
+    pulumiPlugins: plugins,
     caFile: opts.caFile,
     workRoot: path.join(root, 'pods'),
     log: opts.log,

@@ -99,6 +99,13 @@ export interface WorkspaceStandInOptions {
   pulumiBinDir: string;
   /** The operator's `WORKSPACE_LOCALHOST`: each agent gets a route there by its audience. */
   router: WorkspaceRouter;
+  /**
+   * A Pulumi plugin cache (`plugins/` of a `PULUMI_HOME`) linked into every pod's home, as an
+   * image with plugins installed (`pulumi plugin install`) has them: PKO's `Install` runs
+   * `pulumi install`, which downloads every provider a program names that is not in the cache
+   * (with no version: asks GitHub for the latest), and the test machine is offline.
+   */
+  pulumiPlugins?: string;
   /** CA bundle for TLS clients in the pod (the git server's CA). */
   caFile: string;
   /** Parent folder for pod folders. */
@@ -358,7 +365,10 @@ export class WorkspaceStandIn {
     );
     await mkdir(this.#o.workRoot, { recursive: true });
     const share = await mkdtemp(path.join(this.#o.workRoot, `${key}-g${gen}-`));
-    await mkdir(path.join(share, '.home'), { recursive: true });
+    await mkdir(path.join(share, '.home', '.pulumi'), { recursive: true });
+    if (this.#o.pulumiPlugins !== undefined) {
+      await symlink(this.#o.pulumiPlugins, path.join(share, '.home', '.pulumi', 'plugins'));
+    }
     await mkdir(path.join(share, '.tmp'), { recursive: true });
     const r: Running = { key, uid: sts.metadata.uid, generation: gen, share };
     this.#running.set(key, r);
