@@ -81,7 +81,15 @@ const t0 = Date.now();
 const timings: Record<string, number> = {};
 
 /** The scenario's shared state, filled in by the steps in order. */
-const state: { pr?: GiteaPull; head1?: string; head2?: string; commentId?: number; mainSha?: string } = {};
+const state: {
+  pr?: GiteaPull;
+  head1?: string;
+  head2?: string;
+  commentId?: number;
+  mainSha?: string;
+  /** The base Stack's `spec.projectRepo` (through the TLS front). */
+  projectRepo?: string;
+} = {};
 
 /** Pulumi YAML program: pkotest Values `name: value` (no outputs). */
 function program(values: Record<string, string>): string {
@@ -227,9 +235,10 @@ beforeAll(async () => {
   await obj.waitReady('providers', 'gitea');
   await obj.waitReady('alerts', 'all');
 
+  state.projectRepo = `${front.url}/${ORG}/${REPO}.git`;
   await createStack(plane.admin, NS, 'app', {
     ...stackSpecBase(await tempDir('backend')),
-    projectRepo: `${front.url}/${ORG}/${REPO}.git`,
+    projectRepo: state.projectRepo,
   });
   await obj.custom.createNamespacedCustomObject({
     group: GROUP,
@@ -245,6 +254,8 @@ beforeAll(async () => {
         providerRef: { name: 'gitea' },
         interval: '1m',
         webhook: { secretRef: { name: 'hook' } },
+        // Forks of collaborators are previewed too (the fork step below).
+        trust: { allowForks: true },
       },
     },
   });
@@ -400,6 +411,66 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       expect((await botComments(pr.number)).map((c) => c.id)).toEqual([state.commentId]);
       expect(pko.standIn.errors).toEqual([]);
       expect(pko.router.unrouted).toEqual([]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "a fork's pull request (trust.allowForks) is previewed from the base repository by SHA, its change set in its own comment",
+    async () => {
+      onTestFailed(() => {
+        console.error(`--- run log (tail) ---\n${log.tail(120)}`);
+      });
+      // alice (a collaborator) forks; her fork's main changes b and adds e.
+      await gitea.fork(ORG, REPO, alice);
+      await until(
+        'the fork',
+        async () =>
+          (await gitea.api('GET', `/repos/${alice.username}/${REPO}`, { expect: [200, 404] })).status === 200,
+        { timeoutMs: RUN_MS, log },
+      );
+      const forkHead = await gitea.writeFile(alice.username, REPO, {
+        branch: 'main',
+        file: 'Pulumi.yaml',
+        content: program({ a: 'one', b: 'bee-from-fork', e: 'ee' }),
+        message: 'change b, add e',
+        as: alice,
+      });
+      const pr = await gitea.openPull(ORG, REPO, {
+        head: `${alice.username}:main`,
+        title: 'From a fork',
+        as: alice,
+      });
+      const name = previewStack(pr.number);
+      const created = await until('fork preview Stack created', () => stackOrNone(name), {
+        timeoutMs: RUN_MS,
+        log,
+      });
+      // The base repository, pinned to the fork's head (Gitea keeps it under refs/pull/<n>/head).
+      expect(created.spec).toMatchObject({ commit: forkHead, preview: true, projectRepo: state.projectRepo });
+      const success = await until(
+        `success status of ${name} on the fork's head`,
+        async () => (await statuses(forkHead, contextOf(name))).find((s) => s.status === 'success'),
+        { timeoutMs: RUN_MS, log },
+      );
+      expect(success.description).toMatch(/^\+1 to create, ~1 to update\b/);
+      const comment = await until(
+        "the fork PR's preview comment",
+        async () => (await botComments(pr.number)).find((c) => c.body.includes('to create')),
+        { timeoutMs: RUN_MS, log },
+      );
+      mark('fork preview comment');
+      log.add(`comment ${String(comment.id)}:\n${comment.body}`);
+      expect(comment.body).toContain('+1 to create, ~1 to update');
+      expect(comment.body).toMatch(/`e` \(`pkotest:index:Value`\)/);
+      expect(comment.body).toMatch(/`b` \(`pkotest:index:Value`\)/);
+      expect(comment.body).toContain('~ value: "bee" => "bee-from-fork"');
+      expect(comment.body).toContain(forkHead);
+      expect((await botComments(pr.number)).map((c) => c.id)).toEqual([comment.id]);
+      // The first PR's comment is its own, untouched.
+      const first = (await botComments(state.pr?.number ?? 0)).map((c) => c.id);
+      expect(first).toEqual([state.commentId]);
+      expect(pko.standIn.errors).toEqual([]);
     },
     STEP_MS,
   );
