@@ -2,7 +2,8 @@
  * The preview Stack of one pull request (pure): the base Stack's spec with `workspaceReclaimPolicy:
  * Retain` ({@link PREVIEW_WORKSPACE_RECLAIM_POLICY}), the PullRequestPreview's
  * `stackOverrides.spec` merged in (RFC 7386), then `preview: true`, `commit: <head sha>`, no
- * `branch`, `destroyOnFinalize: false` — always, whatever the base or the overrides say. Named by
+ * `branch`, no `destroyOnFinalize` (false) — always, whatever the base or the overrides say; top-level
+ * zero values left out, as PKO stores the spec. Named by
  * ./naming.ts, labelled and annotated with the pull request and repository, owned by the
  * PullRequestPreview (docs/previews.md).
  *
@@ -179,8 +180,24 @@ export function mergePatchBetween(from: unknown, to: unknown): Json | undefined 
 }
 
 /**
+ * Whether a top-level Stack spec value is one PKO drops when it writes the Stack back: every
+ * field of PKO's `StackSpec` but `stack` is `omitempty` in its Go type (v2.9.0
+ * `operator/api/pulumi/shared/stack_types.go`), and PKO updates the whole object after adding
+ * its finalizer, so `false`, `0`, `""` and `[]` vanish from the stored spec (a new
+ * generation). Written by us, such a value would be put back by the next sync — another
+ * generation, and PKO runs the preview again (seen on real PKO v2.9.0: every new preview Stack
+ * ran twice).
+ */
+function droppedByPko(key: string, v: unknown): boolean {
+  if (key === 'stack') return false;
+  return v === false || v === 0 || v === '' || v === null || (Array.isArray(v) && v.length === 0);
+}
+
+/**
  * The spec a preview Stack of `pull` should have. Only the {@link OVERRIDABLE_SPEC_FIELDS} of the
  * overrides are merged (the reconciler refuses others before it gets here: {@link refusedOverride}).
+ * Top-level zero values are left out, as PKO stores the spec ({@link droppedByPko}): no
+ * `destroyOnFinalize` means false.
  */
 export function previewSpec(base: Stack, prp: PullRequestPreview, headSHA: string): Record<string, unknown> {
   const copied = structuredClone(base.spec ?? {}) as Record<string, unknown>;
@@ -193,8 +210,8 @@ export function previewSpec(base: Stack, prp: PullRequestPreview, headSHA: strin
   delete patched['branch'];
   patched['commit'] = headSHA;
   patched['preview'] = true;
-  patched['destroyOnFinalize'] = false;
-  return patched;
+  delete patched['destroyOnFinalize'];
+  return Object.fromEntries(Object.entries(patched).filter(([k, v]) => !droppedByPko(k, v)));
 }
 
 /** The whole preview Stack object of `pull` (to create). */

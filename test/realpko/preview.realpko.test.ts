@@ -343,6 +343,9 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
         { timeoutMs: RUN_MS, log },
       );
       mark('preview status success');
+      // One run for the head: the spec was written once (PKO drops zero values when it adds its
+      // finalizer; a controller putting them back made a new generation and a second preview).
+      expect((await getStack(plane.admin, NS, name)).metadata.generation).toBe(1);
       expect(success.description).toMatch(/^\+1 to create, ~1 to update\b/);
       const comment = await until(
         'the preview comment with the change set',
@@ -394,6 +397,7 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
         { timeoutMs: RUN_MS, log },
       );
       expect(success.description).toMatch(/^\+2 to create, ~1 to update\b/);
+      expect((await getStack(plane.admin, NS, name)).metadata.generation).toBe(2);
       const edited = await until(
         'the comment edited for the new head',
         async () =>
@@ -454,6 +458,7 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
         { timeoutMs: RUN_MS, log },
       );
       expect(success.description).toMatch(/^\+1 to create, ~1 to update\b/);
+      expect((await getStack(plane.admin, NS, name)).metadata.generation).toBe(1);
       const comment = await until(
         "the fork PR's preview comment",
         async () => (await botComments(pr.number)).find((c) => c.body.includes('to create')),
