@@ -347,6 +347,10 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       // finalizer; a controller putting them back made a new generation and a second preview).
       expect((await getStack(plane.admin, NS, name)).metadata.generation).toBe(1);
       expect(success.description).toMatch(/^\+1 to create, ~1 to update\b/);
+      expect((await statuses(head1, ctx)).map((s) => [s.status, s.description])).toEqual([
+        ['pending', 'Preview of stack dev started'],
+        ['success', '+1 to create, ~1 to update · Preview of stack dev succeeded'],
+      ]);
       const comment = await until(
         'the preview comment with the change set',
         async () => (await botComments(pr.number)).find((c) => c.body.includes('to create')),
