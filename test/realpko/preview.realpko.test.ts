@@ -65,6 +65,8 @@ const CLUSTER = 'realpko';
 const ORG = 'acme';
 const REPO = 'app';
 const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
+/** Value of a Secret the base Stack references (`envRefs`). */
+const APP_TOKEN = 'tok-e2e-5f3a9c1d7b';
 /** Bound of each wait for a real PKO run and what follows it (generous: 2 shared cores, CPU hogs). */
 const RUN_MS = 300_000;
 const STEP_MS = 900_000;
@@ -236,9 +238,17 @@ beforeAll(async () => {
   await obj.waitReady('alerts', 'all');
 
   state.projectRepo = `${front.url}/${ORG}/${REPO}.git`;
+  // A Secret the Stack references: its value must never reach the forge (the fork step puts it
+  // in the program as plain text, which Pulumi does not mask).
+  await obj.secret('app-token', { token: APP_TOKEN });
+  const base = stackSpecBase(await tempDir('backend'));
   await createStack(plane.admin, NS, 'app', {
-    ...stackSpecBase(await tempDir('backend')),
+    ...base,
     projectRepo: state.projectRepo,
+    envRefs: {
+      ...(base['envRefs'] as Record<string, unknown>),
+      APP_TOKEN: { type: 'Secret', secret: { name: 'app-token', key: 'token' } },
+    },
   });
   await obj.custom.createNamespacedCustomObject({
     group: GROUP,
@@ -429,7 +439,7 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       onTestFailed(() => {
         console.error(`--- run log (tail) ---\n${log.tail(120)}`);
       });
-      // alice (a collaborator) forks; her fork's main changes b and adds e.
+      // alice (a collaborator) forks; her fork's main changes b (to a Secret's text) and adds e.
       await gitea.fork(ORG, REPO, alice);
       await until(
         'the fork',
@@ -440,7 +450,8 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       const forkHead = await gitea.writeFile(alice.username, REPO, {
         branch: 'main',
         file: 'Pulumi.yaml',
-        content: program({ a: 'one', b: 'bee-from-fork', e: 'ee' }),
+        // b's new value is the text of a Secret the Stack references: Pulumi shows it in the clear.
+        content: program({ a: 'one', b: APP_TOKEN, e: 'ee' }),
         message: 'change b, add e',
         as: alice,
       });
@@ -473,7 +484,10 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       expect(comment.body).toContain('+1 to create, ~1 to update');
       expect(comment.body).toMatch(/`e` \(`pkotest:index:Value`\)/);
       expect(comment.body).toMatch(/`b` \(`pkotest:index:Value`\)/);
-      expect(comment.body).toContain('~ value: "bee" => "bee-from-fork"');
+      // Redacted before the first post (forges keep a comment's edit history); still shown as changed.
+      expect(comment.body).toContain('~ value: "bee" => "[redacted]"');
+      expect(comment.body).not.toContain(APP_TOKEN);
+      expect(success.description).not.toContain(APP_TOKEN);
       expect(comment.body).toContain(forkHead);
       expect((await botComments(pr.number)).map((c) => c.id)).toEqual([comment.id]);
       // The first PR's comment is its own, untouched.
