@@ -302,6 +302,7 @@ export async function startController(
     logger: child({ component: 'router' }),
     reportingController: CONTROLLER_NAME,
     registry,
+    isPreviewBase: (ns, name) => inf.previews.list(ns).some((p) => p.spec.stackRef.name === name),
   });
 
   // Pull-request previews: PullRequestPreview → preview Stacks; results flow through the router.

@@ -121,6 +121,28 @@ export interface NotificationEvent {
    * started or stalled event). Templates see it as `changes` (templates/README.md).
    */
   changes?: EventChanges;
+  /**
+   * The pull-request comment this event continues (docs/previews.md, "One comment follows the
+   * change"); absent for a Stack that is neither a preview Stack nor the base Stack of a
+   * PullRequestPreview.
+   */
+  previewThread?: PreviewThread;
+}
+
+/**
+ * How a preview Stack's comment and its base Stack's deployment share one pull-request comment:
+ * both use the sticky-comment marker of the base Stack (`markerIdFor(cluster, namespace,
+ * baseStack)`), and the base Stack's own up/destroy results look up the pull request their commit
+ * merged and edit the comment found there (never create one).
+ */
+export interface PreviewThread {
+  /** The base Stack, in the event's own namespace, whose marker the comment carries. */
+  baseStack: string;
+  /**
+   * True for the base Stack's own finished up/destroy run: the forge is asked which pull request
+   * merged the commit, and the comment of ours with the marker on it, if any, is edited.
+   */
+  merged: boolean;
 }
 
 /**

@@ -264,6 +264,13 @@ export interface PullRequestPreviewStatus {
 export const PULL_REQUEST_LABEL = `${GROUP}/pull-request`;
 /** Label on the preview Stacks a PullRequestPreview creates: its name. */
 export const PREVIEW_LABEL = `${GROUP}/pull-request-preview`;
+/**
+ * Annotation on the preview Stacks a PullRequestPreview creates: the base Stack's name (same
+ * namespace). Honoured only on a Stack a PullRequestPreview controls: its events' pull-request
+ * comment carries the base Stack's marker, so the base Stack's deployment of the merge edits the
+ * same comment (docs/previews.md, "One comment follows the change").
+ */
+export const BASE_STACK_ANNOTATION = `${GROUP}/base-stack`;
 
 export interface PullRequestPreview {
   apiVersion: typeof API_VERSION;

@@ -92,6 +92,12 @@ export interface PullRequestPart<R, P> {
   pullRequestsForCommit(ctx: SendContext<R, P>): Promise<P[]>;
   /** The pull request named by `metadata.pullRequest`; undefined when the forge says it does not exist. */
   pullRequest(ctx: SendContext<R, P>, id: string): Promise<P | undefined>;
+  /**
+   * The merged pull requests whose merge (merge, squash or rebase commit, or a fast-forwarded
+   * head) is `ctx.sha` — for the base Stack's deployment of a merge (docs/previews.md, "One comment
+   * follows the change"). Absent: the forge cannot say, and the deployment edits no comment.
+   */
+  mergedPullRequests?(ctx: SendContext<R, P>): Promise<P[]>;
 }
 
 /** Everything the driver needs from one forge. `P` is a pull request as the forge describes it. */

@@ -71,6 +71,7 @@ import {
 import {
   controllerOf,
   mergePatchBetween,
+  controllerAnnotationPatch,
   ownedBy,
   previewSpec,
   previewStack,
@@ -730,8 +731,13 @@ export class PreviewReconciler {
         // Ours: bring it up to date, only if it is still the object just read (resourceVersion);
         // fields the live spec has and the desired one lacks are removed (null in the merge patch).
         const spec = mergePatchBetween(live.spec ?? {}, body.spec);
+        const annotations = controllerAnnotationPatch(live, prp);
         await this.#patchStack(namespace, name, {
-          metadata: { labels: body.metadata.labels, resourceVersion: live.metadata.resourceVersion },
+          metadata: {
+            labels: body.metadata.labels,
+            resourceVersion: live.metadata.resourceVersion,
+            ...(annotations !== undefined ? { annotations } : {}),
+          },
           ...(spec !== undefined ? { spec } : {}),
         });
       }
@@ -741,12 +747,14 @@ export class PreviewReconciler {
       const have = stacks.find((s) => Number(s.metadata.labels?.[PULL_REQUEST_LABEL]) === v.pull.number);
       if (have === undefined) continue;
       const patch = mergePatchBetween(have.spec ?? {}, previewSpec(ctx.base, prp, v.pull.headSHA));
-      if (patch === undefined) continue;
+      const annotations = controllerAnnotationPatch(have, prp);
+      if (patch === undefined && annotations === undefined) continue;
       // The uid makes the patch fail (422) if the name now belongs to another object.
       await this.#patchStack(namespace, have.metadata.name ?? '', {
-        metadata: { uid: have.metadata.uid },
-        spec: patch,
+        metadata: { uid: have.metadata.uid, ...(annotations !== undefined ? { annotations } : {}) },
+        ...(patch !== undefined ? { spec: patch } : {}),
       });
+      if (patch === undefined) continue;
       if (plan.update.some((u) => u.pull.number === v.pull.number)) {
         this.#event(
           prp,

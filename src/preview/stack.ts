@@ -14,6 +14,7 @@ import { API_VERSION, type PullRequestPreview } from '../api/v1alpha1.ts';
 import { STACK_GROUP, STACK_VERSION, type Stack } from '../api/pko.ts';
 import type { OpenPullRequest } from '../forge/types.ts';
 import {
+  BASE_STACK_ANNOTATION,
   HEAD_REF_ANNOTATION,
   PREVIEW_LABEL,
   PULL_REQUEST_LABEL,
@@ -184,6 +185,36 @@ export function previewSpec(base: Stack, prp: PullRequestPreview, headSHA: strin
   return patched;
 }
 
+/**
+ * Annotations the controller keeps on every preview Stack of `prp` beside the pull request's own:
+ * {@link BASE_STACK_ANNOTATION} (the base Stack's name). Patched onto existing preview Stacks when
+ * they differ.
+ */
+/** Keys of {@link controllerAnnotations} (present or not). */
+export const CONTROLLER_ANNOTATIONS = [BASE_STACK_ANNOTATION] as const;
+
+export function controllerAnnotations(prp: PullRequestPreview): Record<string, string> {
+  return { [BASE_STACK_ANNOTATION]: prp.spec.stackRef.name };
+}
+
+/**
+ * The merge patch of `metadata.annotations` that brings the controller's annotations of `s` to
+ * {@link controllerAnnotations} (`null` removes one no longer wanted); undefined when they agree.
+ */
+export function controllerAnnotationPatch(
+  s: Stack,
+  prp: PullRequestPreview,
+): Record<string, string | null> | undefined {
+  const want = controllerAnnotations(prp);
+  const have = s.metadata.annotations ?? {};
+  const out: Record<string, string | null> = {};
+  for (const k of CONTROLLER_ANNOTATIONS) {
+    const w = want[k];
+    if (have[k] !== w) out[k] = w ?? null;
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
+}
+
 /** The whole preview Stack object of `pull` (to create). */
 export function previewStack(
   base: Stack,
@@ -208,6 +239,7 @@ export function previewStack(
         [REPOSITORY_ANNOTATION]: repoURL,
         [PULL_REQUEST_URL_ANNOTATION]: pull.webURL,
         [HEAD_REF_ANNOTATION]: pull.headRef,
+        ...controllerAnnotations(prp),
       },
       ownerReferences: [
         {

@@ -46,6 +46,7 @@ export const CONTEXT_KEYS = [
   'permalink',
   'failures',
   'pullRequest',
+  'followsPreview',
   'changes',
   'metadata',
   'labels',
@@ -93,6 +94,11 @@ export interface TemplateContext {
   permalink: string | null;
   failures: string | null;
   pullRequest: string | null;
+  /**
+   * True for a finished up/destroy of a PullRequestPreview's base Stack: its comment edits, on the
+   * pull request the commit merged, the comment the preview wrote (docs/previews.md).
+   */
+  followsPreview: boolean;
   /** What the run changed or would change (./changes.ts); null when the event carries no change information. */
   changes: ChangesContext | null;
   metadata: Readonly<Record<string, string>>;
@@ -143,7 +149,9 @@ export function stateOf(reason: string): StatusState {
 
 /**
  * Stable id of the sticky pull-request comment for one Stack: the first 16 hex characters of
- * SHA-256 over `cluster/namespace/stack`.
+ * SHA-256 over `cluster/namespace/stack`. A preview Stack's events use its base Stack's name
+ * (`NotificationEvent.previewThread`), so the preview and the base Stack's deployment of the
+ * merge share one comment.
  */
 export function markerIdFor(clusterName: string, namespace: string, stackName: string): string {
   return createHash('sha256')
@@ -205,7 +213,12 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
     operation === null
       ? `Stack ${label} stalled`
       : `${OPERATION_TITLES[operation]} of stack ${label} ${phase}`;
-  const markerId = markerIdFor(opts.clusterName, ev.involvedObject.namespace, stackName);
+  // A preview Stack's comment and its base Stack's deployment share the base Stack's marker.
+  const markerId = markerIdFor(
+    opts.clusterName,
+    ev.involvedObject.namespace,
+    ev.previewThread?.baseStack ?? stackName,
+  );
   const ctx: TemplateContext = {
     clusterName: opts.clusterName,
     namespace: ev.involvedObject.namespace,
@@ -237,6 +250,7 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
     permalink: get('permalink'),
     failures: get('failures'),
     pullRequest: get('pullRequest'),
+    followsPreview: ev.previewThread?.merged === true,
     changes: changesContext(ev.changes),
     metadata: stringMap(Object.entries(md), 'metadata'),
     labels: stringMap(Object.entries(ev.labels), 'labels'),

@@ -306,6 +306,91 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
   );
 
   it(
+    "one comment follows the change: after a merge, the base Stack's up of the merge commit edits the PR's preview comment (same comment id) to say it is deployed, with its own status on the merge commit; Gitea's commits/{sha}/pull names the merged PR",
+    async () => {
+      const s = await setup('pv-follow', 'follow');
+      try {
+        const sha = await branchWithCommit(s.repo, 'grow');
+        const pr = await gitea.openPull(ORG, s.repo, { head: 'grow', title: 'Grow', as: alice });
+        const stackName = `app-pr-${String(pr.number)}`;
+        const created = await waitForStack(s.sim, stackName, () => true, 'created');
+        expect(created.metadata.annotations?.['notification.pko.dev/base-stack']).toBe('app');
+        const run = await s.sim.startRun(stackName, { type: 'preview', commit: sha });
+        await s.sim.finishRun(run, 'succeeded');
+        const preview = await waitFor(
+          async () =>
+            (await botComments(s.repo, pr.number)).find((c) =>
+              c.body.includes('Preview of stack acme/app/dev succeeded'),
+            ),
+          { timeoutMs: WAIT_MS, what: 'the preview comment' },
+        );
+
+        const merged = await gitea.mergePull(ORG, s.repo, pr.number);
+        const mergeSha = merged.merge_commit_sha ?? '';
+        expect(mergeSha).toMatch(/^[0-9a-f]{40}$/);
+        // Real Gitea names the merged pull request of the merge commit, and none of another commit.
+        const byCommit = await gitea.api<{ number: number; merged: boolean }>(
+          'GET',
+          `/repos/${ORG}/${s.repo}/commits/${mergeSha}/pull`,
+        );
+        expect(byCommit.data).toMatchObject({ number: pr.number, merged: true });
+        expect(
+          (await gitea.api('GET', `/repos/${ORG}/${s.repo}/commits/${sha}/pull`, { expect: [200, 404] }))
+            .status,
+        ).toBe(404);
+        await waitForNoStack(s.sim, stackName);
+
+        // PKO deploys the merge commit with the base Stack.
+        const up = await s.sim.startRun('app', { type: 'up', commit: mergeSha });
+        const baseContext = `pko/${CLUSTER}/${s.ns}/app`;
+        await waitForStatus(s.repo, mergeSha, baseContext, 'pending');
+        await s.sim.finishRun(up, 'succeeded');
+        await waitForStatus(s.repo, mergeSha, baseContext, 'success');
+        const deployed = await waitFor(
+          async () =>
+            (await botComments(s.repo, pr.number)).find((c) =>
+              c.body.includes(`**Deployed ${mergeSha.slice(0, 7)}**`),
+            ),
+          { timeoutMs: WAIT_MS, what: 'the comment edited to the deployment' },
+        );
+        expect(deployed.id).toBe(preview.id);
+        expect(deployed.body).toContain('Update of stack acme/app/dev succeeded');
+        expect(
+          (await botComments(s.repo, pr.number)).filter((c) =>
+            c.body.includes('pko-notification-controller:'),
+          ),
+        ).toHaveLength(2); // the deployment's comment and the preview notice, nothing more
+
+        // A failed deployment of a later merge commit of a PR without a preview comment adds none.
+        const other = await branchWithCommit(s.repo, 'quiet');
+        const pr2 = await gitea.openPull(ORG, s.repo, { head: 'quiet', title: 'Quiet', as: alice });
+        await waitForStack(s.sim, `app-pr-${String(pr2.number)}`, (x) => x.spec?.commit === other, 'created');
+        const merged2 = await gitea.mergePull(ORG, s.repo, pr2.number);
+        const up2 = await s.sim.startRun('app', { type: 'up', commit: merged2.merge_commit_sha ?? '' });
+        await s.sim.finishRun(up2, 'failed');
+        await waitForStatus(s.repo, merged2.merge_commit_sha ?? '', baseContext, 'failure');
+        // The whole send is done (status and comment step) once the Alert records it delivered.
+        await waitFor(
+          async () => {
+            const a = await s.obj.get('alerts', 'all');
+            const out = (a.status?.lastDelivery ?? []) as { result: string; event?: string }[];
+            return (
+              out.some((d) => d.event === `UpdateFailed ${s.ns}/app` && d.result === 'Delivered') || undefined
+            );
+          },
+          { timeoutMs: WAIT_MS, what: 'the failed deployment delivered' },
+        );
+        expect(
+          (await botComments(s.repo, pr2.number)).filter((c) => c.body.includes('Update of stack')),
+        ).toEqual([]);
+      } finally {
+        await s.ctl.stop();
+      }
+    },
+    TEST_MS,
+  );
+
+  it(
     'F30: a fork PR and a PR by an author without write access get no preview Stack, and one comment each saying why (never repeated across syncs)',
     async () => {
       const s = await setup('pv-trust', 'trust');

@@ -434,3 +434,41 @@ describe('built-in templates (golden: catches accidental reformatting of templat
     );
   });
 });
+
+describe('one comment follows the change (docs/previews.md)', () => {
+  const base = stackEvent({
+    reason: 'UpdateSucceeded',
+    severity: 'info',
+    message: 'Update of stack acme/app/dev succeeded',
+  });
+  const preview: ReturnType<typeof stackEvent> = {
+    ...stackEvent({
+      reason: 'PreviewSucceeded',
+      severity: 'info',
+      message: 'Preview of stack acme/app/dev succeeded',
+    }),
+    involvedObject: { ...base.involvedObject, name: 'app-pr-7', uid: 'uid-7' },
+    previewThread: { baseStack: 'app', merged: false },
+  };
+  const deployed = { ...base, previewThread: { baseStack: 'app', merged: true } };
+
+  it("a preview Stack's comment carries its base Stack's marker; the base Stack's deployment of the merge says it is deployed", () => {
+    const p = renderNotification(set(), preview, opts('gitea')).comment;
+    const d = renderNotification(set(), deployed, opts('gitea')).comment;
+    const plain = renderNotification(set(), base, opts('gitea')).comment;
+    expect(p?.marker).toBe(d?.marker);
+    expect(plain?.marker).toBe(d?.marker);
+    const { previewThread: _thread, ...unthreaded } = preview;
+    const own = renderNotification(set(), unthreaded, opts('gitea')).comment?.marker;
+    expect(own).not.toBe(d?.marker);
+    expect(d?.body).toContain(`**Deployed ${COMMIT.slice(0, 7)}** · this pull request was merged`);
+    expect(p?.body).not.toContain('Deployed');
+    expect(plain?.body).not.toContain('Deployed');
+    const failed = renderNotification(
+      set(),
+      { ...deployed, reason: 'UpdateFailed', message: 'Update of stack acme/app/dev failed' },
+      opts('gitea'),
+    ).comment;
+    expect(failed?.body).toContain(`**Deployment failed: ${COMMIT.slice(0, 7)}**`);
+  });
+});
