@@ -8,6 +8,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { NotificationEvent, PreviewThread } from '../api/event.ts';
+import { GATE_ANNOTATION, parseGate, type EventGate } from '../api/gate.ts';
 import type { Stack, Update } from '../api/pko.ts';
 import { BASE_STACK_ANNOTATION, PULL_REQUEST_LABEL } from '../api/v1alpha1.ts';
 import type { DeliveryQueue, OfferedEvent } from '../delivery/types.ts';
@@ -99,6 +100,22 @@ export function previewThreadOf(
   const name = s.metadata.name ?? '';
   if (!DEPLOY_RESULTS.has(ev.reason) || isPreviewBase?.(ns, name) !== true) return undefined;
   return { baseStack: name, merged: true };
+}
+
+const PREVIEW_RESULTS: ReadonlySet<string> = new Set(['PreviewSucceeded', 'PreviewFailed']);
+
+/**
+ * The gate of a preview result of Stack `s` (docs/previews.md, "A gate reviewers can require"):
+ * for a Stack a PullRequestPreview controls, its {@link GATE_ANNOTATION} parsed (an unusable one
+ * is `invalid`, which fails the gate); undefined for other Stacks, other events, or no annotation.
+ */
+export function previewGateOf(s: Stack, ev: NotificationEvent): EventGate | undefined {
+  if (!PREVIEW_RESULTS.has(ev.reason)) return undefined;
+  const owned = s.metadata.ownerReferences?.some(
+    (o) => o.kind === 'PullRequestPreview' && o.controller === true,
+  );
+  const value = s.metadata.annotations?.[GATE_ANNOTATION];
+  return owned === true && value !== undefined ? parseGate(value) : undefined;
 }
 
 const FLUX_CACHE_MS = 5 * 60_000;
@@ -251,7 +268,12 @@ export class Router {
     );
     return eventsForStack(stack, updates, this.#ctx).map((derived) => {
       const thread = previewThreadOf(stack, derived, this.#o.isPreviewBase);
-      const event = thread === undefined ? derived : { ...derived, previewThread: thread };
+      const gate = previewGateOf(stack, derived);
+      const event = {
+        ...derived,
+        ...(thread !== undefined ? { previewThread: thread } : {}),
+        ...(gate !== undefined ? { gate } : {}),
+      };
       const name = event.metadata.updateName;
       const observed = (name !== undefined ? updateRv.get(name) : undefined) ?? stackRv;
       return observed !== undefined ? { event, observed } : { event };

@@ -3,6 +3,7 @@
  * of that name.
  */
 import type { ChangeSet } from '../changes/types.ts';
+import type { EventGate } from './gate.ts';
 import type { EventReason, Severity } from './v1alpha1.ts';
 
 /** Metadata keys the source fills when known (docs/events.md); Alerts may add their own. */
@@ -127,6 +128,12 @@ export interface NotificationEvent {
    * PullRequestPreview.
    */
   previewThread?: PreviewThread;
+  /**
+   * A preview Stack's gate (its PullRequestPreview's `spec.gate`, from the annotation
+   * `notification.pko.dev/gate`), on preview results only: the renderer fails the commit status
+   * when the change set plans a gated change or is not known (docs/previews.md).
+   */
+  gate?: EventGate;
 }
 
 /**

@@ -3,6 +3,7 @@
  * version `v1alpha1` (namespaced). The CRD schemas in `crds/` are the source of truth for
  * validation; `test/api/crd-enums.test.ts` keeps the value lists below equal to the CRD enums.
  */
+import type { PreviewGate } from './gate.ts';
 import type { Condition, ObjectMeta } from './meta.ts';
 
 export const GROUP = 'notification.pko.dev';
@@ -223,6 +224,12 @@ export interface PullRequestPreviewSpec {
     reconcileBaseOnPush?: boolean;
   };
   suspend?: boolean;
+  /**
+   * The approval primitive (docs/previews.md, "A gate reviewers can require"): a preview whose
+   * change set plans one of these operations on one of these resource types gets a `failure`
+   * commit status (branch protection can require it); so does one whose change set is not known.
+   */
+  gate?: PreviewGate;
 }
 
 /**

@@ -11,6 +11,7 @@
  * at admission (config/admission) and re-checked here on every sync ({@link refusedOverride}).
  */
 import { API_VERSION, type PullRequestPreview } from '../api/v1alpha1.ts';
+import { GATE_ANNOTATION, checkGate } from '../api/gate.ts';
 import { STACK_GROUP, STACK_VERSION, type Stack } from '../api/pko.ts';
 import type { OpenPullRequest } from '../forge/types.ts';
 import {
@@ -187,14 +188,23 @@ export function previewSpec(base: Stack, prp: PullRequestPreview, headSHA: strin
 
 /**
  * Annotations the controller keeps on every preview Stack of `prp` beside the pull request's own:
- * {@link BASE_STACK_ANNOTATION} (the base Stack's name). Patched onto existing preview Stacks when
- * they differ.
+ * {@link BASE_STACK_ANNOTATION} (the base Stack's name) and, with `spec.gate`,
+ * {@link GATE_ANNOTATION} (the gate as JSON). Patched onto existing preview Stacks when they
+ * differ (a removed gate is removed).
  */
 /** Keys of {@link controllerAnnotations} (present or not). */
-export const CONTROLLER_ANNOTATIONS = [BASE_STACK_ANNOTATION] as const;
+export const CONTROLLER_ANNOTATIONS = [BASE_STACK_ANNOTATION, GATE_ANNOTATION] as const;
 
 export function controllerAnnotations(prp: PullRequestPreview): Record<string, string> {
-  return { [BASE_STACK_ANNOTATION]: prp.spec.stackRef.name };
+  const out: Record<string, string> = { [BASE_STACK_ANNOTATION]: prp.spec.stackRef.name };
+  const gate: unknown = prp.spec.gate;
+  if (gate !== undefined && gate !== null) {
+    // A gate the CRD would refuse (stored before it) is carried as written: the renderer then
+    // fails closed, saying what is wrong, rather than dropping the gate.
+    const checked = checkGate(gate);
+    out[GATE_ANNOTATION] = JSON.stringify(checked.gate ?? gate).slice(0, 16 * 1024);
+  }
+  return out;
 }
 
 /**

@@ -10,6 +10,7 @@ import type { NotificationEvent } from '../api/event.ts';
 import type { ProviderType } from '../api/v1alpha1.ts';
 import { cleanMessage, meaningfulLine } from '../text.ts';
 import { changesContext, type ChangesContext } from './changes.ts';
+import { evaluateGate, gateDescription } from '../changes/gate.ts';
 
 /** Keys whose value is a string map (`{{metadata.x}}`, `{{#each labels}}`); the rest are scalars. */
 export const MAP_KEYS = ['metadata', 'labels'] as const;
@@ -47,6 +48,7 @@ export const CONTEXT_KEYS = [
   'failures',
   'pullRequest',
   'followsPreview',
+  'gate',
   'changes',
   'metadata',
   'labels',
@@ -99,6 +101,12 @@ export interface TemplateContext {
    * pull request the commit merged, the comment the preview wrote (docs/previews.md).
    */
   followsPreview: boolean;
+  /**
+   * Why the PullRequestPreview's gate fails this preview (`gate: 1 to delete: <type>::<name>`,
+   * `gate: change set unavailable: …`); null without a gate or when it passes. The commit status
+   * is then `failure` with this description (docs/previews.md).
+   */
+  gate: string | null;
   /** What the run changed or would change (./changes.ts); null when the event carries no change information. */
   changes: ChangesContext | null;
   metadata: Readonly<Record<string, string>>;
@@ -251,6 +259,7 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
     failures: get('failures'),
     pullRequest: get('pullRequest'),
     followsPreview: ev.previewThread?.merged === true,
+    gate: gateFailure(ev),
     changes: changesContext(ev.changes),
     metadata: stringMap(Object.entries(md), 'metadata'),
     labels: stringMap(Object.entries(ev.labels), 'labels'),
@@ -261,6 +270,23 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
     truncationNote: null,
   };
   return bare(ctx, 'the template context');
+}
+
+/**
+ * Why the gate an event carries fails it (docs/previews.md, "A gate reviewers can require"), or
+ * null: only a `PreviewSucceeded` is judged (a failed preview is a failure anyway). Fails closed:
+ * an unusable gate, a change set that is unavailable or incomplete, fail.
+ */
+export function gateFailure(ev: NotificationEvent): string | null {
+  const g = ev.gate;
+  if (g === undefined || ev.reason !== 'PreviewSucceeded') return null;
+  if (g.invalid !== undefined) return `gate: invalid: ${g.invalid}`;
+  const changes = ev.changes;
+  if (changes === undefined) return 'gate: change set unavailable: not read';
+  if (changes.unavailable !== undefined)
+    return `gate: change set unavailable: ${changes.unavailable.replace(/^no change details:\s*/, '')}`;
+  const result = evaluateGate(g.gate, changes.set);
+  return result.kind === 'pass' ? null : gateDescription(result);
 }
 
 /** `ctx` with some values replaced (still prototype-less). */

@@ -276,7 +276,8 @@ function targetURL(ctx: TemplateContext, limit: FieldLimit | undefined): string 
  * - `message` (always): the `message` template, trimmed and fitted to the chat limit of
  *   `providerType` by cutting the output in its middle (start and end kept, the cut stated).
  * - git provider types: `commitStatus` — `state` from the reason (*Started → pending, *Succeeded →
- *   success, *Failed/StackStalled → failure); `name` the rendered context, single-line, cut to the
+ *   success, *Failed/StackStalled → failure), or `failure` with the context's `gate` as the
+ *   description (bounded) when a PullRequestPreview's gate fails the preview; `name` the rendered context, single-line, cut to the
  *   forge's name limit; `context` the same fitted to the forge's key limit by prefix + hash
  *   (Bitbucket keys ≤ 40); `description` rendered, escape-free, single-line, bounded in the
  *   forge's unit (GitHub ≤ 140 code points, F13), keeping its end when it can; `targetURL` the
@@ -300,13 +301,21 @@ export function renderNotification(
   const out: RenderedNotification = { message: renderMessage(set, ctx, limits.message, opts) };
   if (!isGitProviderType(opts.providerType)) return out;
   const context = statusContext(set, ctx, opts);
+  // A failing gate (docs/previews.md) decides the state and the description, whatever the templates say.
+  const gate = ctx.gate;
+  const gateLimit = limits.statusDescription;
   out.commitStatus = {
-    state: stateOf(ev.reason),
+    state: gate !== null ? 'failure' : stateOf(ev.reason),
     context: fitContext(context, limits.statusContext),
     ...(limits.statusName === undefined
       ? {}
       : { name: boundText(context, limits.statusName.max, limits.statusName.unit) }),
-    description: statusDescription(set, ctx, limits.statusDescription, opts),
+    description:
+      gate === null
+        ? statusDescription(set, ctx, limits.statusDescription, opts)
+        : gateLimit === undefined
+          ? gate
+          : boundText(gate, gateLimit.max, gateLimit.unit),
     targetURL: targetURL(ctx, limits.statusTargetURL),
   };
   if (opts.commentsEnabled) {

@@ -10,7 +10,7 @@ import type { Stack, Update } from '../../src/api/pko.ts';
 import type { AlertSpec } from '../../src/api/v1alpha1.ts';
 import { compileAlert } from '../../src/alert/compile.ts';
 import { AlertIndex } from '../../src/alert/routed.ts';
-import { Router, previewThreadOf, type RouterOptions } from '../../src/alert/router.ts';
+import { Router, previewGateOf, previewThreadOf, type RouterOptions } from '../../src/alert/router.ts';
 import type { DeliveryAlert, DeliveryQueue, OfferedEvent } from '../../src/delivery/types.ts';
 import { deliveryAlert, quietLogger } from '../delivery/support.ts';
 import { NS, STACK_UID, update, v2FailedStack } from '../source/fixtures.ts';
@@ -182,5 +182,39 @@ describe('previewThreadOf (docs/previews.md, "One comment follows the change")',
       expect(previewThreadOf(stack({}), ev(r), bases)).toBeUndefined();
     expect(previewThreadOf(stack({ name: 'other' }), ev('UpdateSucceeded'), bases)).toBeUndefined();
     expect(previewThreadOf(stack({}), ev('UpdateSucceeded'), undefined)).toBeUndefined();
+  });
+});
+
+describe('previewGateOf', () => {
+  const ev = (reason: string) => ({ reason }) as Parameters<typeof previewGateOf>[1];
+  const owner = [
+    {
+      apiVersion: 'notification.pko.dev/v1alpha1',
+      kind: 'PullRequestPreview',
+      name: 'p',
+      uid: 'u',
+      controller: true,
+    },
+  ];
+  const stack = (annotations: Record<string, string>, owned = true): Stack => ({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { namespace: NS, name: 'app-pr-1', annotations, ...(owned ? { ownerReferences: owner } : {}) },
+  });
+  const gate = { 'notification.pko.dev/gate': '{"operations":["delete"]}' };
+
+  it("a preview Stack's preview results carry its gate; a broken annotation is carried as invalid (fails closed)", () => {
+    expect(previewGateOf(stack(gate), ev('PreviewSucceeded'))).toEqual({ gate: { operations: ['delete'] } });
+    expect(previewGateOf(stack(gate), ev('PreviewFailed'))).toEqual({ gate: { operations: ['delete'] } });
+    expect(previewGateOf(stack({ 'notification.pko.dev/gate': 'nope' }), ev('PreviewSucceeded'))).toEqual({
+      invalid: 'the gate annotation is not JSON',
+    });
+  });
+
+  it('nothing for other events, Stacks no PullRequestPreview controls, or no annotation', () => {
+    expect(previewGateOf(stack(gate), ev('PreviewStarted'))).toBeUndefined();
+    expect(previewGateOf(stack(gate), ev('UpdateSucceeded'))).toBeUndefined();
+    expect(previewGateOf(stack(gate, false), ev('PreviewSucceeded'))).toBeUndefined();
+    expect(previewGateOf(stack({}), ev('PreviewSucceeded'))).toBeUndefined();
   });
 });

@@ -472,3 +472,85 @@ describe('one comment follows the change (docs/previews.md)', () => {
     expect(failed?.body).toContain(`**Deployment failed: ${COMMIT.slice(0, 7)}**`);
   });
 });
+
+describe('the gate of a PullRequestPreview (docs/previews.md)', () => {
+  const deletion = {
+    op: 'delete' as const,
+    type: 'pkotest:index:File',
+    name: 'a',
+    urn: 'urn:pulumi:dev::app::pkotest:index:File::a',
+    retain: false,
+    diff: [],
+    diffOmitted: 0,
+  };
+  const changeSet = (resources: (typeof deletion)[]) => ({
+    source: 'workspace-log' as const,
+    complete: true,
+    incomplete: [],
+    failed: false,
+    counts: { [resources[0]?.op ?? 'delete']: resources.length },
+    countsFrom: 'summary' as const,
+    resources,
+    errors: [],
+    omitted: { resources: 0, diffLines: 0, longLines: 0, errors: 0 },
+  });
+  const preview = (extra: Partial<ReturnType<typeof stackEvent>>) =>
+    stackEvent({
+      reason: 'PreviewSucceeded',
+      severity: 'info',
+      message: 'Preview of stack acme/app/dev succeeded',
+      gate: { gate: { operations: ['delete', 'replace'] } },
+      ...extra,
+    });
+
+  it('a gated change turns the status into failure naming the count and the first resources, within GitHub’s 140', () => {
+    const many = Array.from({ length: 30 }, (_, i) => ({
+      ...deletion,
+      name: `resource-number-${String(i)}`,
+    }));
+    const r = renderNotification(set(), preview({ changes: { set: changeSet(many) } }), opts('github'));
+    expect(r.commitStatus?.state).toBe('failure');
+    const d = r.commitStatus?.description ?? '';
+    expect(d.startsWith('gate: 30 to delete: pkotest:index:File::resource-number-0, ')).toBe(true);
+    expect(measure(d, 'codePoints')).toBeLessThanOrEqual(140);
+    expect(r.comment?.body).toContain('**🚧 gate: 30 to delete: pkotest:index:File::resource-number-0');
+    const one = renderNotification(
+      set(),
+      preview({ changes: { set: changeSet([deletion]) } }),
+      opts('gitea'),
+    );
+    expect(one.commitStatus?.description).toBe('gate: 1 to delete: pkotest:index:File::a');
+  });
+
+  it('fails closed without a change set, with an unusable gate; passes when nothing gated is planned; only previews that succeeded are judged', () => {
+    const unavailable = renderNotification(
+      set(),
+      preview({ changes: { unavailable: 'no change details: the workspace pod is gone' } }),
+      opts('github'),
+    ).commitStatus;
+    expect(unavailable).toMatchObject({
+      state: 'failure',
+      description: 'gate: change set unavailable: the workspace pod is gone',
+    });
+    expect(renderNotification(set(), preview({}), opts('gitea')).commitStatus?.description).toBe(
+      'gate: change set unavailable: not read',
+    );
+    expect(
+      renderNotification(
+        set(),
+        preview({ gate: { invalid: 'the gate annotation is not JSON' } }),
+        opts('gitea'),
+      ).commitStatus,
+    ).toMatchObject({ state: 'failure', description: 'gate: invalid: the gate annotation is not JSON' });
+    const passing = renderNotification(
+      set(),
+      preview({ changes: { set: changeSet([{ ...deletion, op: 'update' as never }]) } }),
+      opts('gitea'),
+    );
+    expect(passing.commitStatus?.state).toBe('success');
+    expect(passing.comment?.body).not.toContain('🚧');
+    expect(
+      renderNotification(set(), preview({ reason: 'PreviewStarted' }), opts('gitea')).commitStatus?.state,
+    ).toBe('pending');
+  });
+});
