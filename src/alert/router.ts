@@ -118,6 +118,22 @@ export function previewGateOf(s: Stack, ev: NotificationEvent): EventGate | unde
   return owned === true && value !== undefined ? parseGate(value) : undefined;
 }
 
+/**
+ * Case N18: the pull request's current head when `ev` of Stack `s` is about an older one — for a
+ * Stack a PullRequestPreview controls whose `spec.commit` (the head the controller pinned) is
+ * another commit than the event's; else undefined.
+ */
+export function supersededBy(s: Stack, ev: NotificationEvent): string | undefined {
+  const owned = s.metadata.ownerReferences?.some(
+    (o) => o.kind === 'PullRequestPreview' && o.controller === true,
+  );
+  const head = typeof s.spec?.commit === 'string' ? s.spec.commit.toLowerCase() : undefined;
+  const commit = ev.metadata.commit?.toLowerCase();
+  if (owned !== true || head === undefined || !/^[0-9a-f]{40}$/.test(head) || commit === undefined)
+    return undefined;
+  return commit === head ? undefined : head;
+}
+
 const FLUX_CACHE_MS = 5 * 60_000;
 
 export class Router {
@@ -269,8 +285,10 @@ export class Router {
     return eventsForStack(stack, updates, this.#ctx).map((derived) => {
       const thread = previewThreadOf(stack, derived, this.#o.isPreviewBase);
       const gate = previewGateOf(stack, derived);
+      const newer = supersededBy(stack, derived);
       const event = {
         ...derived,
+        ...(newer !== undefined ? { supersededBy: newer } : {}),
         ...(thread !== undefined ? { previewThread: thread } : {}),
         ...(gate !== undefined ? { gate } : {}),
       };

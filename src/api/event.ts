@@ -134,6 +134,14 @@ export interface NotificationEvent {
    * when the change set plans a gated change or is not known (docs/previews.md).
    */
   gate?: EventGate;
+  /**
+   * Case N18: a preview Stack's event for a commit that is no longer its pull request's head
+   * (the Stack's `spec.commit`, which the PullRequestPreview controller moves on each push): the
+   * newer head (40 hex). Its comment is not written — the pull request's comment keeps the newer
+   * head's state — and a started one sets its commit's status to `failure` "superseded by <short
+   * sha>" instead of pending; a result is set on its own commit as usual.
+   */
+  supersededBy?: string;
 }
 
 /**

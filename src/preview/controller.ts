@@ -755,6 +755,18 @@ export class PreviewReconciler {
         ...(patch !== undefined ? { spec: patch } : {}),
       });
       if (patch === undefined) continue;
+      // N18: the old head's pending status (its run may be aborted and report nothing) becomes
+      // a failure "superseded by <new>"; a result of it that still comes replaces that.
+      const oldHead = typeof have.spec?.commit === 'string' ? have.spec.commit.toLowerCase() : '';
+      if (oldHead !== v.pull.headSHA) {
+        this.#queueResolve(
+          `${namespace}/${prp.metadata.name ?? ''}`,
+          ctx,
+          namespace,
+          { number: v.pull.number, stackName: have.metadata.name ?? '', headSHA: oldHead },
+          `superseded by ${v.pull.headSHA.slice(0, 7)}`,
+        );
+      }
       if (plan.update.some((u) => u.pull.number === v.pull.number)) {
         this.#event(
           prp,

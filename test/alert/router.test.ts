@@ -10,7 +10,13 @@ import type { Stack, Update } from '../../src/api/pko.ts';
 import type { AlertSpec } from '../../src/api/v1alpha1.ts';
 import { compileAlert } from '../../src/alert/compile.ts';
 import { AlertIndex } from '../../src/alert/routed.ts';
-import { Router, previewGateOf, previewThreadOf, type RouterOptions } from '../../src/alert/router.ts';
+import {
+  Router,
+  previewGateOf,
+  previewThreadOf,
+  supersededBy,
+  type RouterOptions,
+} from '../../src/alert/router.ts';
 import type { DeliveryAlert, DeliveryQueue, OfferedEvent } from '../../src/delivery/types.ts';
 import { deliveryAlert, quietLogger } from '../delivery/support.ts';
 import { NS, STACK_UID, update, v2FailedStack } from '../source/fixtures.ts';
@@ -216,5 +222,37 @@ describe('previewGateOf', () => {
     expect(previewGateOf(stack(gate), ev('UpdateSucceeded'))).toBeUndefined();
     expect(previewGateOf(stack(gate, false), ev('PreviewSucceeded'))).toBeUndefined();
     expect(previewGateOf(stack({}), ev('PreviewSucceeded'))).toBeUndefined();
+  });
+});
+
+describe('supersededBy (N18)', () => {
+  const A = 'a'.repeat(40);
+  const B = 'b'.repeat(40);
+  const owner = [
+    {
+      apiVersion: 'notification.pko.dev/v1alpha1',
+      kind: 'PullRequestPreview',
+      name: 'p',
+      uid: 'u',
+      controller: true,
+    },
+  ];
+  const stack = (commit: string, owned = true): Stack => ({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { namespace: NS, name: 'app-pr-1', ...(owned ? { ownerReferences: owner } : {}) },
+    spec: { commit },
+  });
+  const ev = (commit: string) => ({ metadata: { commit } }) as unknown as Parameters<typeof supersededBy>[1];
+
+  it("names the preview Stack's pinned head when the event is about another commit", () => {
+    expect(supersededBy(stack(B), ev(A))).toBe(B);
+    expect(supersededBy(stack(B), ev(B))).toBeUndefined();
+    expect(supersededBy(stack(B.toUpperCase()), ev(B))).toBeUndefined();
+  });
+
+  it('nothing for a Stack no PullRequestPreview controls (a branch Stack deploys whatever comes)', () => {
+    expect(supersededBy(stack(B, false), ev(A))).toBeUndefined();
+    expect(supersededBy(stack('main'), ev(A))).toBeUndefined();
   });
 });

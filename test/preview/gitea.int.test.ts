@@ -391,6 +391,95 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
   );
 
   it(
+    "N18: a result for an older head never replaces the newer head's comment (its own commit gets it); an older head whose run is aborted is not left pending: failure 'superseded by <sha>'",
+    async () => {
+      const s = await setup('pv-n18', 'late');
+      try {
+        const a = await branchWithCommit(s.repo, 'racy');
+        const pr = await gitea.openPull(ORG, s.repo, { head: 'racy', title: 'Race', as: alice });
+        const stackName = `app-pr-${String(pr.number)}`;
+        const context = `pko/${CLUSTER}/${s.ns}/${stackName}`;
+        await waitForStack(s.sim, stackName, () => true, 'created');
+        const comment = (): Promise<GiteaComment | undefined> =>
+          botComments(s.repo, pr.number).then((cs) => cs.find((c) => c.body.includes('Preview of stack')));
+        const delivered = (reason: string): Promise<true> =>
+          waitFor(
+            async () => {
+              const al = await s.obj.get('alerts', 'all');
+              const out = (al.status?.lastDelivery ?? []) as { result: string; event?: string }[];
+              const hit = out.some(
+                (d) => d.event === `${reason} ${s.ns}/${stackName}` && d.result === 'Delivered',
+              );
+              return hit || undefined;
+            },
+            { timeoutMs: WAIT_MS, what: `${reason} delivered` },
+          );
+
+        // Variant 1: A runs, the head moves to B, A's result comes after the head moved.
+        const runA = await s.sim.startRun(stackName, { type: 'preview', commit: a });
+        await waitForStatus(s.repo, a, context, 'pending');
+        const first = await waitFor(comment, { timeoutMs: WAIT_MS, what: "A's started comment" });
+        expect(first.body).toContain(a);
+        const b = await gitea.gitPush(ORG, s.repo, 'racy', alice);
+        await waitForStack(s.sim, stackName, (x) => x.spec?.commit === b, `at ${b.slice(0, 7)}`);
+        await s.sim.finishRun(runA, 'succeeded');
+        // A's commit is never left pending: its own result, or — when the controller's resolution
+        // of the moved head raced with that result — failure "superseded by B".
+        const settled = await waitFor(
+          async () => {
+            const last = (await ours(s.repo, a, context)).at(-1);
+            return last?.status === 'pending' ? undefined : last;
+          },
+          { timeoutMs: WAIT_MS, what: `A's status settled` },
+        );
+        expect([
+          ['success', 'Preview of stack acme/app/dev succeeded'],
+          ['failure', `superseded by ${b.slice(0, 7)}`],
+        ]).toContainEqual([settled.status, settled.description]);
+        await delivered('PreviewSucceeded');
+        // A's result is never shown in the comment: it still shows A started.
+        expect((await comment())?.body).not.toContain('succeeded');
+        const runB = await s.sim.startRun(stackName, { type: 'preview', commit: b });
+        const onB = await waitFor(
+          async () => ((await comment())?.body.includes(b) === true ? comment() : undefined),
+          {
+            timeoutMs: WAIT_MS,
+            what: "the comment showing B's run",
+          },
+        );
+        expect(onB.id).toBe(first.id);
+        expect(onB.body).toContain('Preview of stack acme/app/dev started');
+        await s.sim.finishRun(runB, 'succeeded');
+        await waitForStatus(s.repo, b, context, 'success');
+        await waitFor(async () => (await comment())?.body.includes('succeeded') === true || undefined, {
+          timeoutMs: WAIT_MS,
+          what: "B's result in the comment",
+        });
+        expect((await comment())?.body).toContain(b);
+
+        // Variant 2: C's run is aborted when D arrives: C's status does not stay pending.
+        const c = await gitea.gitPush(ORG, s.repo, 'racy', alice);
+        await waitForStack(s.sim, stackName, (x) => x.spec?.commit === c, `at ${c.slice(0, 7)}`);
+        const runC = await s.sim.startRun(stackName, { type: 'preview', commit: c });
+        await waitForStatus(s.repo, c, context, 'pending');
+        const d = await gitea.gitPush(ORG, s.repo, 'racy', alice);
+        await waitForStack(s.sim, stackName, (x) => x.spec?.commit === d, `at ${d.slice(0, 7)}`);
+        await s.sim.finishRun(runC, 'aborted');
+        const resolved = await waitForStatus(s.repo, c, context, 'failure');
+        expect(resolved.at(-1)?.description).toBe(`superseded by ${d.slice(0, 7)}`);
+        expect(
+          await botComments(s.repo, pr.number).then((cs) =>
+            cs.filter((x) => x.body.includes('Preview of stack')),
+          ),
+        ).toHaveLength(1);
+      } finally {
+        await s.ctl.stop();
+      }
+    },
+    TEST_MS,
+  );
+
+  it(
     'F30: a fork PR and a PR by an author without write access get no preview Stack, and one comment each saying why (never repeated across syncs)',
     async () => {
       const s = await setup('pv-trust', 'trust');

@@ -554,3 +554,29 @@ describe('the gate of a PullRequestPreview (docs/previews.md)', () => {
     ).toBe('pending');
   });
 });
+
+describe('N18: a late result for an older head', () => {
+  const newer = 'b'.repeat(40);
+  const late = (reason: 'PreviewStarted' | 'PreviewSucceeded' | 'PreviewFailed') =>
+    stackEvent({
+      reason,
+      severity: reason === 'PreviewFailed' ? 'error' : 'info',
+      message: `Preview of stack acme/app/dev ${reason.slice(7).toLowerCase()}`,
+      supersededBy: newer,
+    });
+
+  it('writes no comment (the newer head keeps it); its result is set on its own commit', () => {
+    const r = renderNotification(set(), late('PreviewSucceeded'), opts('github'));
+    expect(r.comment).toBeUndefined();
+    expect(r.commitStatus?.state).toBe('success');
+    expect(renderNotification(set(), late('PreviewFailed'), opts('gitea')).commitStatus?.state).toBe(
+      'failure',
+    );
+  });
+
+  it('a started run of an older head is never left pending: failure "superseded by <short sha>"', () => {
+    const r = renderNotification(set(), late('PreviewStarted'), opts('github'));
+    expect(r.commitStatus).toMatchObject({ state: 'failure', description: 'superseded by bbbbbbb' });
+    expect(r.comment).toBeUndefined();
+  });
+});
