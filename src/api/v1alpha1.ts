@@ -230,6 +230,12 @@ export interface PullRequestPreviewSpec {
    * commit status (branch protection can require it); so does one whose change set is not known.
    */
   gate?: PreviewGate;
+  /**
+   * How long a preview Stack may wait for PKO to run its commit (e.g. a workspace that never
+   * becomes ready) before the pull request is told, with PKO's reason (Go duration; CRD default
+   * `10m`, at least `1m`).
+   */
+  startTimeout?: string;
 }
 
 /**

@@ -88,10 +88,12 @@ export function previewForge<R, P extends { id: string }>(
       return ref === undefined ? pull.webURL : discovery.commentURL(pull.webURL, ref);
     },
 
-    async resolvePending(repoURL, sha, context, description, signal, mayWrite) {
+    async resolvePending(repoURL, sha, context, description, signal, mayWrite, whenNone) {
       const ctx = ctxFor(repoURL, sha, signal);
       const current = await adapter.readStatus(ctx, context);
-      if (current?.state !== adapter.nativeState('pending')) return false;
+      const open =
+        current === undefined ? whenNone === true : current.state === adapter.nativeState('pending');
+      if (!open) return false;
       fence(mayWrite, 'the commit status');
       await adapter.writeStatus(ctx, {
         state: adapter.nativeState('failure'),

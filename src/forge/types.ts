@@ -178,9 +178,9 @@ export interface PreviewForge {
     mayWrite?: () => boolean,
   ): Promise<string>;
   /**
-   * When the newest status of `context` on `sha` is pending, sets it to failure with
-   * `description` (`mayWrite` asked right before, as for {@link upsertNotice}). @returns whether
-   * a status was written.
+   * When the newest status of `context` on `sha` is pending — or, with `whenNone`, when there is
+   * none — sets it to failure with `description` (`mayWrite` asked right before, as for
+   * {@link upsertNotice}). @returns whether a status was written.
    */
   resolvePending(
     repoURL: string,
@@ -189,6 +189,7 @@ export interface PreviewForge {
     description: string,
     signal?: AbortSignal,
     mayWrite?: () => boolean,
+    whenNone?: boolean,
   ): Promise<boolean>;
   close(): Promise<void>;
 }

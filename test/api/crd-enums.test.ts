@@ -277,6 +277,7 @@ describe('PullRequestPreview CRD matches src/api/v1alpha1.ts', () => {
     expect(at(spec, 'trust.allowForks').default).toBe(false);
     expect(at(spec, 'webhook.reconcileBaseOnPush').default).toBe(false);
     expect(at(spec, 'suspend').default).toBe(false);
+    expect(at(spec, 'startTimeout').default).toBe('10m');
   });
   it('gate: operations are GATE_OPERATIONS, resource type globs bounded like checkGate', () => {
     expect(at(spec, 'gate.operations.[]').enum).toEqual([...GATE_OPERATIONS]);
