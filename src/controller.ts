@@ -317,6 +317,8 @@ export async function startController(
     clusterName,
     egress,
     registry,
+    // Status resolutions and deliveries to the same status never interleave (N18).
+    serializeTarget: (k, fn) => sender.serializeTarget(k, fn),
     webhookBindAddress: opts.previewWebhookBindAddress,
     webhookMaxBodyBytes: opts.previewWebhookMaxBodyBytes,
     isLeader: () => state.leading,

@@ -100,6 +100,14 @@ export function targetOrdering(
   return deps.serialize ? { serialize: deps.serialize, credential: credentialKey(p) } : {};
 }
 
+/** The {@link ForgeNotifierOptions} ordering of a preview forge (its status resolutions), from its factory's deps. */
+export function previewOrdering(
+  p: ResolvedProvider,
+  deps: { serialize?: Serialize | undefined },
+): Pick<ForgeNotifierOptions, 'serialize' | 'credential'> {
+  return deps.serialize ? { serialize: deps.serialize, credential: credentialKey(p) } : {};
+}
+
 const runNow: Serialize = (_key, fn) => fn();
 
 /**

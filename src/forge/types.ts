@@ -8,7 +8,7 @@ import type { NotificationEvent } from '../api/event.ts';
 import type { AuthorAssociation, GitProviderType } from '../api/v1alpha1.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import type { ProviderHttp } from '../notifier/http.ts';
-import type { NotifierFactory } from '../notifier/types.ts';
+import type { NotifierFactory, Serialize } from '../notifier/types.ts';
 import type { CommitState, ProviderLimits } from '../template/rendered.ts';
 import type { AddressRules } from './url.ts';
 
@@ -194,8 +194,15 @@ export interface PreviewForge {
   close(): Promise<void>;
 }
 
-/** Builds the {@link PreviewForge} of a Provider; it owns `deps.http` and closes it in `close()`. */
-export type PreviewForgeFactory = (p: ResolvedProvider, deps: { http: ProviderHttp }) => PreviewForge;
+/**
+ * Builds the {@link PreviewForge} of a Provider; it owns `deps.http` and closes it in `close()`.
+ * `deps.serialize` orders its status resolutions with the deliveries' writes to the same status
+ * (the notifiers' `NotifierDeps.serialize`).
+ */
+export type PreviewForgeFactory = (
+  p: ResolvedProvider,
+  deps: { http: ProviderHttp; serialize?: Serialize | undefined },
+) => PreviewForge;
 
 /** The forge-specific half of a {@link PreviewForge}; the rest is built from the {@link ForgeAdapter}. */
 export interface PullRequestDiscovery<R> {

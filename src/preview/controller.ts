@@ -54,6 +54,7 @@ import { kubeTime, patchStatus, setCondition } from '../kube/status.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { EgressPolicy } from '../notifier/egress.ts';
+import type { Serialize } from '../notifier/types.ts';
 import { ProviderHttp } from '../notifier/http.ts';
 import { compileTemplates, renderNotification } from '../template/index.ts';
 import { boundText } from '../text.ts';
@@ -128,6 +129,11 @@ export interface PreviewReconcilerOptions {
   egress?: EgressPolicy;
   /** Builds the forge access of a Provider; default: the forge module's `previews` with a new ProviderHttp. */
   forgeFor?: (p: ResolvedProvider) => PreviewForge | undefined;
+  /**
+   * The deliveries' lock of one forge target (`Sender.serializeTarget`): pending-status
+   * resolutions take it, so they never interleave with a delivery to the same status (N18).
+   */
+  serializeTarget?: Serialize;
   now?: () => Date;
   /** Re-check interval of a PullRequestPreview that cannot sync, ms (default {@link NOT_READY_RETRY_MS}). */
   notReadyRetryMs?: number;
@@ -149,12 +155,16 @@ export function withTimeoutCeiling(p: ResolvedProvider, ceilingMs: number): Reso
   return p.timeoutMs > ceilingMs ? { ...p, timeoutMs: ceilingMs } : p;
 }
 
-function defaultForge(p: ResolvedProvider, egress: EgressPolicy | undefined): PreviewForge | undefined {
+function defaultForge(
+  p: ResolvedProvider,
+  egress: EgressPolicy | undefined,
+  serialize: Serialize | undefined,
+): PreviewForge | undefined {
   if (!isGitProviderType(p.type)) return undefined;
   const factory = FORGES[p.type].previews;
   return factory === undefined
     ? undefined
-    : factory(p, { http: new ProviderHttp(p, egress !== undefined ? { egress } : {}) });
+    : factory(p, { http: new ProviderHttp(p, egress !== undefined ? { egress } : {}), serialize });
 }
 
 const stackRef = (namespace: string, name?: string) => ({
@@ -280,7 +290,9 @@ export class PreviewReconciler {
     // Preview work never waits longer per request than the controller-wide ceiling (B12).
     const capped = withTimeoutCeiling(p, this.#o.forgeTimeoutCeilingMs ?? FORGE_TIMEOUT_CEILING_MS);
     const forge =
-      this.#o.forgeFor !== undefined ? this.#o.forgeFor(capped) : defaultForge(capped, this.#o.egress);
+      this.#o.forgeFor !== undefined
+        ? this.#o.forgeFor(capped)
+        : defaultForge(capped, this.#o.egress, this.#o.serializeTarget);
     if (forge) this.#forges.set(key, { p, forge });
     return forge;
   }
