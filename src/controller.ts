@@ -324,6 +324,7 @@ export async function startController(
     logger: child({ component: 'router' }),
     reportingController: CONTROLLER_NAME,
     registry,
+    isPreviewBase: (ns, name) => inf.previews.list(ns).some((p) => p.spec.stackRef.name === name),
   });
 
   // Pull-request previews: PullRequestPreview → preview Stacks; results flow through the router.
@@ -338,6 +339,8 @@ export async function startController(
     clusterName,
     egress,
     registry,
+    // Status resolutions and deliveries to the same status never interleave (N18).
+    serializeTarget: (k, fn) => sender.serializeTarget(k, fn),
     webhookBindAddress: opts.previewWebhookBindAddress,
     webhookMaxBodyBytes: opts.previewWebhookMaxBodyBytes,
     isLeader: () => state.leading,

@@ -7,9 +7,10 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
-import type { NotificationEvent } from '../api/event.ts';
+import type { NotificationEvent, PreviewThread } from '../api/event.ts';
+import { GATE_ANNOTATION, parseGate, type EventGate } from '../api/gate.ts';
 import type { Stack, Update } from '../api/pko.ts';
-import { PULL_REQUEST_LABEL } from '../api/v1alpha1.ts';
+import { BASE_STACK_ANNOTATION, PULL_REQUEST_LABEL } from '../api/v1alpha1.ts';
 import type { DeliveryQueue, OfferedEvent } from '../delivery/types.ts';
 import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
@@ -41,6 +42,12 @@ export interface RouterOptions {
    * before it is matched. Must not throw, and must bound its own wait.
    */
   enrich?: (stack: Stack, event: NotificationEvent) => Promise<NotificationEvent>;
+  /**
+   * Whether some PullRequestPreview in `namespace` names the Stack `name` as its base
+   * (`spec.stackRef.name`): that Stack's finished up/destroy runs then edit the comment its
+   * previews wrote on the pull request their commit merged ({@link previewThreadOf}). Default: none.
+   */
+  isPreviewBase?: (namespace: string, name: string) => boolean;
 }
 
 /** The Stack an Update belongs to: its ownerReference of kind Stack, else PKO's `pulumi.com/stack-name` label. */
@@ -57,6 +64,74 @@ export function pullRequestOf(s: Stack | undefined): string | undefined {
   if (s?.metadata.ownerReferences?.some((o) => o.kind === 'PullRequestPreview') !== true) return undefined;
   const n = s.metadata.labels?.[PULL_REQUEST_LABEL];
   return n !== undefined && /^[1-9]\d*$/.test(n) ? n : undefined;
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DEPLOY_RESULTS: ReadonlySet<string> = new Set([
+  'UpdateSucceeded',
+  'UpdateFailed',
+  'DestroySucceeded',
+  'DestroyFailed',
+]);
+
+/**
+ * The pull-request comment an event of Stack `s` continues (docs/previews.md, "One comment follows
+ * the change"):
+ * - a preview Stack (controlled by a PullRequestPreview) with {@link BASE_STACK_ANNOTATION} naming
+ *   a Stack (a DNS label; always in the preview Stack's own namespace): that base Stack, `merged`
+ *   false;
+ * - the base Stack of a PullRequestPreview (`isPreviewBase`), for its finished up/destroy results
+ *   only: itself, `merged` true;
+ * - else undefined.
+ */
+export function previewThreadOf(
+  s: Stack,
+  ev: NotificationEvent,
+  isPreviewBase: ((namespace: string, name: string) => boolean) | undefined,
+): PreviewThread | undefined {
+  const owned = s.metadata.ownerReferences?.some(
+    (o) => o.kind === 'PullRequestPreview' && o.controller === true,
+  );
+  if (owned === true) {
+    const base = s.metadata.annotations?.[BASE_STACK_ANNOTATION];
+    return base !== undefined && DNS_LABEL.test(base) ? { baseStack: base, merged: false } : undefined;
+  }
+  const ns = s.metadata.namespace ?? '';
+  const name = s.metadata.name ?? '';
+  if (!DEPLOY_RESULTS.has(ev.reason) || isPreviewBase?.(ns, name) !== true) return undefined;
+  return { baseStack: name, merged: true };
+}
+
+const PREVIEW_RESULTS: ReadonlySet<string> = new Set(['PreviewSucceeded', 'PreviewFailed']);
+
+/**
+ * The gate of a preview result of Stack `s` (docs/previews.md, "A gate reviewers can require"):
+ * for a Stack a PullRequestPreview controls, its {@link GATE_ANNOTATION} parsed (an unusable one
+ * is `invalid`, which fails the gate); undefined for other Stacks, other events, or no annotation.
+ */
+export function previewGateOf(s: Stack, ev: NotificationEvent): EventGate | undefined {
+  if (!PREVIEW_RESULTS.has(ev.reason)) return undefined;
+  const owned = s.metadata.ownerReferences?.some(
+    (o) => o.kind === 'PullRequestPreview' && o.controller === true,
+  );
+  const value = s.metadata.annotations?.[GATE_ANNOTATION];
+  return owned === true && value !== undefined ? parseGate(value) : undefined;
+}
+
+/**
+ * Case N18: the pull request's current head when `ev` of Stack `s` is about an older one — for a
+ * Stack a PullRequestPreview controls whose `spec.commit` (the head the controller pinned) is
+ * another commit than the event's; else undefined.
+ */
+export function supersededBy(s: Stack, ev: NotificationEvent): string | undefined {
+  const owned = s.metadata.ownerReferences?.some(
+    (o) => o.kind === 'PullRequestPreview' && o.controller === true,
+  );
+  const head = typeof s.spec?.commit === 'string' ? s.spec.commit.toLowerCase() : undefined;
+  const commit = ev.metadata.commit?.toLowerCase();
+  if (owned !== true || head === undefined || !/^[0-9a-f]{40}$/.test(head) || commit === undefined)
+    return undefined;
+  return commit === head ? undefined : head;
 }
 
 const FLUX_CACHE_MS = 5 * 60_000;
@@ -207,7 +282,16 @@ export class Router {
     const updateRv = new Map(
       updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(u.metadata.resourceVersion)]),
     );
-    return eventsForStack(stack, updates, this.#ctx).map((event) => {
+    return eventsForStack(stack, updates, this.#ctx).map((derived) => {
+      const thread = previewThreadOf(stack, derived, this.#o.isPreviewBase);
+      const gate = previewGateOf(stack, derived);
+      const newer = supersededBy(stack, derived);
+      const event = {
+        ...derived,
+        ...(newer !== undefined ? { supersededBy: newer } : {}),
+        ...(thread !== undefined ? { previewThread: thread } : {}),
+        ...(gate !== undefined ? { gate } : {}),
+      };
       const name = event.metadata.updateName;
       const observed = (name !== undefined ? updateRv.get(name) : undefined) ?? stackRv;
       return observed !== undefined ? { event, observed } : { event };

@@ -3,6 +3,7 @@
  * of that name.
  */
 import type { ChangeSet } from '../changes/types.ts';
+import type { EventGate } from './gate.ts';
 import type { EventReason, Severity } from './v1alpha1.ts';
 
 /** Metadata keys the source fills when known (docs/events.md); Alerts may add their own. */
@@ -121,6 +122,42 @@ export interface NotificationEvent {
    * started or stalled event). Templates see it as `changes` (templates/README.md).
    */
   changes?: EventChanges;
+  /**
+   * The pull-request comment this event continues (docs/previews.md, "One comment follows the
+   * change"); absent for a Stack that is neither a preview Stack nor the base Stack of a
+   * PullRequestPreview.
+   */
+  previewThread?: PreviewThread;
+  /**
+   * A preview Stack's gate (its PullRequestPreview's `spec.gate`, from the annotation
+   * `notification.pko.dev/gate`), on preview results only: the renderer fails the commit status
+   * when the change set plans a gated change or is not known (docs/previews.md).
+   */
+  gate?: EventGate;
+  /**
+   * Case N18: a preview Stack's event for a commit that is no longer its pull request's head
+   * (the Stack's `spec.commit`, which the PullRequestPreview controller moves on each push): the
+   * newer head (40 hex). Its comment is not written — the pull request's comment keeps the newer
+   * head's state — and a started one sets its commit's status to `failure` "superseded by <short
+   * sha>" instead of pending; a result is set on its own commit as usual.
+   */
+  supersededBy?: string;
+}
+
+/**
+ * How a preview Stack's comment and its base Stack's deployment share one pull-request comment:
+ * both use the sticky-comment marker of the base Stack (`markerIdFor(cluster, namespace,
+ * baseStack)`), and the base Stack's own up/destroy results look up the pull request their commit
+ * merged and edit the comment found there (never create one).
+ */
+export interface PreviewThread {
+  /** The base Stack, in the event's own namespace, whose marker the comment carries. */
+  baseStack: string;
+  /**
+   * True for the base Stack's own finished up/destroy run: the forge is asked which pull request
+   * merged the commit, and the comment of ours with the marker on it, if any, is edited.
+   */
+  merged: boolean;
 }
 
 /**

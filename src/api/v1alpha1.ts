@@ -3,6 +3,7 @@
  * version `v1alpha1` (namespaced). The CRD schemas in `crds/` are the source of truth for
  * validation; `test/api/crd-enums.test.ts` keeps the value lists below equal to the CRD enums.
  */
+import type { PreviewGate } from './gate.ts';
 import type { Condition, ObjectMeta } from './meta.ts';
 
 export const GROUP = 'notification.pko.dev';
@@ -223,6 +224,18 @@ export interface PullRequestPreviewSpec {
     reconcileBaseOnPush?: boolean;
   };
   suspend?: boolean;
+  /**
+   * The approval primitive (docs/previews.md, "A gate reviewers can require"): a preview whose
+   * change set plans one of these operations on one of these resource types gets a `failure`
+   * commit status (branch protection can require it); so does one whose change set is not known.
+   */
+  gate?: PreviewGate;
+  /**
+   * How long a preview Stack may wait for PKO to run its commit (e.g. a workspace that never
+   * becomes ready) before the pull request is told, with PKO's reason (Go duration; CRD default
+   * `10m`, at least `1m`).
+   */
+  startTimeout?: string;
 }
 
 /**
@@ -264,6 +277,13 @@ export interface PullRequestPreviewStatus {
 export const PULL_REQUEST_LABEL = `${GROUP}/pull-request`;
 /** Label on the preview Stacks a PullRequestPreview creates: its name. */
 export const PREVIEW_LABEL = `${GROUP}/pull-request-preview`;
+/**
+ * Annotation on the preview Stacks a PullRequestPreview creates: the base Stack's name (same
+ * namespace). Honoured only on a Stack a PullRequestPreview controls: its events' pull-request
+ * comment carries the base Stack's marker, so the base Stack's deployment of the merge edits the
+ * same comment (docs/previews.md, "One comment follows the change").
+ */
+export const BASE_STACK_ANNOTATION = `${GROUP}/base-stack`;
 
 export interface PullRequestPreview {
   apiVersion: typeof API_VERSION;

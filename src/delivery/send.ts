@@ -298,6 +298,16 @@ export class Sender {
         });
   }
 
+  /**
+   * Runs `fn` holding the lock of one forge target (a commit status context or a pull request's
+   * comment: the keys of src/forge/notifier.ts), as every notifier of this Sender does: the
+   * preview controller's status resolutions take it too, so a resolution and a delivery to the
+   * same status never interleave (case N18).
+   */
+  serializeTarget<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    return this.#targets.run(key, fn);
+  }
+
   #notifier(key: string, p: ResolvedProvider): Notifier {
     const cached = this.#notifiers.get(key);
     if (cached?.p === p) return cached.n;

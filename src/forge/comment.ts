@@ -35,6 +35,11 @@ export interface UpsertCommentOptions {
   create: (body: string) => Promise<string>;
   /** Replaces the body of the comment `ref`; returns its (possibly new) `ref`. */
   edit: (ref: string, body: string) => Promise<string>;
+  /**
+   * Only edit a sticky comment that exists; create none (the base Stack's deployment of a merged
+   * pull request continues its preview's comment, and writes nothing where there was none).
+   */
+  onlyEdit?: boolean;
 }
 
 /**
@@ -42,13 +47,14 @@ export interface UpsertCommentOptions {
  * A comment is ours when it contains `marker` AND `mine` is true: a human's comment that quotes
  * the marker is never touched. The first matching comment in listing order is the sticky one;
  * an identical body is left alone. A cached `ref` is edited directly; if the forge says it is
- * gone (404), the pull request is listed again.
+ * gone (404), the pull request is listed again. With `onlyEdit`, a pull request without one gets
+ * none (`'absent'`).
  * @returns what was done.
  * @throws ProviderError from the forge calls.
  */
 export async function upsertStickyComment(
   opts: UpsertCommentOptions,
-): Promise<'created' | 'edited' | 'unchanged'> {
+): Promise<'created' | 'edited' | 'unchanged' | 'absent'> {
   const cached = opts.cache.get(opts.key);
   if (cached !== undefined) {
     if (cached.body === opts.body) return 'unchanged';
@@ -71,6 +77,7 @@ export async function upsertStickyComment(
     }
   }
   if (found === undefined) {
+    if (opts.onlyEdit === true) return 'absent';
     const ref = await opts.create(opts.body);
     opts.cache.set(opts.key, { ref, body: opts.body });
     return 'created';

@@ -100,6 +100,14 @@ export function targetOrdering(
   return deps.serialize ? { serialize: deps.serialize, credential: credentialKey(p) } : {};
 }
 
+/** The {@link ForgeNotifierOptions} ordering of a preview forge (its status resolutions), from its factory's deps. */
+export function previewOrdering(
+  p: ResolvedProvider,
+  deps: { serialize?: Serialize | undefined },
+): Pick<ForgeNotifierOptions, 'serialize' | 'credential'> {
+  return deps.serialize ? { serialize: deps.serialize, credential: credentialKey(p) } : {};
+}
+
 const runNow: Serialize = (_key, fn) => fn();
 
 /**
@@ -109,7 +117,9 @@ const runNow: Serialize = (_key, fn) => fn();
  * 3. resolves the repository;
  * 4. with `rendered.commitStatus`: `syncCommitStatus` (skip when identical to the newest);
  * 5. with `rendered.comment` and `pullRequestComment` on: for each pull request (explicit
- *    `metadata.pullRequest`, else open ones whose head is the commit) `upsertStickyComment`; a
+ *    `metadata.pullRequest`, else open ones whose head is the commit) `upsertStickyComment`; for
+ *    the base Stack's deployment of a merge (`previewThread.merged`), also the pull requests the
+ *    commit merged (`mergedPullRequests`), where only an existing comment is edited; a
  *    pull request that refuses for good (locked, archived, gone: case N02) is reported after the
  *    others got theirs, as a final error whose verdict says so.
  * A retried send repeats nothing that already took effect (both steps are idempotent).
@@ -220,7 +230,19 @@ export function forgeNotifier<R, P extends { id: string }>(
         const found = await ctx.pullRequests().catch((err: unknown) => {
           throw commentStepFailed(err, cs !== undefined, `finding the pull requests of ${sha}`);
         });
-        for (const pr of found) {
+        // The base Stack's deployment of a merge: the merged pull request's comment of its
+        // preview (same marker) is edited; one without such a comment gets none.
+        const merged =
+          ev.previewThread?.merged === true && adapter.mergedPullRequests !== undefined
+            ? await adapter.mergedPullRequests(ctx).catch((err: unknown) => {
+                throw commentStepFailed(err, cs !== undefined, `finding the pull request ${sha} merged`);
+              })
+            : [];
+        const targets = [
+          ...found.map((pr) => ({ pr, onlyEdit: false })),
+          ...merged.filter((m) => !found.some((f) => f.id === m.id)).map((pr) => ({ pr, onlyEdit: true })),
+        ];
+        for (const { pr, onlyEdit } of targets) {
           try {
             await serialize(`comment\u0000${who}\u0000${repoKey}\u0000${pr.id}\u0000${comment.marker}`, () =>
               upsertStickyComment({
@@ -231,6 +253,7 @@ export function forgeNotifier<R, P extends { id: string }>(
                 pages: () => adapter.comments(ctx, pr),
                 create: (body) => adapter.createComment(ctx, pr, body),
                 edit: (ref, body) => adapter.editComment(ctx, pr, ref, body),
+                onlyEdit,
               }),
             );
           } catch (err) {

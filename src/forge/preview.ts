@@ -8,6 +8,7 @@
 import type { NotificationEvent } from '../api/event.ts';
 import type { ProviderHttp } from '../notifier/http.ts';
 import { newCommentCache, commentKey, upsertStickyComment } from './comment.ts';
+import type { ForgeNotifierOptions } from './notifier.ts';
 import type { ForgeAdapter, PreviewForge, PullRequestDiscovery, SendContext } from './types.ts';
 import { ProviderError } from '../notifier/errors.ts';
 
@@ -32,7 +33,10 @@ export function previewForge<R, P extends { id: string }>(
   label: string,
   adapter: ForgeAdapter<R, P>,
   discovery: PullRequestDiscovery<R>,
+  ordering: Pick<ForgeNotifierOptions, 'serialize' | 'credential'> = {},
 ): PreviewForge {
+  const serialize = ordering.serialize ?? (<T>(_key: string, fn: () => Promise<T>) => fn());
+  const who = ordering.credential ?? '';
   const comments = newCommentCache(1_000);
   /** Leader fencing right before a write: `mayWrite` false → nothing is written. */
   const fence = (mayWrite: (() => boolean) | undefined, what: string): void => {
@@ -88,19 +92,26 @@ export function previewForge<R, P extends { id: string }>(
       return ref === undefined ? pull.webURL : discovery.commentURL(pull.webURL, ref);
     },
 
-    async resolvePending(repoURL, sha, context, description, signal, mayWrite) {
+    resolvePending(repoURL, sha, context, description, signal, mayWrite, whenNone) {
       const ctx = ctxFor(repoURL, sha, signal);
-      const current = await adapter.readStatus(ctx, context);
-      if (current?.state !== adapter.nativeState('pending')) return false;
-      fence(mayWrite, 'the commit status');
-      await adapter.writeStatus(ctx, {
-        state: adapter.nativeState('failure'),
-        context,
-        name: context,
-        description,
-        targetURL: undefined,
+      // Under the notifiers' lock of this status (the same key as src/forge/notifier.ts): a
+      // delivery's write to it comes wholly before or after this read and write (case N18).
+      const key = `status\u0000${who}\u0000${adapter.repoKey(ctx.repo)}\u0000${sha}\u0000${context.toLowerCase()}`;
+      return serialize(key, async () => {
+        const current = await adapter.readStatus(ctx, context);
+        const open =
+          current === undefined ? whenNone === true : current.state === adapter.nativeState('pending');
+        if (!open) return false;
+        fence(mayWrite, 'the commit status');
+        await adapter.writeStatus(ctx, {
+          state: adapter.nativeState('failure'),
+          context,
+          name: context,
+          description,
+          targetURL: undefined,
+        });
+        return true;
       });
-      return true;
     },
 
     close: () => http.close(),

@@ -8,7 +8,7 @@ import type { NotificationEvent } from '../api/event.ts';
 import type { AuthorAssociation, GitProviderType } from '../api/v1alpha1.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import type { ProviderHttp } from '../notifier/http.ts';
-import type { NotifierFactory } from '../notifier/types.ts';
+import type { NotifierFactory, Serialize } from '../notifier/types.ts';
 import type { CommitState, ProviderLimits } from '../template/rendered.ts';
 import type { AddressRules } from './url.ts';
 
@@ -92,6 +92,12 @@ export interface PullRequestPart<R, P> {
   pullRequestsForCommit(ctx: SendContext<R, P>): Promise<P[]>;
   /** The pull request named by `metadata.pullRequest`; undefined when the forge says it does not exist. */
   pullRequest(ctx: SendContext<R, P>, id: string): Promise<P | undefined>;
+  /**
+   * The merged pull requests whose merge (merge, squash or rebase commit, or a fast-forwarded
+   * head) is `ctx.sha` — for the base Stack's deployment of a merge (docs/previews.md, "One comment
+   * follows the change"). Absent: the forge cannot say, and the deployment edits no comment.
+   */
+  mergedPullRequests?(ctx: SendContext<R, P>): Promise<P[]>;
 }
 
 /** Everything the driver needs from one forge. `P` is a pull request as the forge describes it. */
@@ -172,9 +178,9 @@ export interface PreviewForge {
     mayWrite?: () => boolean,
   ): Promise<string>;
   /**
-   * When the newest status of `context` on `sha` is pending, sets it to failure with
-   * `description` (`mayWrite` asked right before, as for {@link upsertNotice}). @returns whether
-   * a status was written.
+   * When the newest status of `context` on `sha` is pending — or, with `whenNone`, when there is
+   * none — sets it to failure with `description` (`mayWrite` asked right before, as for
+   * {@link upsertNotice}). @returns whether a status was written.
    */
   resolvePending(
     repoURL: string,
@@ -183,12 +189,20 @@ export interface PreviewForge {
     description: string,
     signal?: AbortSignal,
     mayWrite?: () => boolean,
+    whenNone?: boolean,
   ): Promise<boolean>;
   close(): Promise<void>;
 }
 
-/** Builds the {@link PreviewForge} of a Provider; it owns `deps.http` and closes it in `close()`. */
-export type PreviewForgeFactory = (p: ResolvedProvider, deps: { http: ProviderHttp }) => PreviewForge;
+/**
+ * Builds the {@link PreviewForge} of a Provider; it owns `deps.http` and closes it in `close()`.
+ * `deps.serialize` orders its status resolutions with the deliveries' writes to the same status
+ * (the notifiers' `NotifierDeps.serialize`).
+ */
+export type PreviewForgeFactory = (
+  p: ResolvedProvider,
+  deps: { http: ProviderHttp; serialize?: Serialize | undefined },
+) => PreviewForge;
 
 /** The forge-specific half of a {@link PreviewForge}; the rest is built from the {@link ForgeAdapter}. */
 export interface PullRequestDiscovery<R> {

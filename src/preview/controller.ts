@@ -54,6 +54,7 @@ import { kubeTime, patchStatus, setCondition } from '../kube/status.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { EgressPolicy } from '../notifier/egress.ts';
+import type { Serialize } from '../notifier/types.ts';
 import { ProviderHttp } from '../notifier/http.ts';
 import { compileTemplates, renderNotification } from '../template/index.ts';
 import { boundText } from '../text.ts';
@@ -71,6 +72,7 @@ import {
 import {
   controllerOf,
   mergePatchBetween,
+  controllerAnnotationPatch,
   ownedBy,
   previewSpec,
   previewStack,
@@ -80,6 +82,8 @@ import {
 
 /** Shortest polling interval accepted (a smaller `spec.interval` is raised to it). */
 export const MIN_INTERVAL_MS = 10_000;
+/** Shortest `spec.startTimeout` (a shorter one is raised to it). */
+export const MIN_START_TIMEOUT_MS = 60_000;
 /** Re-check of a PullRequestPreview that cannot sync (missing Stack or Provider, forge error). */
 export const NOT_READY_RETRY_MS = 15_000;
 /** How long one sync may keep asking the forge; the rest is deferred to a sync {@link DEFERRED_RETRY_MS} later. */
@@ -125,6 +129,11 @@ export interface PreviewReconcilerOptions {
   egress?: EgressPolicy;
   /** Builds the forge access of a Provider; default: the forge module's `previews` with a new ProviderHttp. */
   forgeFor?: (p: ResolvedProvider) => PreviewForge | undefined;
+  /**
+   * The deliveries' lock of one forge target (`Sender.serializeTarget`): pending-status
+   * resolutions take it, so they never interleave with a delivery to the same status (N18).
+   */
+  serializeTarget?: Serialize;
   now?: () => Date;
   /** Re-check interval of a PullRequestPreview that cannot sync, ms (default {@link NOT_READY_RETRY_MS}). */
   notReadyRetryMs?: number;
@@ -146,12 +155,16 @@ export function withTimeoutCeiling(p: ResolvedProvider, ceilingMs: number): Reso
   return p.timeoutMs > ceilingMs ? { ...p, timeoutMs: ceilingMs } : p;
 }
 
-function defaultForge(p: ResolvedProvider, egress: EgressPolicy | undefined): PreviewForge | undefined {
+function defaultForge(
+  p: ResolvedProvider,
+  egress: EgressPolicy | undefined,
+  serialize: Serialize | undefined,
+): PreviewForge | undefined {
   if (!isGitProviderType(p.type)) return undefined;
   const factory = FORGES[p.type].previews;
   return factory === undefined
     ? undefined
-    : factory(p, { http: new ProviderHttp(p, egress !== undefined ? { egress } : {}) });
+    : factory(p, { http: new ProviderHttp(p, egress !== undefined ? { egress } : {}), serialize });
 }
 
 const stackRef = (namespace: string, name?: string) => ({
@@ -207,6 +220,11 @@ export class PreviewReconciler {
   readonly #admission: Pick<AdmissionPolicyCheck, 'secretEnvRefs'>;
   /** Pull requests per PullRequestPreview key whose name-taken Warning was recorded (once each). */
   readonly #nameTaken = new Map<string, Set<number>>();
+  /**
+   * Per PullRequestPreview, per `<stack>@<commit>` of a preview Stack whose commit PKO has not run
+   * yet: when this controller first saw it waiting (epoch ms). Rebuilt on every sync.
+   */
+  readonly #waiting = new Map<string, Map<string, number>>();
 
   constructor(opts: PreviewReconcilerOptions) {
     this.#o = opts;
@@ -272,7 +290,9 @@ export class PreviewReconciler {
     // Preview work never waits longer per request than the controller-wide ceiling (B12).
     const capped = withTimeoutCeiling(p, this.#o.forgeTimeoutCeilingMs ?? FORGE_TIMEOUT_CEILING_MS);
     const forge =
-      this.#o.forgeFor !== undefined ? this.#o.forgeFor(capped) : defaultForge(capped, this.#o.egress);
+      this.#o.forgeFor !== undefined
+        ? this.#o.forgeFor(capped)
+        : defaultForge(capped, this.#o.egress, this.#o.serializeTarget);
     if (forge) this.#forges.set(key, { p, forge });
     return forge;
   }
@@ -303,6 +323,7 @@ export class PreviewReconciler {
     for (const k of this.#associations.keys()) if (k.startsWith(`${key} `)) this.#associations.delete(k);
     this.#stopped.delete(key);
     this.#nameTaken.delete(key);
+    this.#waiting.delete(key);
     this.notices.forget(key);
   }
 
@@ -345,7 +366,11 @@ export class PreviewReconciler {
     this.#inUse.set(ctx.forge, (this.#inUse.get(ctx.forge) ?? 0) + 1);
     try {
       const signal = AbortSignal.timeout(this.#o.syncDeadlineMs ?? SYNC_DEADLINE_MS);
-      const { entries: previews, deferred } = await this.#sync(key, prp, ctx, {
+      const {
+        entries: previews,
+        deferred,
+        nextCheckMs,
+      } = await this.#sync(key, prp, ctx, {
         signal,
         expired: () => signal.aborted,
       });
@@ -365,7 +390,9 @@ export class PreviewReconciler {
         },
         previews,
       );
-      return { requeueAfterMs: deferred > 0 ? Math.min(DEFERRED_RETRY_MS, interval) : interval };
+      // A preview Stack still waiting for its run is looked at again when its startTimeout ends.
+      const next = Math.min(interval, Math.max(1_000, nextCheckMs));
+      return { requeueAfterMs: deferred > 0 ? Math.min(DEFERRED_RETRY_MS, next) : next };
     } catch (err) {
       if (err instanceof LeaseNotHeldError) throw err;
       const message = `syncing pull requests failed: ${errorMessage(err)}`;
@@ -432,7 +459,7 @@ export class PreviewReconciler {
     prp: PullRequestPreview,
     ctx: SyncContext,
     deadline: Deadline,
-  ): Promise<{ entries: PreviewEntry[]; deferred: number }> {
+  ): Promise<{ entries: PreviewEntry[]; deferred: number; nextCheckMs: number }> {
     const { forge, repoURL } = ctx;
     const namespace = prp.metadata.namespace ?? '';
     const prev = this.#listings.get(key);
@@ -602,6 +629,9 @@ export class PreviewReconciler {
       } else stopped.set(r.preview.number, r.preview.stackName);
     }
 
+    const startTimeout = Math.max(MIN_START_TIMEOUT_MS, safeDuration(prp.spec.startTimeout ?? '10m'));
+    const waiting = new Map<string, number>();
+    let nextCheckMs = Number.POSITIVE_INFINITY;
     const noted = this.#nameTaken.get(key);
     if (taken.size > 0) this.#nameTaken.set(key, new Set(taken.keys()));
     else this.#nameTaken.delete(key);
@@ -639,12 +669,30 @@ export class PreviewReconciler {
       if (v.kind === 'preview') stopped.delete(n);
       else if (stoppedStack !== undefined) stopped.set(n, stoppedStack);
       const name = previewName(prp, v, stacks);
-      const body = noticeBody(v, stoppedStack, name);
-      const commentURL = this.notices.posted(key, n)?.url ?? before?.commentURL;
-      // Notices: every pull request without a preview; and one that had a notice and now runs.
-      if (v.kind !== 'preview' || commentURL !== undefined) notice(v.pull, body);
       const stackName = v.kind === 'preview' ? name : undefined;
       const live = stackName === undefined ? undefined : this.#o.stacks.get(namespace, stackName);
+      // A preview Stack whose commit PKO has not run within startTimeout: the pull request is told.
+      const stuck =
+        stackName === undefined
+          ? undefined
+          : await this.#stuck(
+              key,
+              ctx,
+              namespace,
+              {
+                name: stackName,
+                commit: typeof live?.spec?.commit === 'string' ? live.spec.commit : v.pull.headSHA,
+                stack: live,
+              },
+              waiting,
+              startTimeout,
+            );
+      if (stuck !== undefined && 'dueInMs' in stuck) nextCheckMs = Math.min(nextCheckMs, stuck.dueInMs);
+      const stuckReason = stuck !== undefined && 'reason' in stuck ? stuck.reason : undefined;
+      const body = stuckReason ?? noticeBody(v, stoppedStack, name);
+      const commentURL = this.notices.posted(key, n)?.url ?? before?.commentURL;
+      // Notices: every pull request without a preview; one that had a notice and now runs; one stuck.
+      if (v.kind !== 'preview' || commentURL !== undefined || stuckReason !== undefined) notice(v.pull, body);
       const lastResult = live?.status?.lastUpdate?.state;
       entries.push({
         number: n,
@@ -654,8 +702,11 @@ export class PreviewReconciler {
         ...(lastResult !== undefined && lastResult !== '' ? { lastResult } : {}),
         ...(commentURL !== undefined ? { commentURL } : {}),
         ...(v.kind !== 'preview' ? { reason: boundText(v.reason, 1024, 'utf16') } : {}),
+        ...(stuckReason !== undefined ? { reason: boundText(stuckReason, 1024, 'utf16') } : {}),
       });
     }
+    if (waiting.size > 0) this.#waiting.set(key, waiting);
+    else this.#waiting.delete(key);
     // Not checked yet (deadline): the previous entry stands until the next sync.
     for (const p of ranked) {
       const before = previous.get(p.number);
@@ -665,7 +716,7 @@ export class PreviewReconciler {
     if (stopped.size > 0) this.#stopped.set(key, stopped);
     else this.#stopped.delete(key);
     entries.sort((a, b) => a.number - b.number);
-    return { entries, deferred };
+    return { entries, deferred, nextCheckMs };
   }
 
   /** The web URL of pull request `number` as a posted notice's URL names it, if known. */
@@ -730,8 +781,13 @@ export class PreviewReconciler {
         // Ours: bring it up to date, only if it is still the object just read (resourceVersion);
         // fields the live spec has and the desired one lacks are removed (null in the merge patch).
         const spec = mergePatchBetween(live.spec ?? {}, body.spec);
+        const annotations = controllerAnnotationPatch(live, prp);
         await this.#patchStack(namespace, name, {
-          metadata: { labels: body.metadata.labels, resourceVersion: live.metadata.resourceVersion },
+          metadata: {
+            labels: body.metadata.labels,
+            resourceVersion: live.metadata.resourceVersion,
+            ...(annotations !== undefined ? { annotations } : {}),
+          },
           ...(spec !== undefined ? { spec } : {}),
         });
       }
@@ -741,12 +797,26 @@ export class PreviewReconciler {
       const have = stacks.find((s) => Number(s.metadata.labels?.[PULL_REQUEST_LABEL]) === v.pull.number);
       if (have === undefined) continue;
       const patch = mergePatchBetween(have.spec ?? {}, previewSpec(ctx.base, prp, v.pull.headSHA));
-      if (patch === undefined) continue;
+      const annotations = controllerAnnotationPatch(have, prp);
+      if (patch === undefined && annotations === undefined) continue;
       // The uid makes the patch fail (422) if the name now belongs to another object.
       await this.#patchStack(namespace, have.metadata.name ?? '', {
-        metadata: { uid: have.metadata.uid },
-        spec: patch,
+        metadata: { uid: have.metadata.uid, ...(annotations !== undefined ? { annotations } : {}) },
+        ...(patch !== undefined ? { spec: patch } : {}),
       });
+      if (patch === undefined) continue;
+      // N18: the old head's pending status (its run may be aborted and report nothing) becomes
+      // a failure "superseded by <new>"; a result of it that still comes replaces that.
+      const oldHead = typeof have.spec?.commit === 'string' ? have.spec.commit.toLowerCase() : '';
+      if (oldHead !== v.pull.headSHA) {
+        this.#queueResolve(
+          `${namespace}/${prp.metadata.name ?? ''}`,
+          ctx,
+          namespace,
+          { number: v.pull.number, stackName: have.metadata.name ?? '', headSHA: oldHead },
+          `superseded by ${v.pull.headSHA.slice(0, 7)}`,
+        );
+      }
       if (plan.update.some((u) => u.pull.number === v.pull.number)) {
         this.#event(
           prp,
@@ -768,6 +838,101 @@ export class PreviewReconciler {
     return [...plan.remove];
   }
 
+  /**
+   * Whether preview Stack `target.name` waits too long for PKO to run its `spec.commit` (docs/previews.md,
+   * "A preview that never starts"): no Update for that commit — neither the current run's nor
+   * the last attempted one — since this controller first saw it (recorded in `waiting`). Before
+   * `timeoutMs`: `dueInMs` (when to look again). After: `reason`, the notice text, and the head's
+   * commit status becomes `failure` with the same reason when it has none or a pending one.
+   * Undefined when the commit ran (or runs).
+   */
+  async #stuck(
+    key: string,
+    ctx: SyncContext,
+    namespace: string,
+    target: { name: string; commit: string; stack: Stack | undefined },
+    waiting: Map<string, number>,
+    timeoutMs: number,
+  ): Promise<{ dueInMs: number } | { reason: string } | undefined> {
+    // `stack` undefined: just created (not in the cache yet), waiting from now on.
+    const { name, stack: s } = target;
+    const commit = target.commit.toLowerCase();
+    if (!/^[0-9a-f]{40}$/.test(commit)) return undefined;
+    const st = s?.status;
+    const ran =
+      st?.currentUpdate?.commit?.toLowerCase() === commit ||
+      st?.lastUpdate?.lastAttemptedCommit?.toLowerCase() === commit;
+    if (ran) return undefined;
+    const id = `${name}@${commit}`;
+    const now = this.#now().getTime();
+    const since = this.#waiting.get(key)?.get(id) ?? now;
+    waiting.set(id, since);
+    const left = since + timeoutMs - now;
+    if (left > 0 || s === undefined) return { dueInMs: Math.max(left, 1_000) };
+    const waited = formatWait(now - since);
+    const why = await this.#whyWaiting(namespace, s);
+    const short = commit.slice(0, 7);
+    this.#queueResolve(
+      key,
+      ctx,
+      namespace,
+      { number: 0, stackName: name, headSHA: commit },
+      boundText(`preview not started after ${waited}: ${why}`, 1024, 'utf16'),
+      true,
+    );
+    return {
+      reason: `**Preview not running**: preview Stack \`${name}\` has waited ${waited} for PKO to run commit ${short}: ${why}. The commit status says so too; it changes when PKO runs the commit.`,
+    };
+  }
+
+  /**
+   * Why PKO has not run preview Stack `s`, in one line: the Workspace's `Ready` condition
+   * (`auto.pulumi.com` Workspace of the Stack's name: reason and message), then the Stack's own
+   * `Reconciling`/`Ready` condition; credentials in URLs are removed and the text bounded.
+   */
+  async #whyWaiting(namespace: string, s: Stack): Promise<string> {
+    const parts: string[] = [];
+    const name = s.metadata.name ?? '';
+    try {
+      const ws = await kubeRequest<{ status?: { conditions?: Condition[] } }>(this.#o.kubeConfig, {
+        method: 'GET',
+        path: objectPath({
+          group: 'auto.pulumi.com',
+          version: 'v1alpha1',
+          plural: 'workspaces',
+          namespace,
+          name,
+        }),
+      });
+      const ready = ws.status?.conditions?.find((c) => c.type === 'Ready');
+      parts.push(
+        ready === undefined
+          ? `Workspace ${name} reports no Ready condition`
+          : `Workspace ${name} Ready=${ready.status} (${ready.reason})${ready.message ? `: ${ready.message}` : ''}`,
+      );
+    } catch (err) {
+      const code = errorStatusCode(err);
+      parts.push(
+        code === 404
+          ? `no Workspace ${name} exists`
+          : code === 403
+            ? `the Workspace ${name} cannot be read (grant get on workspaces.auto.pulumi.com: config/components/workspace-logs)`
+            : `the Workspace ${name} cannot be read: ${errorMessage(err)}`,
+      );
+    }
+    const conds = s.status?.conditions ?? [];
+    const c =
+      conds.find((x) => x.type === 'Reconciling' && x.status === 'True') ??
+      conds.find((x) => x.type === 'Ready');
+    if (c !== undefined)
+      parts.push(`Stack ${c.type}=${c.status} (${c.reason})${c.message ? `: ${c.message}` : ''}`);
+    const text = parts
+      .join('; ')
+      .replace(/\/\/[^/@\s]*@/g, '//')
+      .replace(/\s+/g, ' ');
+    return boundText(text, 600, 'codePoints');
+  }
+
   /** P02: a removed preview's pending status on its head commit becomes a failure that says why (queued). */
   #queueResolve(
     key: string,
@@ -775,6 +940,7 @@ export class PreviewReconciler {
     namespace: string,
     preview: ExistingPreview,
     description: string,
+    whenNone = false,
   ): void {
     if (!/^[0-9a-f]{40}$/.test(preview.headSHA)) return;
     const context = this.#statusContext(ctx.provider, namespace, preview.stackName, preview.headSHA);
@@ -788,6 +954,7 @@ export class PreviewReconciler {
       context,
       description,
       stackName: preview.stackName,
+      ...(whenNone ? { whenNone } : {}),
     });
   }
 
@@ -1014,6 +1181,15 @@ export function noticeBody(v: Verdict, removedStack: string | undefined, stackNa
     case 'preview':
       return `**Preview running** as Stack \`${stackName}\`: results follow in the commit status and the comment of that Stack.`;
   }
+}
+
+/** `12m`, `1h 5m`, `45s`: how long something waited, for people. */
+function formatWait(ms: number): string {
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${String(s)}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${String(m)}m`;
+  return `${String(Math.floor(m / 60))}h ${String(m % 60)}m`;
 }
 
 function stoppedGone(stackName: string, branch: string): string {

@@ -22,6 +22,7 @@ import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { EgressPolicy } from '../notifier/egress.ts';
+import type { Serialize } from '../notifier/types.ts';
 import { AdmissionPolicyCheck } from './admission.ts';
 import { PreviewReconciler, type PreviewReconcilerOptions } from './controller.ts';
 import { startWebhookReceiver, type WebhookForge, type WebhookReceiver } from './webhook.ts';
@@ -57,6 +58,8 @@ export interface PreviewsOptions {
   clusterName: string;
   /** Where forge connections may go (the same policy as deliveries). */
   egress: EgressPolicy;
+  /** The deliveries' lock of one forge target (`Sender.serializeTarget`), for status resolutions. */
+  serializeTarget?: Serialize;
   registry?: Registry;
   /** `host:port` of the webhook receiver; '' = none. */
   webhookBindAddress: string;
@@ -107,6 +110,7 @@ export class Previews {
       logger: o.logger,
       clusterName: o.clusterName,
       egress: o.egress,
+      ...(o.serializeTarget !== undefined ? { serializeTarget: o.serializeTarget } : {}),
       ...o.reconciler,
       mayWrite: () => this.#mayWrite(),
     });

@@ -3,9 +3,9 @@
  * characters (a CEL rule on its CRD), so a long base name is shortened with a hash.
  */
 import { createHash } from 'node:crypto';
-import { GROUP, PREVIEW_LABEL, PULL_REQUEST_LABEL } from '../api/v1alpha1.ts';
+import { BASE_STACK_ANNOTATION, GROUP, PREVIEW_LABEL, PULL_REQUEST_LABEL } from '../api/v1alpha1.ts';
 
-export { PREVIEW_LABEL, PULL_REQUEST_LABEL };
+export { BASE_STACK_ANNOTATION, PREVIEW_LABEL, PULL_REQUEST_LABEL };
 
 /** Longest Stack name PKO accepts. */
 export const MAX_STACK_NAME = 42;

@@ -59,6 +59,8 @@ export interface ResolveJob extends Common {
   description: string;
   /** The removed preview Stack (for logs). */
   stackName: string;
+  /** Also when the commit has no status of `context` yet (a preview whose run never started). */
+  whenNone?: boolean;
 }
 
 export type ForgeJob = NoticeJob | ResolveJob;
@@ -320,6 +322,7 @@ export class NoticeQueue {
       job.description,
       signal,
       this.#o.mayWrite,
+      job.whenNone,
     );
   }
 }

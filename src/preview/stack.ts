@@ -13,9 +13,11 @@
  * at admission (config/admission) and re-checked here on every sync ({@link refusedOverride}).
  */
 import { API_VERSION, type PullRequestPreview } from '../api/v1alpha1.ts';
+import { GATE_ANNOTATION, checkGate } from '../api/gate.ts';
 import { STACK_GROUP, STACK_VERSION, type Stack } from '../api/pko.ts';
 import type { OpenPullRequest } from '../forge/types.ts';
 import {
+  BASE_STACK_ANNOTATION,
   HEAD_REF_ANNOTATION,
   PREVIEW_LABEL,
   PULL_REQUEST_LABEL,
@@ -214,6 +216,45 @@ export function previewSpec(base: Stack, prp: PullRequestPreview, headSHA: strin
   return Object.fromEntries(Object.entries(patched).filter(([k, v]) => !droppedByPko(k, v)));
 }
 
+/**
+ * Annotations the controller keeps on every preview Stack of `prp` beside the pull request's own:
+ * {@link BASE_STACK_ANNOTATION} (the base Stack's name) and, with `spec.gate`,
+ * {@link GATE_ANNOTATION} (the gate as JSON). Patched onto existing preview Stacks when they
+ * differ (a removed gate is removed).
+ */
+/** Keys of {@link controllerAnnotations} (present or not). */
+export const CONTROLLER_ANNOTATIONS = [BASE_STACK_ANNOTATION, GATE_ANNOTATION] as const;
+
+export function controllerAnnotations(prp: PullRequestPreview): Record<string, string> {
+  const out: Record<string, string> = { [BASE_STACK_ANNOTATION]: prp.spec.stackRef.name };
+  const gate: unknown = prp.spec.gate;
+  if (gate !== undefined && gate !== null) {
+    // A gate the CRD would refuse (stored before it) is carried as written: the renderer then
+    // fails closed, saying what is wrong, rather than dropping the gate.
+    const checked = checkGate(gate);
+    out[GATE_ANNOTATION] = JSON.stringify(checked.gate ?? gate).slice(0, 16 * 1024);
+  }
+  return out;
+}
+
+/**
+ * The merge patch of `metadata.annotations` that brings the controller's annotations of `s` to
+ * {@link controllerAnnotations} (`null` removes one no longer wanted); undefined when they agree.
+ */
+export function controllerAnnotationPatch(
+  s: Stack,
+  prp: PullRequestPreview,
+): Record<string, string | null> | undefined {
+  const want = controllerAnnotations(prp);
+  const have = s.metadata.annotations ?? {};
+  const out: Record<string, string | null> = {};
+  for (const k of CONTROLLER_ANNOTATIONS) {
+    const w = want[k];
+    if (have[k] !== w) out[k] = w ?? null;
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
+}
+
 /** The whole preview Stack object of `pull` (to create). */
 export function previewStack(
   base: Stack,
@@ -238,6 +279,7 @@ export function previewStack(
         [REPOSITORY_ANNOTATION]: repoURL,
         [PULL_REQUEST_URL_ANNOTATION]: pull.webURL,
         [HEAD_REF_ANNOTATION]: pull.headRef,
+        ...controllerAnnotations(prp),
       },
       ownerReferences: [
         {

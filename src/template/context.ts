@@ -10,6 +10,7 @@ import type { NotificationEvent } from '../api/event.ts';
 import type { ProviderType } from '../api/v1alpha1.ts';
 import { cleanMessage, meaningfulLine } from '../text.ts';
 import { changesContext, type ChangesContext } from './changes.ts';
+import { evaluateGate, gateDescription } from '../changes/gate.ts';
 
 /** Keys whose value is a string map (`{{metadata.x}}`, `{{#each labels}}`); the rest are scalars. */
 export const MAP_KEYS = ['metadata', 'labels'] as const;
@@ -46,6 +47,8 @@ export const CONTEXT_KEYS = [
   'permalink',
   'failures',
   'pullRequest',
+  'followsPreview',
+  'gate',
   'changes',
   'metadata',
   'labels',
@@ -93,6 +96,17 @@ export interface TemplateContext {
   permalink: string | null;
   failures: string | null;
   pullRequest: string | null;
+  /**
+   * True for a finished up/destroy of a PullRequestPreview's base Stack: its comment edits, on the
+   * pull request the commit merged, the comment the preview wrote (docs/previews.md).
+   */
+  followsPreview: boolean;
+  /**
+   * Why the PullRequestPreview's gate fails this preview (`gate: 1 to delete: <type>::<name>`,
+   * `gate: change set unavailable: …`); null without a gate or when it passes. The commit status
+   * is then `failure` with this description (docs/previews.md).
+   */
+  gate: string | null;
   /** What the run changed or would change (./changes.ts); null when the event carries no change information. */
   changes: ChangesContext | null;
   metadata: Readonly<Record<string, string>>;
@@ -143,7 +157,9 @@ export function stateOf(reason: string): StatusState {
 
 /**
  * Stable id of the sticky pull-request comment for one Stack: the first 16 hex characters of
- * SHA-256 over `cluster/namespace/stack`.
+ * SHA-256 over `cluster/namespace/stack`. A preview Stack's events use its base Stack's name
+ * (`NotificationEvent.previewThread`), so the preview and the base Stack's deployment of the
+ * merge share one comment.
  */
 export function markerIdFor(clusterName: string, namespace: string, stackName: string): string {
   return createHash('sha256')
@@ -205,7 +221,12 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
     operation === null
       ? `Stack ${label} stalled`
       : `${OPERATION_TITLES[operation]} of stack ${label} ${phase}`;
-  const markerId = markerIdFor(opts.clusterName, ev.involvedObject.namespace, stackName);
+  // A preview Stack's comment and its base Stack's deployment share the base Stack's marker.
+  const markerId = markerIdFor(
+    opts.clusterName,
+    ev.involvedObject.namespace,
+    ev.previewThread?.baseStack ?? stackName,
+  );
   const ctx: TemplateContext = {
     clusterName: opts.clusterName,
     namespace: ev.involvedObject.namespace,
@@ -237,6 +258,8 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
     permalink: get('permalink'),
     failures: get('failures'),
     pullRequest: get('pullRequest'),
+    followsPreview: ev.previewThread?.merged === true,
+    gate: gateFailure(ev),
     changes: changesContext(ev.changes),
     metadata: stringMap(Object.entries(md), 'metadata'),
     labels: stringMap(Object.entries(ev.labels), 'labels'),
@@ -247,6 +270,23 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
     truncationNote: null,
   };
   return bare(ctx, 'the template context');
+}
+
+/**
+ * Why the gate an event carries fails it (docs/previews.md, "A gate reviewers can require"), or
+ * null: only a `PreviewSucceeded` is judged (a failed preview is a failure anyway). Fails closed:
+ * an unusable gate, a change set that is unavailable or incomplete, fail.
+ */
+export function gateFailure(ev: NotificationEvent): string | null {
+  const g = ev.gate;
+  if (g === undefined || ev.reason !== 'PreviewSucceeded') return null;
+  if (g.invalid !== undefined) return `gate: invalid: ${g.invalid}`;
+  const changes = ev.changes;
+  if (changes === undefined) return 'gate: change set unavailable: not read';
+  if (changes.unavailable !== undefined)
+    return `gate: change set unavailable: ${changes.unavailable.replace(/^no change details:\s*/, '')}`;
+  const result = evaluateGate(g.gate, changes.set);
+  return result.kind === 'pass' ? null : gateDescription(result);
 }
 
 /** `ctx` with some values replaced (still prototype-less). */

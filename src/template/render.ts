@@ -276,12 +276,16 @@ function targetURL(ctx: TemplateContext, limit: FieldLimit | undefined): string 
  * - `message` (always): the `message` template, trimmed and fitted to the chat limit of
  *   `providerType` by cutting the output in its middle (start and end kept, the cut stated).
  * - git provider types: `commitStatus` — `state` from the reason (*Started → pending, *Succeeded →
- *   success, *Failed/StackStalled → failure); `name` the rendered context, single-line, cut to the
+ *   success, *Failed/StackStalled → failure), or `failure` with the context's `gate` as the
+ *   description (bounded) when a PullRequestPreview's gate fails the preview; `name` the rendered context, single-line, cut to the
  *   forge's name limit; `context` the same fitted to the forge's key limit by prefix + hash
  *   (Bitbucket keys ≤ 40); `description` rendered, escape-free, single-line, bounded in the
  *   forge's unit (GitHub ≤ 140 code points, F13), keeping its end when it can; `targetURL` the
  *   permalink when it is http(s) and within the forge's URL limit.
+ *   A started event of a superseded head (`supersededBy`, case N18) is `failure` "superseded by
+ *   <short sha>".
  * - git provider types with `commentsEnabled`: `comment` {marker, body} — see the comment limits
+ *   (none for an event of a superseded head: N18)
  *   (F14: GitHub ≤ 65,536, GitLab ≤ 1,000,000).
  * A custom template that fails at render time is replaced by the built-in one (`onTemplateError`).
  * Every template runs under the render budget (./limits.ts: steps, output, time per template and
@@ -300,16 +304,30 @@ export function renderNotification(
   const out: RenderedNotification = { message: renderMessage(set, ctx, limits.message, opts) };
   if (!isGitProviderType(opts.providerType)) return out;
   const context = statusContext(set, ctx, opts);
+  // A failing gate (docs/previews.md) decides the state and the description, whatever the templates say.
+  // N18: a started run of a superseded head never leaves its commit pending.
+  const superseded =
+    ev.supersededBy !== undefined && stateOf(ev.reason) === 'pending'
+      ? `superseded by ${ev.supersededBy.slice(0, 7)}`
+      : null;
+  const override = ctx.gate ?? superseded;
+  const overrideLimit = limits.statusDescription;
   out.commitStatus = {
-    state: stateOf(ev.reason),
+    state: override !== null ? 'failure' : stateOf(ev.reason),
     context: fitContext(context, limits.statusContext),
     ...(limits.statusName === undefined
       ? {}
       : { name: boundText(context, limits.statusName.max, limits.statusName.unit) }),
-    description: statusDescription(set, ctx, limits.statusDescription, opts),
+    description:
+      override === null
+        ? statusDescription(set, ctx, limits.statusDescription, opts)
+        : overrideLimit === undefined
+          ? override
+          : boundText(override, overrideLimit.max, overrideLimit.unit),
     targetURL: targetURL(ctx, limits.statusTargetURL),
   };
-  if (opts.commentsEnabled) {
+  // N18: a result for an older head never replaces the newer head's comment.
+  if (opts.commentsEnabled && ev.supersededBy === undefined) {
     out.comment = {
       marker: markerFor(ctx.markerId),
       body: renderComment(set, ctx, limits.comment, opts, ev.changes),

@@ -10,7 +10,13 @@ import type { Stack, Update } from '../../src/api/pko.ts';
 import type { AlertSpec } from '../../src/api/v1alpha1.ts';
 import { compileAlert } from '../../src/alert/compile.ts';
 import { AlertIndex } from '../../src/alert/routed.ts';
-import { Router, type RouterOptions } from '../../src/alert/router.ts';
+import {
+  Router,
+  previewGateOf,
+  previewThreadOf,
+  supersededBy,
+  type RouterOptions,
+} from '../../src/alert/router.ts';
 import type { DeliveryAlert, DeliveryQueue, OfferedEvent } from '../../src/delivery/types.ts';
 import { deliveryAlert, quietLogger } from '../delivery/support.ts';
 import { NS, STACK_UID, update, v2FailedStack } from '../source/fixtures.ts';
@@ -137,5 +143,116 @@ describe('Router', () => {
     expect(t.queue.offers.map((o) => o.events.map((e) => e.event.message.endsWith('(enriched)')))).toEqual([
       [true],
     ]);
+  });
+});
+
+describe('previewThreadOf (docs/previews.md, "One comment follows the change")', () => {
+  const ev = (reason: string) => ({ reason }) as Parameters<typeof previewThreadOf>[1];
+  const stack = (meta: Partial<Stack['metadata']>): Stack => ({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { namespace: NS, name: 'app', ...meta },
+  });
+  const previewOwner = [
+    {
+      apiVersion: 'notification.pko.dev/v1alpha1',
+      kind: 'PullRequestPreview',
+      name: 'p',
+      uid: 'u',
+      controller: true,
+    },
+  ];
+  const bases = (ns: string, name: string) => ns === NS && name === 'app';
+
+  it('a preview Stack controlled by a PullRequestPreview takes its base-stack annotation (a DNS label)', () => {
+    const annotated = (base: string) =>
+      stack({
+        name: 'app-pr-7',
+        ownerReferences: previewOwner,
+        annotations: { 'notification.pko.dev/base-stack': base },
+      });
+    expect(previewThreadOf(annotated('app'), ev('PreviewSucceeded'), bases)).toEqual({
+      baseStack: 'app',
+      merged: false,
+    });
+    expect(previewThreadOf(annotated('../other'), ev('PreviewSucceeded'), bases)).toBeUndefined();
+    // Not controlled by a PullRequestPreview: the annotation is ignored (anyone may set it).
+    const forged = stack({ name: 'x', annotations: { 'notification.pko.dev/base-stack': 'app' } });
+    expect(previewThreadOf(forged, ev('PreviewSucceeded'), bases)).toBeUndefined();
+  });
+
+  it("only a base Stack's finished up/destroy results follow the merged pull request", () => {
+    for (const r of ['UpdateSucceeded', 'UpdateFailed', 'DestroySucceeded', 'DestroyFailed'])
+      expect(previewThreadOf(stack({}), ev(r), bases)).toEqual({ baseStack: 'app', merged: true });
+    for (const r of ['UpdateStarted', 'RefreshSucceeded', 'PreviewSucceeded', 'StackStalled'])
+      expect(previewThreadOf(stack({}), ev(r), bases)).toBeUndefined();
+    expect(previewThreadOf(stack({ name: 'other' }), ev('UpdateSucceeded'), bases)).toBeUndefined();
+    expect(previewThreadOf(stack({}), ev('UpdateSucceeded'), undefined)).toBeUndefined();
+  });
+});
+
+describe('previewGateOf', () => {
+  const ev = (reason: string) => ({ reason }) as Parameters<typeof previewGateOf>[1];
+  const owner = [
+    {
+      apiVersion: 'notification.pko.dev/v1alpha1',
+      kind: 'PullRequestPreview',
+      name: 'p',
+      uid: 'u',
+      controller: true,
+    },
+  ];
+  const stack = (annotations: Record<string, string>, owned = true): Stack => ({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { namespace: NS, name: 'app-pr-1', annotations, ...(owned ? { ownerReferences: owner } : {}) },
+  });
+  const gate = { 'notification.pko.dev/gate': '{"operations":["delete"]}' };
+
+  it("a preview Stack's preview results carry its gate; a broken annotation is carried as invalid (fails closed)", () => {
+    expect(previewGateOf(stack(gate), ev('PreviewSucceeded'))).toEqual({ gate: { operations: ['delete'] } });
+    expect(previewGateOf(stack(gate), ev('PreviewFailed'))).toEqual({ gate: { operations: ['delete'] } });
+    expect(previewGateOf(stack({ 'notification.pko.dev/gate': 'nope' }), ev('PreviewSucceeded'))).toEqual({
+      invalid: 'the gate annotation is not JSON',
+    });
+  });
+
+  it('nothing for other events, Stacks no PullRequestPreview controls, or no annotation', () => {
+    expect(previewGateOf(stack(gate), ev('PreviewStarted'))).toBeUndefined();
+    expect(previewGateOf(stack(gate), ev('UpdateSucceeded'))).toBeUndefined();
+    expect(previewGateOf(stack(gate, false), ev('PreviewSucceeded'))).toBeUndefined();
+    expect(previewGateOf(stack({}), ev('PreviewSucceeded'))).toBeUndefined();
+  });
+});
+
+describe('supersededBy (N18)', () => {
+  const A = 'a'.repeat(40);
+  const B = 'b'.repeat(40);
+  const owner = [
+    {
+      apiVersion: 'notification.pko.dev/v1alpha1',
+      kind: 'PullRequestPreview',
+      name: 'p',
+      uid: 'u',
+      controller: true,
+    },
+  ];
+  const stack = (commit: string, owned = true): Stack => ({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { namespace: NS, name: 'app-pr-1', ...(owned ? { ownerReferences: owner } : {}) },
+    spec: { commit },
+  });
+  const ev = (commit: string) => ({ metadata: { commit } }) as unknown as Parameters<typeof supersededBy>[1];
+
+  it("names the preview Stack's pinned head when the event is about another commit", () => {
+    expect(supersededBy(stack(B), ev(A))).toBe(B);
+    expect(supersededBy(stack(B), ev(B))).toBeUndefined();
+    expect(supersededBy(stack(B.toUpperCase()), ev(B))).toBeUndefined();
+  });
+
+  it('nothing for a Stack no PullRequestPreview controls (a branch Stack deploys whatever comes)', () => {
+    expect(supersededBy(stack(B, false), ev(A))).toBeUndefined();
+    expect(supersededBy(stack('main'), ev(A))).toBeUndefined();
   });
 });

@@ -22,6 +22,7 @@ import {
   VERSION,
 } from '../../src/api/v1alpha1.ts';
 import { HTTP_URL_PATTERN, SSH_URL_PATTERN } from '../../src/api/url.ts';
+import { GATE_OPERATIONS, MAX_GATE_TYPE_CHARS, MAX_GATE_TYPES } from '../../src/api/gate.ts';
 
 interface Schema {
   type?: string;
@@ -276,6 +277,13 @@ describe('PullRequestPreview CRD matches src/api/v1alpha1.ts', () => {
     expect(at(spec, 'trust.allowForks').default).toBe(false);
     expect(at(spec, 'webhook.reconcileBaseOnPush').default).toBe(false);
     expect(at(spec, 'suspend').default).toBe(false);
+    expect(at(spec, 'startTimeout').default).toBe('10m');
+  });
+  it('gate: operations are GATE_OPERATIONS, resource type globs bounded like checkGate', () => {
+    expect(at(spec, 'gate.operations.[]').enum).toEqual([...GATE_OPERATIONS]);
+    expect(at(spec, 'gate.operations').maxItems).toBe(GATE_OPERATIONS.length);
+    expect(at(spec, 'gate.resourceTypes').maxItems).toBe(MAX_GATE_TYPES);
+    expect(at(spec, 'gate.resourceTypes.[]').maxLength).toBe(MAX_GATE_TYPE_CHARS);
   });
   it('status previews states are the PreviewEntry states', () => {
     expect(at(rootSchema(preview), 'status.previews.[].state').enum).toEqual([...PREVIEW_STATES]);

@@ -46,12 +46,13 @@ async function refused(name: string, spec: unknown): Promise<string> {
 const minimal = { stackRef: { name: 'app' }, providerRef: { name: 'gitea' } };
 
 describe('PullRequestPreview CRD', () => {
-  it('stores a minimal object with the defaults (interval 5m, maxPreviews 5, forks off)', async () => {
+  it('stores a minimal object with the defaults (interval 5m, maxPreviews 5, startTimeout 10m, forks off)', async () => {
     const got = await create('minimal', minimal);
     expect(got.spec).toEqual({
       ...minimal,
       interval: '5m',
       maxPreviews: 5,
+      startTimeout: '10m',
       suspend: false,
     });
     const withTrust = await create('trust', { ...minimal, trust: {}, webhook: { secretRef: { name: 'h' } } });
@@ -81,6 +82,18 @@ describe('PullRequestPreview CRD', () => {
       /spec\.trust\.authorAssociations\[0\]: Unsupported value: "ADMIN"/,
     ],
     ['bad-interval', { ...minimal, interval: 'soon' }, /spec\.interval in body should match/],
+    ['bad-start', { ...minimal, startTimeout: 'later' }, /spec\.startTimeout in body should match/],
+    [
+      'bad-gate-op',
+      { ...minimal, gate: { operations: ['same'] } },
+      /spec\.gate\.operations\[0\]: Unsupported value: "same"/,
+    ],
+    ['empty-gate', { ...minimal, gate: { operations: [] } }, /spec\.gate\.operations: Invalid value/],
+    [
+      'long-glob',
+      { ...minimal, gate: { operations: ['delete'], resourceTypes: ['x'.repeat(257)] } },
+      /spec\.gate\.resourceTypes\[0\]: Too long/,
+    ],
   ])('refuses %s', async (name, spec, message) => {
     expect(await refused(name, spec)).toMatch(message);
   });

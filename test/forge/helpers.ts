@@ -38,6 +38,14 @@ export function event(commit: string, metadata: Record<string, string | undefine
   return { ...sampleEvent, metadata: { ...sampleEvent.metadata, commit, ...metadata } };
 }
 
+/**
+ * The base Stack's deployment of `commit` (a merge) as the router marks it: `previewThread.merged`,
+ * so the forge looks up the pull request the commit merged and edits its preview's comment.
+ */
+export function deployEvent(commit: string): NotificationEvent {
+  return { ...event(commit), previewThread: { baseStack: 'web', merged: true } };
+}
+
 export const CONTEXT = 'pko/team-a/web';
 export const MARKER = '<!-- pko-notification-controller: cluster=test ns=team-a stack=web -->';
 

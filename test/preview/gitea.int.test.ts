@@ -307,6 +307,171 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
   );
 
   it(
+    "one comment follows the change: after a merge, the base Stack's up of the merge commit edits the PR's preview comment (same comment id) to say it is deployed, with its own status on the merge commit; Gitea's commits/{sha}/pull names the merged PR",
+    async () => {
+      const s = await setup('pv-follow', 'follow');
+      try {
+        const sha = await branchWithCommit(s.repo, 'grow');
+        const pr = await gitea.openPull(ORG, s.repo, { head: 'grow', title: 'Grow', as: alice });
+        const stackName = `app-pr-${String(pr.number)}`;
+        const created = await waitForStack(s.sim, stackName, () => true, 'created');
+        expect(created.metadata.annotations?.['notification.pko.dev/base-stack']).toBe('app');
+        const run = await s.sim.startRun(stackName, { type: 'preview', commit: sha });
+        await s.sim.finishRun(run, 'succeeded');
+        const preview = await waitFor(
+          async () =>
+            (await botComments(s.repo, pr.number)).find((c) =>
+              c.body.includes('Preview of stack acme/app/dev succeeded'),
+            ),
+          { timeoutMs: WAIT_MS, what: 'the preview comment' },
+        );
+
+        const merged = await gitea.mergePull(ORG, s.repo, pr.number);
+        const mergeSha = merged.merge_commit_sha ?? '';
+        expect(mergeSha).toMatch(/^[0-9a-f]{40}$/);
+        // Real Gitea names the merged pull request of the merge commit, and none of another commit.
+        const byCommit = await gitea.api<{ number: number; merged: boolean }>(
+          'GET',
+          `/repos/${ORG}/${s.repo}/commits/${mergeSha}/pull`,
+        );
+        expect(byCommit.data).toMatchObject({ number: pr.number, merged: true });
+        expect(
+          (await gitea.api('GET', `/repos/${ORG}/${s.repo}/commits/${sha}/pull`, { expect: [200, 404] }))
+            .status,
+        ).toBe(404);
+        await waitForNoStack(s.sim, stackName);
+
+        // PKO deploys the merge commit with the base Stack.
+        const up = await s.sim.startRun('app', { type: 'up', commit: mergeSha });
+        const baseContext = `pko/${CLUSTER}/${s.ns}/app`;
+        await waitForStatus(s.repo, mergeSha, baseContext, 'pending');
+        await s.sim.finishRun(up, 'succeeded');
+        await waitForStatus(s.repo, mergeSha, baseContext, 'success');
+        const deployed = await waitFor(
+          async () =>
+            (await botComments(s.repo, pr.number)).find((c) =>
+              c.body.includes(`**Deployed ${mergeSha.slice(0, 7)}**`),
+            ),
+          { timeoutMs: WAIT_MS, what: 'the comment edited to the deployment' },
+        );
+        expect(deployed.id).toBe(preview.id);
+        expect(deployed.body).toContain('Update of stack acme/app/dev succeeded');
+        expect(
+          (await botComments(s.repo, pr.number)).filter((c) =>
+            c.body.includes('pko-notification-controller:'),
+          ),
+        ).toHaveLength(2); // the deployment's comment and the preview notice, nothing more
+
+        // A failed deployment of a later merge commit of a PR without a preview comment adds none.
+        const other = await branchWithCommit(s.repo, 'quiet');
+        const pr2 = await gitea.openPull(ORG, s.repo, { head: 'quiet', title: 'Quiet', as: alice });
+        await waitForStack(s.sim, `app-pr-${String(pr2.number)}`, (x) => x.spec?.commit === other, 'created');
+        const merged2 = await gitea.mergePull(ORG, s.repo, pr2.number);
+        const up2 = await s.sim.startRun('app', { type: 'up', commit: merged2.merge_commit_sha ?? '' });
+        await s.sim.finishRun(up2, 'failed');
+        await waitForStatus(s.repo, merged2.merge_commit_sha ?? '', baseContext, 'failure');
+        // The whole send is done (status and comment step) once the Alert records it delivered.
+        await waitFor(
+          async () => {
+            const a = await s.obj.get('alerts', 'all');
+            const out = (a.status?.lastDelivery ?? []) as { result: string; event?: string }[];
+            return (
+              out.some((d) => d.event === `UpdateFailed ${s.ns}/app` && d.result === 'Delivered') || undefined
+            );
+          },
+          { timeoutMs: WAIT_MS, what: 'the failed deployment delivered' },
+        );
+        expect(
+          (await botComments(s.repo, pr2.number)).filter((c) => c.body.includes('Update of stack')),
+        ).toEqual([]);
+      } finally {
+        await s.ctl.stop();
+      }
+    },
+    TEST_MS,
+  );
+
+  it(
+    "N18: a result for an older head never replaces the newer head's comment (its own commit gets it); an older head whose run is aborted is not left pending: failure 'superseded by <sha>'",
+    async () => {
+      const s = await setup('pv-n18', 'late');
+      try {
+        const a = await branchWithCommit(s.repo, 'racy');
+        const pr = await gitea.openPull(ORG, s.repo, { head: 'racy', title: 'Race', as: alice });
+        const stackName = `app-pr-${String(pr.number)}`;
+        const context = `pko/${CLUSTER}/${s.ns}/${stackName}`;
+        await waitForStack(s.sim, stackName, () => true, 'created');
+        const comment = (): Promise<GiteaComment | undefined> =>
+          botComments(s.repo, pr.number).then((cs) => cs.find((c) => c.body.includes('Preview of stack')));
+        const delivered = (reason: string): Promise<true> =>
+          waitFor(
+            async () => {
+              const al = await s.obj.get('alerts', 'all');
+              const out = (al.status?.lastDelivery ?? []) as { result: string; event?: string }[];
+              const hit = out.some(
+                (d) => d.event === `${reason} ${s.ns}/${stackName}` && d.result === 'Delivered',
+              );
+              return hit || undefined;
+            },
+            { timeoutMs: WAIT_MS, what: `${reason} delivered` },
+          );
+
+        // Variant 1: A runs, the head moves to B, A's result comes after the head moved.
+        const runA = await s.sim.startRun(stackName, { type: 'preview', commit: a });
+        await waitForStatus(s.repo, a, context, 'pending');
+        const first = await waitFor(comment, { timeoutMs: WAIT_MS, what: "A's started comment" });
+        expect(first.body).toContain(a);
+        const b = await gitea.gitPush(ORG, s.repo, 'racy', alice);
+        await waitForStack(s.sim, stackName, (x) => x.spec?.commit === b, `at ${b.slice(0, 7)}`);
+        await s.sim.finishRun(runA, 'succeeded');
+        // A's result is recorded on A's own status: the move's resolution ("superseded by B"
+        // while pending) and the delivery take the same lock, so the result is the last word.
+        const settled = await waitForStatus(s.repo, a, context, 'success');
+        expect(settled.at(-1)?.description).toBe('Preview of stack acme/app/dev succeeded');
+        await delivered('PreviewSucceeded');
+        // A's result is never shown in the comment: it still shows A started.
+        expect((await comment())?.body).not.toContain('succeeded');
+        const runB = await s.sim.startRun(stackName, { type: 'preview', commit: b });
+        const onB = await waitFor(
+          async () => ((await comment())?.body.includes(b) === true ? comment() : undefined),
+          {
+            timeoutMs: WAIT_MS,
+            what: "the comment showing B's run",
+          },
+        );
+        expect(onB.id).toBe(first.id);
+        expect(onB.body).toContain('Preview of stack acme/app/dev started');
+        await s.sim.finishRun(runB, 'succeeded');
+        await waitForStatus(s.repo, b, context, 'success');
+        await waitFor(async () => (await comment())?.body.includes('succeeded') === true || undefined, {
+          timeoutMs: WAIT_MS,
+          what: "B's result in the comment",
+        });
+        expect((await comment())?.body).toContain(b);
+
+        // Variant 2: C's run is aborted when D arrives: C's status does not stay pending.
+        const c = await gitea.gitPush(ORG, s.repo, 'racy', alice);
+        await waitForStack(s.sim, stackName, (x) => x.spec?.commit === c, `at ${c.slice(0, 7)}`);
+        const runC = await s.sim.startRun(stackName, { type: 'preview', commit: c });
+        await waitForStatus(s.repo, c, context, 'pending');
+        const d = await gitea.gitPush(ORG, s.repo, 'racy', alice);
+        await waitForStack(s.sim, stackName, (x) => x.spec?.commit === d, `at ${d.slice(0, 7)}`);
+        await s.sim.finishRun(runC, 'aborted');
+        const resolved = await waitForStatus(s.repo, c, context, 'failure');
+        expect(resolved.at(-1)?.description).toBe(`superseded by ${d.slice(0, 7)}`);
+        expect(
+          await botComments(s.repo, pr.number).then((cs) =>
+            cs.filter((x) => x.body.includes('Preview of stack')),
+          ),
+        ).toHaveLength(1);
+      } finally {
+        await s.ctl.stop();
+      }
+    },
+    TEST_MS,
+  );
+
+  it(
     'F30: a fork PR and a PR by an author without write access get no preview Stack, and one comment each saying why (never repeated across syncs)',
     async () => {
       const s = await setup('pv-trust', 'trust');

@@ -434,3 +434,149 @@ describe('built-in templates (golden: catches accidental reformatting of templat
     );
   });
 });
+
+describe('one comment follows the change (docs/previews.md)', () => {
+  const base = stackEvent({
+    reason: 'UpdateSucceeded',
+    severity: 'info',
+    message: 'Update of stack acme/app/dev succeeded',
+  });
+  const preview: ReturnType<typeof stackEvent> = {
+    ...stackEvent({
+      reason: 'PreviewSucceeded',
+      severity: 'info',
+      message: 'Preview of stack acme/app/dev succeeded',
+    }),
+    involvedObject: { ...base.involvedObject, name: 'app-pr-7', uid: 'uid-7' },
+    previewThread: { baseStack: 'app', merged: false },
+  };
+  const deployed = { ...base, previewThread: { baseStack: 'app', merged: true } };
+
+  it("a preview Stack's comment carries its base Stack's marker; the base Stack's deployment of the merge says it is deployed", () => {
+    const p = renderNotification(set(), preview, opts('gitea')).comment;
+    const d = renderNotification(set(), deployed, opts('gitea')).comment;
+    const plain = renderNotification(set(), base, opts('gitea')).comment;
+    expect(p?.marker).toBe(d?.marker);
+    expect(plain?.marker).toBe(d?.marker);
+    const { previewThread: _thread, ...unthreaded } = preview;
+    const own = renderNotification(set(), unthreaded, opts('gitea')).comment?.marker;
+    expect(own).not.toBe(d?.marker);
+    expect(d?.body).toContain(`**Deployed ${COMMIT.slice(0, 7)}** · this pull request was merged`);
+    expect(p?.body).not.toContain('Deployed');
+    expect(plain?.body).not.toContain('Deployed');
+    const failed = renderNotification(
+      set(),
+      { ...deployed, reason: 'UpdateFailed', message: 'Update of stack acme/app/dev failed' },
+      opts('gitea'),
+    ).comment;
+    expect(failed?.body).toContain(`**Deployment failed: ${COMMIT.slice(0, 7)}**`);
+  });
+});
+
+describe('the gate of a PullRequestPreview (docs/previews.md)', () => {
+  const deletion = {
+    op: 'delete' as const,
+    type: 'pkotest:index:File',
+    name: 'a',
+    urn: 'urn:pulumi:dev::app::pkotest:index:File::a',
+    retain: false,
+    diff: [],
+    diffOmitted: 0,
+  };
+  const changeSet = (resources: (typeof deletion)[]) => ({
+    source: 'workspace-log' as const,
+    complete: true,
+    incomplete: [],
+    failed: false,
+    counts: { [resources[0]?.op ?? 'delete']: resources.length },
+    countsFrom: 'summary' as const,
+    resources,
+    errors: [],
+    omitted: { resources: 0, diffLines: 0, longLines: 0, errors: 0 },
+  });
+  const preview = (extra: Partial<ReturnType<typeof stackEvent>>) =>
+    stackEvent({
+      reason: 'PreviewSucceeded',
+      severity: 'info',
+      message: 'Preview of stack acme/app/dev succeeded',
+      gate: { gate: { operations: ['delete', 'replace'] } },
+      ...extra,
+    });
+
+  it('a gated change turns the status into failure naming the count and the first resources, within GitHub’s 140', () => {
+    const many = Array.from({ length: 30 }, (_, i) => ({
+      ...deletion,
+      name: `resource-number-${String(i)}`,
+    }));
+    const r = renderNotification(set(), preview({ changes: { set: changeSet(many) } }), opts('github'));
+    expect(r.commitStatus?.state).toBe('failure');
+    const d = r.commitStatus?.description ?? '';
+    expect(d.startsWith('gate: 30 to delete: pkotest:index:File::resource-number-0, ')).toBe(true);
+    expect(measure(d, 'codePoints')).toBeLessThanOrEqual(140);
+    expect(r.comment?.body).toContain('**🚧 gate: 30 to delete: pkotest:index:File::resource-number-0');
+    const one = renderNotification(
+      set(),
+      preview({ changes: { set: changeSet([deletion]) } }),
+      opts('gitea'),
+    );
+    expect(one.commitStatus?.description).toBe('gate: 1 to delete: pkotest:index:File::a');
+  });
+
+  it('fails closed without a change set, with an unusable gate; passes when nothing gated is planned; only previews that succeeded are judged', () => {
+    const unavailable = renderNotification(
+      set(),
+      preview({ changes: { unavailable: 'no change details: the workspace pod is gone' } }),
+      opts('github'),
+    ).commitStatus;
+    expect(unavailable).toMatchObject({
+      state: 'failure',
+      description: 'gate: change set unavailable: the workspace pod is gone',
+    });
+    expect(renderNotification(set(), preview({}), opts('gitea')).commitStatus?.description).toBe(
+      'gate: change set unavailable: not read',
+    );
+    expect(
+      renderNotification(
+        set(),
+        preview({ gate: { invalid: 'the gate annotation is not JSON' } }),
+        opts('gitea'),
+      ).commitStatus,
+    ).toMatchObject({ state: 'failure', description: 'gate: invalid: the gate annotation is not JSON' });
+    const passing = renderNotification(
+      set(),
+      preview({ changes: { set: changeSet([{ ...deletion, op: 'update' as never }]) } }),
+      opts('gitea'),
+    );
+    expect(passing.commitStatus?.state).toBe('success');
+    expect(passing.comment?.body).not.toContain('🚧');
+    expect(
+      renderNotification(set(), preview({ reason: 'PreviewStarted' }), opts('gitea')).commitStatus?.state,
+    ).toBe('pending');
+  });
+});
+
+describe('N18: a late result for an older head', () => {
+  const newer = 'b'.repeat(40);
+  const late = (reason: 'PreviewStarted' | 'PreviewSucceeded' | 'PreviewFailed') =>
+    stackEvent({
+      reason,
+      severity: reason === 'PreviewFailed' ? 'error' : 'info',
+      message: `Preview of stack acme/app/dev ${reason.slice(7).toLowerCase()}`,
+      supersededBy: newer,
+    });
+
+  it('writes no comment (the newer head keeps it); its result is set on its own commit', () => {
+    const r = renderNotification(set(), late('PreviewSucceeded'), opts('github'));
+    expect(r.comment).toBeUndefined();
+    expect(r.commitStatus?.state).toBe('success');
+    expect(renderNotification(set(), late('PreviewFailed'), opts('gitea')).commitStatus?.state).toBe(
+      'failure',
+    );
+  });
+
+  it('a started run of an older head is never left pending: failure "superseded by <short sha>"', () => {
+    const r = renderNotification(set(), late('PreviewStarted'), opts('github'));
+    expect(r.commitStatus).toMatchObject({ state: 'failure', description: 'superseded by bbbbbbb' });
+    expect(r.comment).toBeUndefined();
+  });
+});

@@ -1,7 +1,8 @@
 /**
  * Azure DevOps pull-request discovery: `metadata.pullRequest` when set; else the active pull
  * requests (`searchCriteria.status=active`, `$top`/`$skip` pages) whose
- * `lastMergeSourceCommit.commitId` is the commit.
+ * `lastMergeSourceCommit.commitId` is the commit. The base Stack's deployment of a merge asks
+ * `POST …/pullrequestquery` (`lastMergeCommit`) for the completed pull request that made it.
  */
 import type { ForgeRepo } from '../address.ts';
 import { field, idOf, str } from '../json.ts';
@@ -27,6 +28,25 @@ export function azurePulls(c: AzureClient): PullRequestPart<ForgeRepo, AzurePull
           const head = str(field(field(pr, 'lastMergeSourceCommit'), 'commitId'))?.toLowerCase();
           if (id !== undefined && head === ctx.sha && str(field(pr, 'status')) !== 'completed')
             out.push({ id });
+        }
+      }
+      return out;
+    },
+
+    // "Pull Request Query - Get" (Git REST 7.1): type `lastMergeCommit` finds the pull requests
+    // that created the given merge commit; the answer maps each commit to its pull requests.
+    async mergedPullRequests(ctx) {
+      const { data } = await c.call('POST', withQuery(`${c.repoURL(ctx.repo)}/pullrequestquery`, {}), {
+        body: { queries: [{ type: 'lastMergeCommit', items: [ctx.sha] }] },
+        signal: ctx.signal,
+      });
+      const results = field(data, 'results');
+      const out: AzurePullRequest[] = [];
+      for (const r of Array.isArray(results) ? results : []) {
+        const prs = field(r, ctx.sha);
+        for (const pr of Array.isArray(prs) ? prs : []) {
+          const id = idOf(field(pr, 'pullRequestId'));
+          if (id !== undefined && str(field(pr, 'status')) === 'completed') out.push({ id });
         }
       }
       return out;

@@ -3,7 +3,8 @@
  * `GET …/commit/{sha}/pullrequests` (all pages), keeping OPEN ones whose source commit is the
  * commit (Bitbucket gives a 12-digit prefix). When that endpoint is unavailable (404: pull-request
  * commit links not enabled, or 202: still indexing) the OPEN pull requests are listed and matched
- * the same way.
+ * the same way. The base Stack's deployment of a merge looks among the 50 pull requests merged
+ * last for the one whose merge commit it is.
  */
 import type { ForgeRepo } from '../address.ts';
 import { callJson, field, idOf, str } from '../json.ts';
@@ -66,5 +67,31 @@ export function bitbucketPulls(c: BitbucketClient): PullRequestPart<ForgeRepo, B
       }
       return out;
     },
+
+    // A merge commit is not "a commit of" the pull request (Bitbucket lists the pull requests in
+    // which a commit was reviewed), so the merged pull requests changed last are read instead —
+    // one page of {@link MERGED_PAGE_LEN}, newest first — and the one whose `merge_commit.hash`
+    // (abbreviated to 12) starts the commit is taken. A deployment that runs after 50 more merges
+    // finds nothing and edits no comment.
+    async mergedPullRequests(ctx) {
+      const { data } = await callJson(c.http, {
+        method: 'GET',
+        url: `${c.repoURL(ctx.repo)}/pullrequests?state=MERGED&sort=-updated_on&pagelen=${MERGED_PAGE_LEN}`,
+        headers: c.headers,
+        signal: ctx.signal,
+      });
+      const values = field(data, 'values');
+      const out: BitbucketPullRequest[] = [];
+      for (const pr of Array.isArray(values) ? values : []) {
+        const id = idOf(field(pr, 'id'));
+        const hash = str(field(field(pr, 'merge_commit'), 'hash'))?.toLowerCase();
+        if (id !== undefined && hash !== undefined && hash.length >= 7 && ctx.sha.startsWith(hash))
+          out.push({ id });
+      }
+      return out;
+    },
   };
 }
+
+/** Merged pull requests read for the deployment of a merge (Bitbucket's largest page). */
+export const MERGED_PAGE_LEN = 50;

@@ -1,7 +1,8 @@
 /**
  * Bitbucket Data Center pull-request discovery: `metadata.pullRequest` when set; else
  * `GET …/repos/{slug}/commits/{sha}/pull-requests` (all pages), OPEN ones whose
- * `fromRef.latestCommit` is the commit.
+ * `fromRef.latestCommit` is the commit. The base Stack's deployment of a merge looks among the 50
+ * pull requests merged last for the one whose merge commit it is.
  */
 import type { ForgeRepo } from '../address.ts';
 import { callJson, field, idOf, str } from '../json.ts';
@@ -43,6 +44,27 @@ export function bitbucketServerPulls(
             out.push({ id });
           }
         }
+      }
+      return out;
+    },
+
+    // The pull requests merged last (`state=MERGED&order=NEWEST`, one page of 50), the one whose
+    // `properties.mergeCommit.id` is the commit (Bitbucket Data Center's pull request JSON of a
+    // merged pull request; `PullRequestMergedEvent` carries the same commit). A deployment that
+    // runs after 50 more merges finds nothing and edits no comment.
+    async mergedPullRequests(ctx) {
+      const { data } = await callJson(c.http, {
+        method: 'GET',
+        url: `${c.repoURL(ctx.repo)}/pull-requests?state=MERGED&order=NEWEST&limit=50`,
+        headers: c.headers,
+        signal: ctx.signal,
+      });
+      const values = field(data, 'values');
+      const out: BitbucketServerPullRequest[] = [];
+      for (const pr of Array.isArray(values) ? values : []) {
+        const id = idOf(field(pr, 'id'));
+        const merge = str(field(field(field(pr, 'properties'), 'mergeCommit'), 'id'))?.toLowerCase();
+        if (id !== undefined && merge === ctx.sha) out.push({ id });
       }
       return out;
     },

@@ -6,7 +6,8 @@ import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeAdapter, ForgeDefinition } from '../types.ts';
 import type { ForgeRepo } from '../address.ts';
-import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
+import { forgeNotifier, previewOrdering, repositoryFor, targetOrdering } from '../notifier.ts';
+import type { Serialize } from '../../notifier/types.ts';
 import { previewForge } from '../preview.ts';
 import { giteaAddress } from './address.ts';
 import { giteaClient, type GiteaClient, type GiteaPullRequest } from './client.ts';
@@ -43,8 +44,8 @@ export const gitea: ForgeDefinition<'gitea'> = {
       adapter(p, c),
     );
   },
-  previews: (p: ResolvedProvider, { http }: { http: ProviderHttp }) => {
-    const c = giteaClient(p, http);
-    return previewForge(http, 'gitea', adapter(p, c), giteaDiscovery(c));
+  previews: (p: ResolvedProvider, deps: { http: ProviderHttp; serialize?: Serialize | undefined }) => {
+    const c = giteaClient(p, deps.http);
+    return previewForge(deps.http, 'gitea', adapter(p, c), giteaDiscovery(c), previewOrdering(p, deps));
   },
 };

@@ -1,7 +1,8 @@
 /**
  * Gitea pull-request discovery: `metadata.pullRequest` (the PR index) when set; else the open pull
  * requests (`GET /repos/{o}/{r}/pulls?state=open`, all pages) whose `head.sha` is the commit —
- * Gitea's "pull request of a commit" endpoint only returns merged ones.
+ * Gitea's "pull request of a commit" endpoint only returns merged ones, which is what the base
+ * Stack's deployment of a merge asks (`GET /repos/{o}/{r}/commits/{sha}/pull`).
  */
 import { LRUCache } from 'lru-cache';
 import type { AuthorAssociation } from '../../api/v1alpha1.ts';
@@ -36,6 +37,20 @@ export function giteaPulls(c: GiteaClient): PullRequestPart<ForgeRepo, GiteaPull
         }
       }
       return out;
+    },
+
+    // Gitea answers the pull request whose merge commit is `sha`, or 404 (routers/api/v1/repo/
+    // pull.go `GetPullRequestByMergedCommit`; observed on Gitea 1.27.3: test/preview/gitea.int.test.ts).
+    async mergedPullRequests(ctx) {
+      const { status, data } = await callJson(c.http, {
+        method: 'GET',
+        url: `${c.repoPath(ctx.repo)}/commits/${ctx.sha}/pull`,
+        headers: c.headers,
+        acceptStatus: [404],
+        signal: ctx.signal,
+      });
+      const n = status === 200 && field(data, 'merged') === true ? idOf(field(data, 'number')) : undefined;
+      return n === undefined ? [] : [{ id: n }];
     },
   };
 }

@@ -4,8 +4,8 @@
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
-import type { Notifier, NotifierDeps } from '../../notifier/types.ts';
-import { forgeNotifier, targetOrdering } from '../notifier.ts';
+import type { Notifier, NotifierDeps, Serialize } from '../../notifier/types.ts';
+import { forgeNotifier, previewOrdering, targetOrdering } from '../notifier.ts';
 import type { ForgeAdapter, ForgeDefinition, PreviewForge } from '../types.ts';
 import { githubAddress } from './address.ts';
 import {
@@ -58,11 +58,11 @@ function adapter(c: GitHubClient): ForgeAdapter<GitHubRepo, PullRef> {
 /** The `github` preview forge of `p` (src/preview/): discovery with conditional requests. */
 export function createGitHubPreviewForge(
   p: ResolvedProvider,
-  deps: { http: ProviderHttp },
+  deps: { http: ProviderHttp; serialize?: Serialize | undefined },
   opts: GitHubNotifierOptions = {},
 ): PreviewForge {
   const c = githubClient(p, deps.http, opts);
-  return previewForge(deps.http, c.label, adapter(c), githubDiscovery(c));
+  return previewForge(deps.http, c.label, adapter(c), githubDiscovery(c), previewOrdering(p, deps));
 }
 
 export const github: ForgeDefinition<'github'> = {

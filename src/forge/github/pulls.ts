@@ -4,13 +4,14 @@
  * `GET /repos/{o}/{r}/commits/{sha}/pulls`, which lists every pull request CONTAINING the commit
  * (closed ones, forks, heads that moved on), of which only the open ones whose `head.sha` is the
  * commit count (case N04; 409/422 for an unknown commit → none), remembered per commit (10 min,
- * 2 min when none).
+ * 2 min when none). The same listing names the merged pull request whose `merge_commit_sha` is
+ * the commit (the base Stack's deployment of a merge: docs/previews.md).
  */
 import { LRUCache } from 'lru-cache';
 import { AUTHOR_ASSOCIATIONS, type AuthorAssociation } from '../../api/v1alpha1.ts';
 import { MAX_PAGES, tooManyPages } from '../paging.ts';
 import { FORGE_CACHE_ENTRIES } from '../status.ts';
-import type { OpenPullRequest, PullRequestDiscovery, PullRequestPart } from '../types.ts';
+import type { OpenPullRequest, PullRequestDiscovery, PullRequestPart, SendContext } from '../types.ts';
 import {
   GITHUB_PAGE_SIZE,
   requestOptions,
@@ -24,6 +25,48 @@ import { statusOf } from './errors.ts';
 export const PULLS_TTL_MS = 10 * 60_000;
 export const NO_PULLS_TTL_MS = 2 * 60_000;
 
+/** One pull request of "List pull requests associated with a commit", as far as it is read here. */
+interface CommitPull {
+  number: number;
+  state: string;
+  head: { sha: string };
+  merged_at: string | null;
+  merge_commit_sha: string | null;
+}
+
+/**
+ * `GET /repos/{o}/{r}/commits/{sha}/pulls` (every page, at most `MAX_PAGES`), keeping the pull
+ * requests `keep` accepts; 409/422 (a commit GitHub does not know, yet) → none.
+ */
+function commitPulls(
+  c: GitHubClient,
+  ctx: SendContext<GitHubRepo, PullRef>,
+  keep: (pr: CommitPull) => boolean,
+): Promise<PullRef[]> {
+  return c.call(async () => {
+    const out: PullRef[] = [];
+    try {
+      const it = c.octokit.paginate.iterator('GET /repos/{owner}/{repo}/commits/{commit_sha}/pulls', {
+        ...c.at(ctx.repo),
+        commit_sha: ctx.sha,
+        per_page: GITHUB_PAGE_SIZE,
+        ...requestOptions(ctx.signal),
+      });
+      let n = 0;
+      for await (const page of it) {
+        if (++n > MAX_PAGES)
+          throw tooManyPages(`${c.label}: listing the pull requests of ${ctx.sha}`, c.secretValues);
+        for (const pr of page.data) if (keep(pr)) out.push({ id: String(pr.number), number: pr.number });
+      }
+    } catch (err) {
+      const status = statusOf(err);
+      if (status === 409 || status === 422) return [];
+      throw err;
+    }
+    return out;
+  });
+}
+
 export function githubPulls(c: GitHubClient): PullRequestPart<GitHubRepo, PullRef> {
   const cache = new LRUCache<string, { prs: PullRef[]; until: number }>({ max: FORGE_CACHE_ENTRIES });
   return {
@@ -33,36 +76,23 @@ export function githubPulls(c: GitHubClient): PullRequestPart<GitHubRepo, PullRe
       const key = `${c.repoKey(ctx.repo)}\u0000${ctx.sha}`;
       const cached = cache.get(key);
       if (cached !== undefined && cached.until > c.now()) return cached.prs;
-      const prs = await c.call(async () => {
-        const out: PullRef[] = [];
-        try {
-          const it = c.octokit.paginate.iterator('GET /repos/{owner}/{repo}/commits/{commit_sha}/pulls', {
-            ...c.at(ctx.repo),
-            commit_sha: ctx.sha,
-            per_page: GITHUB_PAGE_SIZE,
-            ...requestOptions(ctx.signal),
-          });
-          let n = 0;
-          for await (const page of it) {
-            if (++n > MAX_PAGES)
-              throw tooManyPages(`${c.label}: listing the pull requests of ${ctx.sha}`, c.secretValues);
-            // GitHub lists every pull request CONTAINING the commit (closed ones, forks, heads
-            // that moved on): only an open one whose head is the commit gets the comment (N04).
-            for (const pr of page.data)
-              if (pr.state === 'open' && pr.head.sha.toLowerCase() === ctx.sha)
-                out.push({ id: String(pr.number), number: pr.number });
-          }
-        } catch (err) {
-          // GitHub answers 409/422 for a commit it does not know (yet): no pull request.
-          const status = statusOf(err);
-          if (status === 409 || status === 422) return [];
-          throw err;
-        }
-        return out;
-      });
+      // GitHub lists every pull request CONTAINING the commit (closed ones, forks, heads that
+      // moved on): only an open one whose head is the commit gets the comment (N04).
+      const prs = await commitPulls(
+        c,
+        ctx,
+        (pr) => pr.state === 'open' && pr.head.sha.toLowerCase() === ctx.sha,
+      );
       cache.set(key, { prs, until: c.now() + (prs.length > 0 ? PULLS_TTL_MS : NO_PULLS_TTL_MS) });
       return prs;
     },
+
+    // The same listing: "the merged pull request that introduced the commit" is among them (GitHub
+    // REST docs, "List pull requests associated with a commit"); it is the one whose
+    // `merge_commit_sha` is the commit (merge, squash or rebase alike). Not cached: asked once per
+    // deployment result.
+    mergedPullRequests: (ctx) =>
+      commitPulls(c, ctx, (pr) => pr.merged_at !== null && pr.merge_commit_sha?.toLowerCase() === ctx.sha),
   };
 }
 

@@ -4,7 +4,7 @@
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ForgeRepo } from '../address.ts';
-import { forgeNotifier, repositoryFor, targetOrdering } from '../notifier.ts';
+import { forgeNotifier, repositoryFor, previewOrdering, targetOrdering } from '../notifier.ts';
 import { previewForge } from '../preview.ts';
 import type { ForgeAdapter, ForgeDefinition } from '../types.ts';
 import { gitlabAddress } from './address.ts';
@@ -32,9 +32,9 @@ export const gitlab: ForgeDefinition<'gitlab'> = {
       adapter(p, c),
     );
   },
-  previews: (p, { http }) => {
-    const c = gitlabClient(p, http);
-    return previewForge(http, 'gitlab', adapter(p, c), gitlabDiscovery(c));
+  previews: (p, deps) => {
+    const c = gitlabClient(p, deps.http);
+    return previewForge(deps.http, 'gitlab', adapter(p, c), gitlabDiscovery(c), previewOrdering(p, deps));
   },
 };
 

@@ -1,7 +1,8 @@
 /**
  * GitLab merge-request discovery: `metadata.pullRequest` (the MR iid) when set, else the open MRs
  * whose head (`sha`) is the commit — each read once more alone (`GET …/merge_requests/:iid`), the
- * only answer that carries its `head_pipeline`, which the commit status must join (case N09).
+ * only answer that carries its `head_pipeline`, which the commit status must join (case N09). The
+ * base Stack's deployment of a merge asks the same listing for the merged MR (docs/previews.md).
  */
 import { LRUCache } from 'lru-cache';
 import type { AuthorAssociation } from '../../api/v1alpha1.ts';
@@ -55,6 +56,30 @@ export function gitlabPulls(c: GitLabClient): PullRequestPart<ForgeRepo, MergeRe
         // The list does not show head pipelines: read the merge request itself.
         const full = await show(ctx, iid);
         if (full !== undefined) out.push(full);
+      }
+      return out;
+    },
+
+    // The same listing ("merge requests related to the commit") holds the merged MR whose merge
+    // commit, squash commit or — after a fast-forward merge, `merge_commit_sha` null — head the
+    // commit is.
+    async mergedPullRequests(ctx) {
+      const query = { perPage: PER_PAGE, maxPages: MAX_PAGES };
+      const list: unknown = await c
+        .resources(ctx.repo, ctx.signal)
+        .commits.allMergeRequests(c.projectId(ctx.repo), ctx.sha, query);
+      if (!Array.isArray(list)) return [];
+      const out: MergeRequest[] = [];
+      for (const mr of list) {
+        if (str(field(mr, 'state')) !== 'merged') continue;
+        const merge = str(field(mr, 'merge_commit_sha'));
+        const made =
+          merge === ctx.sha ||
+          str(field(mr, 'squash_commit_sha')) === ctx.sha ||
+          (merge === undefined && str(field(mr, 'sha')) === ctx.sha);
+        const iid = idOf(field(mr, 'iid'));
+        if (made && iid !== undefined)
+          out.push({ id: iid, sourceBranch: str(field(mr, 'source_branch')), headPipeline: undefined });
       }
       return out;
     },

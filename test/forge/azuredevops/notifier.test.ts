@@ -4,6 +4,7 @@ import { startAzureServer, type AzureServer, type AzureServerOptions } from './s
 import {
   CONTEXT,
   MARKER,
+  deployEvent,
   event,
   failure,
   forgeNotifier,
@@ -34,6 +35,33 @@ const notifier = (s: AzureServer, extra: Record<string, unknown> = {}) =>
 const REPO = '/acme/Platform/_apis/git/repositories/infra';
 
 describe('azuredevops', () => {
+  it("one comment follows the change: the base Stack's deployment of a merge edits the preview thread of the completed pull request whose lastMergeCommit it is (pullrequestquery); none is created elsewhere", async () => {
+    const s = await server();
+    const pr = s.addPull('acme', 'Platform', 'infra', { pullRequestId: 40, sourceCommit: sha('1') });
+    await notifier(s).send(event(sha('1')), rendered('success', { comment: 'preview: +1 to create' }));
+    const [thread] = pr.threads;
+    s.addPull('acme', 'Platform', 'infra', {
+      pullRequestId: 41,
+      sourceCommit: sha('3'),
+      status: 'completed',
+      mergeCommit: sha('4'),
+    });
+    Object.assign(pr, { status: 'completed', mergeCommit: sha('2') });
+    await notifier(s).send(deployEvent(sha('2')), rendered('success', { comment: 'Deployed: +1 created' }));
+    expect(pr.threads.map((t) => [t.id, t.comments.map((c) => c.content)])).toEqual([
+      [thread?.id, [`${MARKER}\nDeployed: +1 created`]],
+    ]);
+    await notifier(s).send(deployEvent(sha('4')), rendered('success', { comment: 'Deployed again' }));
+    expect(s.repo('acme', 'Platform', 'infra').pulls.find((p) => p.pullRequestId === 41)?.threads).toEqual(
+      [],
+    );
+    const queries = s.requests.filter((r) => r.method === 'POST' && r.path === `${REPO}/pullrequestquery`);
+    expect(queries.map((r) => r.json)).toEqual([
+      { queries: [{ type: 'lastMergeCommit', items: [sha('2')] }] },
+      { queries: [{ type: 'lastMergeCommit', items: [sha('4')] }] },
+    ]);
+  });
+
   it('pending → succeeded on a commit, and one sticky thread edited in place over 5 sends', async () => {
     const s = await server();
     s.addPull('acme', 'Platform', 'infra', { pullRequestId: 31, sourceCommit: SHA });

@@ -11,7 +11,8 @@
  *   required; every post kept, ids increase); GET newest first with `top`/`skip` and
  *   `latestOnly` (latest per genre+name);
  * - pull requests: `searchCriteria.status` (active|completed|abandoned|all), `$top`/`$skip`; one
- *   pull request; threads: listed in pages of `threadPageSize` with `x-ms-continuationtoken`
+ *   pull request; `POST …/pullrequestquery` (`lastMergeCommit`: the pull request whose merge made
+ *   a commit); threads: listed in pages of `threadPageSize` with `x-ms-continuationtoken`
  *   (all at once when unset), created (201), comment edit by PATCH (author only, else 403).
  */
 import {
@@ -61,6 +62,8 @@ export interface AzurePull {
   status: 'active' | 'completed' | 'abandoned';
   sourceCommit: string;
   threads: AzureThread[];
+  /** Once completed: the commit its merge made on the target branch (`lastMergeCommit`). */
+  mergeCommit?: string;
 }
 
 export interface AzureRepo {
@@ -138,6 +141,7 @@ export async function startAzureServer(opts: AzureServerOptions): Promise<AzureS
     pullRequestId: p.pullRequestId,
     status: p.status,
     lastMergeSourceCommit: { commitId: p.sourceCommit },
+    ...(p.mergeCommit !== undefined ? { lastMergeCommit: { commitId: p.mergeCommit } } : {}),
   });
 
   const routes: Route[] = [
@@ -203,6 +207,31 @@ export async function startAzureServer(opts: AzureServerOptions): Promise<AzureS
         const list = r.pulls.filter((p) => status === 'all' || p.status === status).map(pullJSON);
         const value = list.slice(skip, skip + top);
         return json(200, { count: value.length, value });
+      },
+    ],
+    [
+      // "Pull Request Query - Get": `queries[].type` lastMergeCommit (the pull requests that
+      // created the given merge commits) or commit (those that merged the given commits); the
+      // answer repeats the queries and holds, per query, a dictionary commit → pull requests.
+      'POST',
+      new RegExp(`^${R}/pullrequestquery$`),
+      (req, m) => {
+        const r = existing(m);
+        if (!r) return err(404, 'TF401019: The Git repository does not exist');
+        const queries = body(req).queries;
+        if (!Array.isArray(queries)) return err(400, 'Value cannot be null. Parameter name: queries');
+        const results = queries.map((q: { type?: unknown; items?: unknown }) => {
+          const items = Array.isArray(q.items) ? q.items.filter((x) => typeof x === 'string') : [];
+          const out: Record<string, unknown[]> = {};
+          for (const sha of items) {
+            const hits = r.pulls.filter((p) =>
+              q.type === 'lastMergeCommit' ? p.mergeCommit === sha : p.sourceCommit === sha,
+            );
+            if (hits.length > 0) out[sha] = hits.map(pullJSON);
+          }
+          return out;
+        });
+        return json(200, { queries, results });
       },
     ],
     [

@@ -5,6 +5,7 @@ import { startBitbucketServer, type BitbucketServer, type BitbucketServerOptions
 import {
   CONTEXT,
   MARKER,
+  deployEvent,
   event,
   failure,
   forgeNotifier,
@@ -55,6 +56,31 @@ function notifier(
 const BASE = '/2.0/repositories/acme/infra';
 
 describe('bitbucket (Cloud)', () => {
+  it("one comment follows the change: the base Stack's deployment of a merge edits the preview comment of the merged pull request whose merge_commit (12 hex) starts the commit; none is created elsewhere", async () => {
+    const s = await server();
+    const pr = s.addPull('acme', 'infra', { id: 6, sourceCommit: sha('1') });
+    await notifier(s).send(event(sha('1')), rendered('success', { comment: 'preview: +1 to create' }));
+    const [previewComment] = pr.comments;
+    const merge = sha('2');
+    s.addPull('acme', 'infra', { id: 7, sourceCommit: sha('3'), state: 'MERGED', mergeCommit: sha('4') });
+    Object.assign(pr, { state: 'MERGED', mergeCommit: merge });
+    await notifier(s).send(deployEvent(merge), rendered('success', { comment: 'Deployed: +1 created' }));
+    expect(pr.comments.map((c) => [c.id, c.content.raw])).toEqual([
+      [previewComment?.id, `${MARKER}\nDeployed: +1 created`],
+    ]);
+    expect(
+      s.requests.some(
+        (r) =>
+          r.path === `${BASE}/pullrequests` &&
+          r.query.get('state') === 'MERGED' &&
+          r.query.get('sort') === '-updated_on',
+      ),
+    ).toBe(true);
+    // Merged by sha('4') without a preview comment: nothing is created.
+    await notifier(s).send(deployEvent(sha('4')), rendered('success', { comment: 'Deployed again' }));
+    expect(s.repo('acme', 'infra').pulls.find((p) => p.id === 7)?.comments).toEqual([]);
+  });
+
   it('INPROGRESS → SUCCESSFUL on a commit, and one sticky comment edited in place over 5 sends', async () => {
     const s = await server();
     s.addPull('acme', 'infra', { id: 4, sourceCommit: SHA });

@@ -7,7 +7,8 @@
  *   INPROGRESS|SUCCESSFUL|FAILED|STOPPED, `url` required; the same key overwrites (200, new key
  *   201). `GET …/statuses/build/{key}` → the status or 404;
  * - pull requests of a commit (`commitLinks`: `enabled` → 200, `indexing` → 202, `disabled` →
- *   404), open pull requests (`state=OPEN`), one pull request; comments list/create/edit
+ *   404), pull requests by state (`state=OPEN` by default; `state=MERGED&sort=-updated_on`, the
+ *   one merged last first, with `merge_commit.hash` abbreviated to 12), one pull request; comments list/create/edit
  *   (edit by the author only, else 403; `deleted` comments listed as such);
  * - pagination: `page`/`pagelen` (default 10, max 100 for comments, 50 otherwise), JSON
  *   `{ values, page, pagelen, size, next }` with `next` an absolute URL.
@@ -52,6 +53,8 @@ export interface BitbucketPull {
   /** Commits contained in the PR (for "pull requests of a commit"). */
   commits: string[];
   comments: BitbucketComment[];
+  /** Once MERGED: the commit the merge made (served abbreviated to 12 characters as `merge_commit.hash`). */
+  mergeCommit?: string;
 }
 
 export interface BitbucketRepo {
@@ -133,6 +136,7 @@ export async function startBitbucketServer(opts: BitbucketServerOptions): Promis
     id: p.id,
     state: p.state,
     source: { commit: { hash: p.sourceCommit.slice(0, 12) } },
+    merge_commit: p.mergeCommit === undefined ? null : { hash: p.mergeCommit.slice(0, 12) },
   });
   const pullOf = (m: RegExpExecArray): BitbucketPull | undefined =>
     existing(m[1], m[2])?.pulls.find((p) => p.id === Number(m[3]));
@@ -201,7 +205,10 @@ export async function startBitbucketServer(opts: BitbucketServerOptions): Promis
         if (!r) return err(404, 'Repository not found');
         const states = req.query.getAll('state');
         const wanted = states.length === 0 ? ['OPEN'] : states;
-        return paginate(req, r.pulls.filter((p) => wanted.includes(p.state)).map(pullJSON), 50);
+        const list = r.pulls.filter((p) => wanted.includes(p.state));
+        // `sort=-updated_on`: the pull request changed last first (here: the one added or merged last).
+        if (req.query.get('sort') === '-updated_on') list.reverse();
+        return paginate(req, list.map(pullJSON), 50);
       },
     ],
     [

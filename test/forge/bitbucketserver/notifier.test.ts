@@ -4,6 +4,7 @@ import { startBitbucketServerDC, type BbsServer, type BbsServerOptions } from '.
 import {
   CONTEXT,
   MARKER,
+  deployEvent,
   event,
   failure,
   forgeNotifier,
@@ -52,6 +53,25 @@ const basic = (s: BbsServer, extra: Record<string, unknown> = {}) =>
 const REPO = '/bitbucket/rest/api/latest/projects/PROJ/repos/infra';
 
 describe('bitbucketserver (Data Center)', () => {
+  it("one comment follows the change: the base Stack's deployment of a merge edits the preview comment of the merged pull request whose properties.mergeCommit is the commit; none is created elsewhere", async () => {
+    const s = await server();
+    const pr = s.addPull('PROJ', 'infra', { id: 30, latestCommit: sha('1') });
+    await basic(s).send(event(sha('1')), rendered('success', { comment: 'preview: +1 to create' }));
+    const [previewComment] = s.comments('PROJ', 'infra', 30);
+    s.addPull('PROJ', 'infra', { id: 31, latestCommit: sha('3'), state: 'MERGED', mergeCommit: sha('4') });
+    Object.assign(pr, { state: 'MERGED', mergeCommit: sha('2') });
+    await basic(s).send(deployEvent(sha('2')), rendered('success', { comment: 'Deployed: +1 created' }));
+    const after = s.comments('PROJ', 'infra', 30);
+    expect(after.map((c) => [c.id, c.text])).toEqual([
+      [previewComment?.id, `${MARKER}\nDeployed: +1 created`],
+    ]);
+    await basic(s).send(deployEvent(sha('4')), rendered('success', { comment: 'Deployed again' }));
+    expect(s.comments('PROJ', 'infra', 31)).toEqual([]);
+    expect(
+      s.requests.filter((r) => r.path === `${REPO}/pull-requests` && r.query.get('state') === 'MERGED'),
+    ).toHaveLength(2);
+  });
+
   it('INPROGRESS → SUCCESSFUL on a commit, and one sticky comment edited in place over 5 sends', async () => {
     const s = await server();
     s.addPull('PROJ', 'infra', { id: 21, latestCommit: SHA });

@@ -6,7 +6,8 @@
  * - builds: `POST /rest/api/latest/projects/{key}/repos/{slug}/commits/{sha}/builds` → 204 —
  *   `key` ≤ 255, `state` ∈ INPROGRESS|SUCCESSFUL|FAILED|CANCELLED|UNKNOWN, `url` required; the same
  *   key overwrites (new `dateAdded`); `GET /rest/build-status/1.0/commits/{sha}` lists them;
- * - pull requests of a commit, one pull request, activities (newest first; comments appear as
+ * - pull requests of a commit, pull requests by `state` (`order=NEWEST` first; a MERGED one
+ *   carries `properties.mergeCommit`), one pull request, activities (newest first; comments appear as
  *   `COMMENTED`/`ADDED` with the comment's current text and version), comments: create (text ≤
  *   32,768 characters, else 400), get, edit with optimistic locking (`version` mismatch → 409;
  *   not the author → 403);
@@ -51,6 +52,8 @@ export interface BbsPull {
   state: 'OPEN' | 'MERGED' | 'DECLINED';
   latestCommit: string;
   commits: string[];
+  /** Once MERGED: the commit the merge made, served as `properties.mergeCommit`. */
+  mergeCommit?: string;
   /** Activity stream, oldest first (served newest first). */
   activities: ({ kind: 'comment'; comment: BbsComment } | { kind: 'other'; action: string })[];
 }
@@ -138,6 +141,9 @@ export async function startBitbucketServerDC(opts: BbsServerOptions): Promise<Bb
     state: p.state,
     fromRef: { id: 'refs/heads/feature', latestCommit: p.latestCommit },
     toRef: { id: 'refs/heads/main', latestCommit: '0'.repeat(40) },
+    ...(p.mergeCommit !== undefined
+      ? { properties: { mergeCommit: { id: p.mergeCommit, displayId: p.mergeCommit.slice(0, 11) } } }
+      : {}),
   });
 
   const routes: Route[] = [
@@ -189,6 +195,20 @@ export async function startBitbucketServerDC(opts: BbsServerOptions): Promise<Bb
         const list = existing(m[1], m[2]);
         if (!list) return err(404, 'Repository does not exist');
         return paginate(req, list.filter((p) => p.commits.includes(m[3] ?? '')).map(pullJSON));
+      },
+    ],
+    [
+      // `state` (OPEN by default, or MERGED, DECLINED, ALL), `order` NEWEST (default) or OLDEST:
+      // here the pull request added or merged last is the newest.
+      'GET',
+      new RegExp(`^${R}/pull-requests$`),
+      (req, m) => {
+        const list = existing(m[1], m[2]);
+        if (!list) return err(404, 'Repository does not exist');
+        const state = req.query.get('state') ?? 'OPEN';
+        const chosen = list.filter((p) => state === 'ALL' || p.state === state);
+        if (req.query.get('order') !== 'OLDEST') chosen.reverse();
+        return paginate(req, chosen.map(pullJSON));
       },
     ],
     [

@@ -4,6 +4,7 @@ import { startGiteaServer, type GiteaServer } from './server.ts';
 import {
   CONTEXT,
   MARKER,
+  deployEvent,
   event,
   failure,
   forgeNotifier,
@@ -55,6 +56,48 @@ describe('gitea', () => {
       s.writes().filter((w) => w.startsWith('PATCH /api/v1/repos/acme/infra/issues/comments/')),
     ).toHaveLength(4);
     expect(s.requests.every((r) => r.headers.authorization === `token ${TOKEN}`)).toBe(true);
+  });
+
+  it("one comment follows the change: the base Stack's deployment of a merge edits the comment its preview wrote on the merged PR, creates none on a merged PR without one, and asks nothing for other Stacks", async () => {
+    const s = await server();
+    const HEAD = sha('b');
+    const MERGE = sha('c');
+    const pr = s.addPull('acme', 'infra', { number: 12, sha: HEAD });
+    const p = provider({ type: 'gitea', address: address(s), token: TOKEN });
+    await forgeNotifier(p, later).send(
+      event(HEAD, { pullRequest: '12' }),
+      rendered('success', { comment: 'preview: +1 to create' }),
+    );
+    const previewComment = pr.comments[0]!;
+    Object.assign(pr, { state: 'closed', merged: true, merge_commit_sha: MERGE });
+
+    // A restart in between: nothing cached, the comment is found by its marker and edited.
+    const n = forgeNotifier(p, later);
+    await n.send(deployEvent(MERGE), rendered('success', { comment: 'Deployed: +1 created' }));
+    expect(pr.comments).toEqual([{ ...previewComment, body: `${MARKER}\nDeployed: +1 created` }]);
+    expect(
+      s
+        .repo('acme', 'infra')
+        .statuses.get(MERGE)
+        ?.map((x) => x.status),
+    ).toEqual(['success']);
+
+    // A merged pull request whose preview wrote no comment gets none.
+    const MERGE2 = sha('d');
+    const other = s.addPull('acme', 'infra', { number: 13, sha: sha('e'), state: 'closed' });
+    Object.assign(other, { merged: true, merge_commit_sha: MERGE2 });
+    await n.send(deployEvent(MERGE2), rendered('success', { comment: 'Deployed again' }));
+    expect(other.comments).toEqual([]);
+    expect(s.requests.some((r) => r.path.endsWith(`/commits/${MERGE2}/pull`))).toBe(true);
+
+    // An ordinary Stack's event on a merge commit does not ask which pull request it merged.
+    const MERGE3 = sha('f');
+    await n.send(event(MERGE3), rendered('success', { comment: 'plain' }));
+    expect(s.requests.some((r) => r.path.endsWith(`/commits/${MERGE3}/pull`))).toBe(false);
+    // A commit that merged nothing: 404, nothing written beyond the status.
+    const before = s.writes().length;
+    await n.send(deployEvent(sha('0')), rendered('success', { comment: 'nothing merged' }));
+    expect(s.writes().slice(before)).toEqual([`POST /api/v1/repos/acme/infra/statuses/${sha('0')}`]);
   });
 
   it('N17: after a restart, a comment listing over the 8 MiB read limit fails the comment step; never a second sticky comment', async () => {

@@ -6,6 +6,8 @@
  *   `GET /repos/{o}/{r}/commits/{ref}/statuses`: newest first, `page`/`limit` (default 30, max 50),
  *   `Link` and `X-Total-Count`;
  * - `GET /repos/{o}/{r}/pulls?state=open|closed|all` paginated the same way; `GET …/pulls/{index}`;
+ *   `GET /repos/{o}/{r}/commits/{sha}/pull`: the merged pull request whose merge commit is `sha`,
+ *   else 404;
  * - issue comments: list (all at once, as Gitea does), create (201), edit by
  *   `PATCH /repos/{o}/{r}/issues/comments/{id}` (author only, else 403);
  * - `GET /repos/{o}/{r}`; a repository moved with `moveRepo` (rename or transfer) answers every
@@ -49,6 +51,9 @@ export interface GiteaPull {
   state: 'open' | 'closed';
   head: { sha: string; ref: string };
   comments: GiteaComment[];
+  /** Merged (then `state` is `closed`), and the commit the merge made on the base branch. */
+  merged?: boolean;
+  merge_commit_sha?: string;
 }
 
 export interface GiteaRepo {
@@ -195,6 +200,17 @@ export async function startGiteaServer(opts: GiteaServerOptions): Promise<GiteaS
       },
     ],
     [
+      // The pull request whose merge commit is the commit, else 404 (Gitea's
+      // `GetPullRequestByMergedCommit`, routers/api/v1/repo/pull.go; real Gitea 1.27.3 answers
+      // the same in test/preview/gitea.int.test.ts).
+      'GET',
+      new RegExp(`^${R}/commits/([0-9a-f]{40})/pull$`),
+      (_req, m) => {
+        const pr = existing(m[1], m[2])?.pulls.find((p) => p.merged === true && p.merge_commit_sha === m[3]);
+        return pr ? json(200, pullJSON(pr)) : notFound;
+      },
+    ],
+    [
       'GET',
       new RegExp(`^${R}/pulls$`),
       (req, m) => {
@@ -301,5 +317,11 @@ export async function startGiteaServer(opts: GiteaServerOptions): Promise<GiteaS
 }
 
 function pullJSON(p: GiteaPull): Record<string, unknown> {
-  return { number: p.number, state: p.state, head: p.head };
+  return {
+    number: p.number,
+    state: p.state,
+    head: p.head,
+    merged: p.merged ?? false,
+    merge_commit_sha: p.merge_commit_sha ?? null,
+  };
 }

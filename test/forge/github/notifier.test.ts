@@ -340,6 +340,55 @@ describe('commit statuses', () => {
 });
 
 describe('sticky pull-request comment', () => {
+  it("one comment follows the change: the base Stack's deployment of the merge commit edits the merged PR's preview comment (found among the PRs associated with the commit); no comment where the preview wrote none", async () => {
+    const s = await server();
+    const token = newToken();
+    const head = sha('m-head');
+    const merge = sha('m-merge');
+    s.addPullRequest(REPO, { number: 50, headSha: head });
+    // Another merged pull request that contains the merge commit but did not make it (e.g. a
+    // later one built on top): GitHub lists it too; only `merge_commit_sha` tells them apart.
+    s.addPullRequest(REPO, {
+      number: 51,
+      headSha: sha('m-other'),
+      commits: [merge],
+      state: 'closed',
+      merged: true,
+      mergeCommit: sha('m-later'),
+    });
+    const p = provider(s, token);
+    await build(p).notifier.send(
+      event(head),
+      withComment(status('success', 'Preview succeeded'), 'Preview: +1 to create'),
+    );
+    const [preview] = s.comments(REPO, 50);
+    s.updatePullRequest(REPO, 50, { state: 'closed', merged: true, mergeCommit: merge });
+
+    const deploy: NotificationEvent = { ...event(merge), previewThread: { baseStack: 'web', merged: true } };
+    const { notifier } = build(p);
+    await notifier.send(deploy, withComment(status('success', 'Update succeeded'), 'Deployed: +1 created'));
+    const after = s.comments(REPO, 50);
+    expect(after.map((c) => [c.id, c.body])).toEqual([[preview?.id, `${MARKER}\nDeployed: +1 created`]]);
+    expect(s.comments(REPO, 51)).toEqual([]);
+    expect(s.statuses(REPO, merge).map((x) => x.state)).toEqual(['success']);
+
+    // Merged without a preview comment: nothing is created.
+    const merge2 = sha('m-merge2');
+    s.addPullRequest(REPO, {
+      number: 52,
+      headSha: sha('m-head2'),
+      state: 'closed',
+      merged: true,
+      mergeCommit: merge2,
+    });
+    await notifier.send(
+      { ...event(merge2), previewThread: { baseStack: 'web', merged: true } },
+      withComment(status('success', 'Update succeeded'), 'Deployed again'),
+    );
+    expect(s.comments(REPO, 52)).toEqual([]);
+    expect(s.violations).toEqual([]);
+  });
+
   it('F16: one comment of ours among 250, edited in place; a human comment quoting the marker is untouched', async () => {
     const s = await server();
     const token = newToken();

@@ -257,6 +257,12 @@ export interface StoredPull {
   commits: string[];
   state: 'open' | 'closed';
   merged: boolean;
+  /**
+   * The commit its merge made on the base branch (merge, squash or rebase), listed as
+   * `merge_commit_sha`; the pull request is then "associated with" that commit too (GitHub's
+   * docs: "the merged pull request that introduced the commit").
+   */
+  mergeCommit?: string;
   /** Opened from a fork (`head.repo` is another repository). */
   fork: boolean;
   /** Target branch (default `main`), head branch (default `feature-<n>`), author, labels. */
@@ -353,6 +359,7 @@ export interface GitHubContractServer {
       commits?: string[];
       state?: 'open' | 'closed';
       merged?: boolean;
+      mergeCommit?: string;
       fork?: boolean;
       base?: string;
       headRef?: string;
@@ -368,7 +375,9 @@ export interface GitHubContractServer {
   updatePullRequest(
     repo: string,
     n: number,
-    patch: Partial<Pick<StoredPull, 'headSha' | 'state' | 'merged' | 'base' | 'labels' | 'title'>>,
+    patch: Partial<
+      Pick<StoredPull, 'headSha' | 'state' | 'merged' | 'mergeCommit' | 'base' | 'labels' | 'title'>
+    >,
   ): void;
   /** Locks the conversation of issue or pull request `n`: comments are refused (403). */
   lockIssue(repo: string, n: number): void;
@@ -589,6 +598,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
     title: p.title ?? `PR ${p.number}`,
     html_url: `https://github.invalid/${repo}/pull/${p.number}`,
     merged_at: p.merged ? MERGED_AT : null,
+    merge_commit_sha: p.mergeCommit ?? null,
     head: {
       sha: p.headSha,
       ref: p.headRef ?? `feature-${p.number}`,
@@ -838,8 +848,8 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
         });
       }
       // Every pull request containing the commit, whatever its state, head or origin (N04).
-      const list = (pulls.get(repoKey(repo)) ?? []).filter((p) =>
-        p.commits.some((c) => c.toLowerCase() === sha),
+      const list = (pulls.get(repoKey(repo)) ?? []).filter(
+        (p) => p.commits.some((c) => c.toLowerCase() === sha) || (p.merged && p.mergeCommit === sha),
       );
       const { page, headers } = paginate(list, ctx.query, ctx.self);
       return new HttpAnswer(
@@ -1214,6 +1224,7 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
         commits: [...new Set([...(pr.commits ?? []), pr.headSha])],
         state: pr.state ?? 'open',
         merged: pr.merged ?? false,
+        ...(pr.mergeCommit !== undefined ? { mergeCommit: pr.mergeCommit } : {}),
         fork: pr.fork ?? false,
         ...(pr.base !== undefined ? { base: pr.base } : {}),
         ...(pr.headRef !== undefined ? { headRef: pr.headRef } : {}),

@@ -4,6 +4,7 @@ import { startGitLabServer, type GitLabServer, type GitLabServerOptions } from '
 import {
   CONTEXT,
   MARKER,
+  deployEvent,
   event,
   failure,
   forgeNotifier,
@@ -53,6 +54,41 @@ describe('gitlab', () => {
     expect(post.json).toMatchObject({ target_url: 'https://console.example.com/runs/1' });
     expect(post.headers['private-token']).toBe(TOKEN);
     expect(s.project(PATH).statuses.map((x) => x.status)).toEqual(['success']);
+  });
+
+  it("one comment follows the change: the base Stack's deployment of a merge, squash or fast-forwarded head edits the merged MR's preview note; an MR that merely contains the commit, or has no preview note, gets none", async () => {
+    const s = await server();
+    const HEAD = sha('2');
+    const mr = s.addMR(PATH, { iid: 8, sha: HEAD, source_branch: 'feature/y' });
+    const n = notifier(s);
+    await n.send(event(HEAD), rendered('success', { comment: 'preview: +1 to create' }));
+    const note = mr.notes[0]!;
+    const p = s.project(PATH);
+    const cases: [string, Partial<typeof mr>][] = [
+      [sha('3'), { merge_commit_sha: sha('3') }],
+      [sha('4'), { merge_commit_sha: sha('5'), squash_commit_sha: sha('4') }],
+      [HEAD, { merge_commit_sha: null }],
+    ];
+    for (const [deployed, fields] of cases) {
+      Object.assign(
+        mr,
+        { state: 'merged', merge_commit_sha: undefined, squash_commit_sha: undefined },
+        fields,
+      );
+      await notifier(s).send(deployEvent(deployed), rendered('success', { comment: `Deployed ${deployed}` }));
+      expect(mr.notes.map((x) => [x.id, x.body])).toEqual([[note.id, `${MARKER}\nDeployed ${deployed}`]]);
+    }
+    // An MR merged by another commit that contains this one; an MR without a preview note.
+    s.addMR(PATH, {
+      iid: 9,
+      sha: sha('6'),
+      state: 'merged',
+      commits: [sha('7')],
+      merge_commit_sha: sha('8'),
+    });
+    s.addMR(PATH, { iid: 10, sha: sha('9'), state: 'merged', merge_commit_sha: sha('7') });
+    await notifier(s).send(deployEvent(sha('7')), rendered('success', { comment: 'Deployed again' }));
+    expect(p.mrs.filter((x) => x.iid !== 8).flatMap((x) => x.notes)).toEqual([]);
   });
 
   it('pending → success on a commit, and one sticky MR note edited in place over 5 sends', async () => {

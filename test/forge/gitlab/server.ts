@@ -9,7 +9,8 @@
  *   ones; a terminal status is never reused (a new one is created). description > 255 → 400.
  *   `GET /projects/:id/repository/commits/:sha/statuses` filters by `ref`/`name` (unless
  *   `ignoreNameFilter`), returns the latest status per (name, ref) unless `all=true`, ordered by id;
- * - merge requests for a commit, single merge request, MR notes (list sorted `desc` by default,
+ * - merge requests for a commit (those containing it, and a merged one whose `merge_commit_sha`
+ *   or `squash_commit_sha` it is), single merge request, MR notes (list sorted `desc` by default,
  *   `sort=asc` honoured), note creation (body ≤ 1,000,000 characters else 400) and edit (only by
  *   the note's author, else 403);
  * - pipelines (`Ci::CreateCommitStatusService`, gitlab-org/gitlab app/services/ci/
@@ -76,6 +77,9 @@ export interface GitLabMR {
   head_pipeline_id?: number;
   /** Commits contained in the MR (for "merge requests of a commit"). */
   commits: string[];
+  /** Once merged: the merge commit (null after a fast-forward merge) and the squash commit. */
+  merge_commit_sha?: string | null;
+  squash_commit_sha?: string | null;
   notes: GitLabNote[];
   /** Target branch (default `main`), author, labels; `fork` = opened from another project. */
   target_branch?: string;
@@ -334,7 +338,12 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
       (req, m) => {
         const p = find(m[1] ?? '');
         if (!p) return noProject;
-        return paginate(req, p.mrs.filter((mr) => mr.commits.includes(m[2] ?? '')).map(mrJSON));
+        const sha = m[2] ?? '';
+        // "Merge requests related to the commit": those containing it, and a merged one whose
+        // merge or squash commit it is (GitLab's `by_related_commit_sha`).
+        const related = (mr: GitLabMR): boolean =>
+          mr.commits.includes(sha) || mr.merge_commit_sha === sha || mr.squash_commit_sha === sha;
+        return paginate(req, p.mrs.filter(related).map(mrJSON));
       },
     ],
     [
@@ -477,5 +486,13 @@ export async function startGitLabServer(opts: GitLabServerOptions): Promise<GitL
 }
 
 function mrJSON(mr: GitLabMR): Record<string, unknown> {
-  return { iid: mr.iid, id: mr.iid + 50_000, state: mr.state, sha: mr.sha, source_branch: mr.source_branch };
+  return {
+    iid: mr.iid,
+    id: mr.iid + 50_000,
+    state: mr.state,
+    sha: mr.sha,
+    source_branch: mr.source_branch,
+    merge_commit_sha: mr.merge_commit_sha ?? null,
+    squash_commit_sha: mr.squash_commit_sha ?? null,
+  };
 }

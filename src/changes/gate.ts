@@ -1,0 +1,77 @@
+/**
+ * A PullRequestPreview's gate applied to a preview's change set (docs/previews.md, "A gate
+ * reviewers can require"): does the preview plan any of the gated operations on a gated resource
+ * type? Resource type globs are compiled to RE2 expressions (`*` any characters, `?` one,
+ * everything else literal), which match in time linear in the type's length whatever the glob.
+ */
+import { RE2JS } from 're2js';
+import type { ChangeSet, ResourceChange, StepOp } from './types.ts';
+
+/** What a gate asks (the shape of `spec.gate`, src/api/gate.ts). */
+export interface GateRule {
+  operations: readonly StepOp[];
+  /** Globs over type tokens; absent or empty: every type. */
+  resourceTypes?: readonly string[] | undefined;
+}
+
+/** The outcome: nothing gated is planned; gated changes (per operation, in the display's order); or not known. */
+export type GateResult =
+  | { kind: 'pass' }
+  | { kind: 'match'; counts: [StepOp, number][]; resources: ResourceChange[] }
+  | { kind: 'unknown'; why: string };
+
+/** An RE2 expression that matches exactly the type tokens `glob` describes. */
+export function compileTypeGlob(glob: string): RE2JS {
+  const body = glob
+    .split(/([*?])/)
+    .map((p) => (p === '*' ? '.*' : p === '?' ? '.' : p === '' ? '' : RE2JS.quote(p)))
+    .join('');
+  return RE2JS.compile(`^(?:${body})$`, RE2JS.DOTALL);
+}
+
+/**
+ * Applies `rule` to `set`. A change set that is not complete (the log was cut, runs interleaved,
+ * …) is `unknown`: a gate fails closed. Without `resourceTypes` the counts come from the CLI's
+ * summary (exact); with them, from the resource lines read — and when some resource lines were
+ * not kept (the parser's cap) while a gated operation is planned, the answer is `unknown`.
+ */
+export function evaluateGate(rule: GateRule, set: ChangeSet): GateResult {
+  if (!set.complete) return { kind: 'unknown', why: `incomplete (${set.incomplete.join(', ')})` };
+  const ops = new Set(rule.operations);
+  const types = (rule.resourceTypes ?? []).map(compileTypeGlob);
+  const gated = (r: ResourceChange): boolean =>
+    ops.has(r.op) && (types.length === 0 || types.some((t) => t.matches(r.type)));
+  const resources = set.resources.filter(gated);
+  const counts: [StepOp, number][] = [];
+  if (types.length === 0) {
+    for (const op of rule.operations) {
+      const n = set.counts[op] ?? 0;
+      if (n > 0) counts.push([op, n]);
+    }
+  } else {
+    for (const op of rule.operations) {
+      const n = resources.filter((r) => r.op === op).length;
+      if (n > 0) counts.push([op, n]);
+    }
+    const planned = rule.operations.some((op) => (set.counts[op] ?? 0) > 0);
+    if (counts.length === 0 && planned && set.omitted.resources > 0)
+      return {
+        kind: 'unknown',
+        why: `${String(set.omitted.resources)} resource lines were not kept, so their types are unknown`,
+      };
+  }
+  return counts.length === 0 ? { kind: 'pass' } : { kind: 'match', counts, resources };
+}
+
+/**
+ * The commit status description of a gate that fails: `gate: 1 to delete, 2 to replace:
+ * <type>::<name>, …` for a match (resources in the display's order), `gate: change set
+ * unavailable: <why>` otherwise. Not bounded (the renderer fits it to the forge's limit).
+ */
+export function gateDescription(result: Exclude<GateResult, { kind: 'pass' }>): string {
+  if (result.kind === 'unknown') return `gate: change set unavailable: ${result.why}`;
+  const counts = result.counts.map(([op, n]) => `${String(n)} to ${op}`).join(', ');
+  const names = result.resources.slice(0, 10).map((r) => `${r.type}::${r.name || '?'}`);
+  const more = result.resources.length > names.length ? ' …' : '';
+  return names.length === 0 ? `gate: ${counts}` : `gate: ${counts}: ${names.join(', ')}${more}`;
+}
