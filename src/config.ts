@@ -73,6 +73,10 @@ export interface ControllerOptions {
   previewWebhookBindAddress: string;
   /** Largest webhook body accepted, bytes (default 1 MiB; larger deliveries get 413). */
   previewWebhookMaxBodyBytes: number;
+  /** Drift check Stacks at once in the cluster (docs/drift.md; default 4). */
+  driftMaxChecks: number;
+  /** Drift check Stacks at once in one namespace (default 2). */
+  driftMaxChecksPerNamespace: number;
   /** Where Provider connections may go (src/notifier/egress.ts, docs/threat-model.md). */
   egress: {
     /** Allow loopback addresses: development (`npm start`) and tests only. Default false. */
@@ -93,6 +97,8 @@ const USAGE = `pko-notification-controller [flags]
   --health-probe-bind-address=:8081   /healthz and /readyz address (same)
   --preview-webhook-bind-address=ADDR pull-request preview webhook receiver, /hooks/<ns>/<name> (default: off)
   --preview-webhook-max-body-bytes=N  largest webhook body accepted (default 1048576)
+  --drift-max-checks=N                drift check Stacks at once in the cluster (default 4)
+  --drift-max-checks-per-namespace=N  drift check Stacks at once in one namespace (default 2)
   --leader-elect                      enable Lease-based leader election
   --leader-election-namespace=NS      Lease namespace (default: $POD_NAMESPACE or "default")
   --leader-election-id=NAME           Lease name (default: pko-notification-controller-leader)
@@ -176,6 +182,8 @@ export function loadConfig(
         'health-probe-bind-address': { type: 'string' },
         'preview-webhook-bind-address': { type: 'string', default: '' },
         'preview-webhook-max-body-bytes': { type: 'string', default: '1048576' },
+        'drift-max-checks': { type: 'string', default: '4' },
+        'drift-max-checks-per-namespace': { type: 'string', default: '2' },
         'leader-elect': { type: 'boolean', default: false },
         'leader-election-namespace': { type: 'string' },
         'leader-election-id': { type: 'string', default: 'pko-notification-controller-leader' },
@@ -262,6 +270,11 @@ export function loadConfig(
     previewWebhookMaxBodyBytes: positiveInt(
       v['preview-webhook-max-body-bytes'],
       'preview-webhook-max-body-bytes',
+    ),
+    driftMaxChecks: positiveInt(v['drift-max-checks'], 'drift-max-checks'),
+    driftMaxChecksPerNamespace: positiveInt(
+      v['drift-max-checks-per-namespace'],
+      'drift-max-checks-per-namespace',
     ),
     leaderElect: v['leader-elect'],
     leaderElectionNamespace: v['leader-election-namespace'] ?? env.POD_NAMESPACE ?? 'default',

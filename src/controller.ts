@@ -7,7 +7,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import type { Alert, Provider, PullRequestPreview } from './api/v1alpha1.ts';
+import type { Alert, DriftDetection, Provider, PullRequestPreview } from './api/v1alpha1.ts';
 import { GROUP, VERSION } from './api/v1alpha1.ts';
 import type { Stack, Update } from './api/pko.ts';
 import {
@@ -48,6 +48,9 @@ import type { RetryPolicy } from './delivery/types.ts';
 import { createProviderRegistry, egressPolicy } from './registry.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
+import { DriftController, REMEDIATION_POLICY_NAME } from './drift/controller.ts';
+import { driftEventsFor } from './drift/events.ts';
+import { AdmissionPolicyCheck } from './preview/admission.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -118,6 +121,13 @@ function informers(opts: ControllerOptions, kc: KubeConfig, logger: Logger, regi
       plural: 'pullrequestpreviews',
       optional: {},
     }),
+    // Optional too: a cluster whose CRDs predate DriftDetection runs everything else.
+    detections: new Informer<DriftDetection>({
+      ...ours,
+      name: 'driftdetections',
+      plural: 'driftdetections',
+      optional: {},
+    }),
     stacks: new Informer<Stack>({
       ...common,
       name: 'stacks',
@@ -171,7 +181,7 @@ export async function startController(
 
   // Caches and indexes.
   const inf = informers(opts, kc, logger, registry);
-  const all = [inf.providers, inf.alerts, inf.previews, inf.stacks, inf.updates] as const;
+  const all = [inf.providers, inf.alerts, inf.previews, inf.detections, inf.stacks, inf.updates] as const;
   const redactor = deps.redactor ?? new Redactor();
   const providerIndex = new ProviderIndex(redactor);
   const alertIndex = new AlertIndex();
@@ -291,9 +301,33 @@ export async function startController(
     },
   });
 
+  // Drift checks: DriftDetection → check Stacks → drift events in its status (src/drift).
+  const drift = new DriftController({
+    kubeConfig: kc,
+    detections: inf.detections,
+    stacks: inf.stacks,
+    updates: inf.updates,
+    readChanges: (stack, update) => changeAttacher.changesOf(stack, update),
+    logger: child({ component: 'drift' }),
+    registry,
+    maxChecks: opts.driftMaxChecks,
+    maxChecksPerNamespace: opts.driftMaxChecksPerNamespace,
+    mayWrite: () => elector?.holdsLease() ?? true,
+    remediation: new AdmissionPolicyCheck({
+      kubeConfig: kc,
+      name: REMEDIATION_POLICY_NAME,
+      kind: 'DriftDetection',
+    }),
+  });
+
   // Routing: Stack and Update changes → events → matching Alerts → delivery.
   const router = new Router({
     enrich: (stack, ev) => changeAttacher.attach(stack, ev),
+    moreEvents: (stack) =>
+      driftEventsFor(stack, inf.detections.list(stack.metadata.namespace ?? ''), {
+        reportingController: CONTROLLER_NAME,
+        changes: (check) => drift.changesOf(check),
+      }),
     kubeConfig: kc,
     stacks: inf.stacks,
     updates: inf.updates,
@@ -343,6 +377,15 @@ export async function startController(
   providerIndex.onUsable(() => {
     router.resyncAll();
   });
+  // A DriftDetection's status holds drift events: its Stacks' events are derived again.
+  inf.detections.on('update', (d) => {
+    for (const e of d.status?.stacks ?? [])
+      if (e.lastEvent !== undefined) router.queue.add(`${d.metadata.namespace ?? ''}/${e.name}`);
+  });
+  inf.detections.on('add', (d) => {
+    for (const e of d.status?.stacks ?? [])
+      if (e.lastEvent !== undefined) router.queue.add(`${d.metadata.namespace ?? ''}/${e.name}`);
+  });
   // A deleted Stack's entries go (no per-entry liveness scans on writes).
   liveStacks.onDelete((uid) => {
     ledger.forgetStack(uid);
@@ -391,6 +434,7 @@ export async function startController(
     state.ledgerLoaded = true;
     router.start();
     previews.start();
+    drift.start();
   };
   const startWorkLogged = (): void => {
     startWork().catch((err: unknown) => {
@@ -450,6 +494,7 @@ export async function startController(
         providerQueue.shutdown(deadline),
         alertQueue.shutdown(deadline),
         previews.stop(deadline),
+        drift.stop(deadline),
         router.stop(deadline),
       ]);
       changeAttacher.stop();

@@ -9,7 +9,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { NotificationEvent } from '../api/event.ts';
 import type { Stack, Update } from '../api/pko.ts';
-import { PULL_REQUEST_LABEL } from '../api/v1alpha1.ts';
+import { PULL_REQUEST_LABEL, isDriftCheck } from '../api/v1alpha1.ts';
 import type { DeliveryQueue, OfferedEvent } from '../delivery/types.ts';
 import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
@@ -41,6 +41,11 @@ export interface RouterOptions {
    * before it is matched. Must not throw, and must bound its own wait.
    */
   enrich?: (stack: Stack, event: NotificationEvent) => Promise<NotificationEvent>;
+  /**
+   * Events of the Stack that other objects' status holds (drift checks: src/drift/events.ts),
+   * with the resourceVersion they were observed at; derived with the Stack's own.
+   */
+  moreEvents?: (stack: Stack) => { event: NotificationEvent; observed?: number }[];
 }
 
 /** The Stack an Update belongs to: its ownerReference of kind Stack, else PKO's `pulumi.com/stack-name` label. */
@@ -207,11 +212,15 @@ export class Router {
     const updateRv = new Map(
       updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(u.metadata.resourceVersion)]),
     );
-    return eventsForStack(stack, updates, this.#ctx).map((event) => {
+    // A drift check Stack's runs are the controller's own: reported as drift events of the
+    // Stack it checks (src/drift), never as events of their own.
+    if (isDriftCheck(stack)) return [];
+    const own = eventsForStack(stack, updates, this.#ctx).map((event) => {
       const name = event.metadata.updateName;
       const observed = (name !== undefined ? updateRv.get(name) : undefined) ?? stackRv;
       return observed !== undefined ? { event, observed } : { event };
     });
+    return [...own, ...(this.#o.moreEvents?.(stack) ?? [])];
   }
 
   async reconcile(key: string): Promise<undefined> {

@@ -57,7 +57,7 @@ export const CONTEXT_KEYS = [
 ] as const;
 export type ContextKey = (typeof CONTEXT_KEYS)[number];
 
-export type Operation = 'preview' | 'update' | 'destroy' | 'refresh';
+export type Operation = 'preview' | 'update' | 'destroy' | 'refresh' | 'drift';
 export type Phase = 'started' | 'succeeded' | 'failed' | 'stalled';
 export type StatusState = 'pending' | 'success' | 'failure';
 
@@ -121,12 +121,17 @@ const OPERATION_TITLES: Record<Operation, string> = {
   update: 'Update',
   destroy: 'Destroy',
   refresh: 'Refresh',
+  drift: 'Drift check',
 };
 const EMOJI: Record<Phase, string> = { started: '⏳', succeeded: '✅', failed: '❌', stalled: '⚠️' };
 
 /** Operation and phase of an event reason (`UpdateFailed` → update/failed; `StackStalled` → null/stalled). */
 export function reasonParts(reason: string): { operation: Operation | null; phase: Phase } {
   if (reason === 'StackStalled') return { operation: null, phase: 'stalled' };
+  // Drift checks (docs/drift.md): drift or a failed check is a failure of the deployed commit.
+  if (reason === 'DriftResolved') return { operation: 'drift', phase: 'succeeded' };
+  if (reason === 'DriftDetected' || reason === 'DriftCheckFailed')
+    return { operation: 'drift', phase: 'failed' };
   const m = /^(Preview|Update|Destroy|Refresh)(Started|Succeeded|Failed)$/.exec(reason);
   const op = m?.[1];
   const ph = m?.[2];
@@ -204,7 +209,11 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
   const title =
     operation === null
       ? `Stack ${label} stalled`
-      : `${OPERATION_TITLES[operation]} of stack ${label} ${phase}`;
+      : ev.reason === 'DriftDetected'
+        ? `Drift detected in stack ${label}`
+        : ev.reason === 'DriftResolved'
+          ? `Drift resolved in stack ${label}`
+          : `${OPERATION_TITLES[operation]} of stack ${label} ${phase}`;
   const markerId = markerIdFor(opts.clusterName, ev.involvedObject.namespace, stackName);
   const ctx: TemplateContext = {
     clusterName: opts.clusterName,
