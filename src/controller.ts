@@ -48,7 +48,7 @@ import type { RetryPolicy } from './delivery/types.ts';
 import { createProviderRegistry, egressPolicy } from './registry.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
-import { DriftController, REMEDIATION_POLICY_NAME } from './drift/controller.ts';
+import { DriftController, REMEDIATION_POLICY_NAME, type DriftControllerOptions } from './drift/controller.ts';
 import { driftEventsFor } from './drift/events.ts';
 import { AdmissionPolicyCheck } from './preview/admission.ts';
 
@@ -70,6 +70,10 @@ export interface ControllerDeps {
   redactor?: Redactor;
   /** Provider type → notifier and limits; default: src/registry.ts. */
   notifiers?: NotifierRegistry;
+  /** Test hooks of the drift controller (clock, jitter source, retry and deadline of checks). */
+  drift?: Partial<
+    Pick<DriftControllerOptions, 'now' | 'random' | 'deferRetryMs' | 'checkTimeoutMs' | 'remediation'>
+  >;
   /** Test hooks of the preview controller (forge access, clock, not-ready retry). */
   previews?: PreviewsOptions['reconciler'];
 }
@@ -88,6 +92,8 @@ export interface ControllerHandle {
   providers: ReadonlyMap<string, ResolvedProvider>;
   /** The pull-request preview controller (src/preview/). */
   previews: Previews;
+  /** The drift check controller (src/drift/). */
+  drift: DriftController;
   /** Bound port of the preview webhook receiver (0 when off). */
   previewWebhookPort: number;
   isLeader(): boolean;
@@ -318,6 +324,7 @@ export async function startController(
       name: REMEDIATION_POLICY_NAME,
       kind: 'DriftDetection',
     }),
+    ...deps.drift,
   });
 
   // Routing: Stack and Update changes → events → matching Alerts → delivery.
@@ -483,6 +490,7 @@ export async function startController(
     router,
     providers: providerIndex.all,
     previews,
+    drift,
     previewWebhookPort: previews.webhookPort,
     isLeader: () => state.leading,
     ready,

@@ -35,7 +35,7 @@ import type { ChangeSet } from '../changes/types.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { counter, gauge } from '../kube/metrics.ts';
-import { kubeTime, patchStatus, setCondition } from '../kube/status.ts';
+import { kubeTime, setCondition } from '../kube/status.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { boundText, cleanMessage } from '../text.ts';
@@ -120,6 +120,11 @@ export interface DriftControllerOptions {
 
 const namespaceOf = (key: string): string => key.slice(0, key.indexOf('/'));
 
+/** A resourceVersion as a number (etcd revision), or undefined when it is not one. */
+function rvNumber(rv: string | undefined): number | undefined {
+  return rv !== undefined && /^[1-9]\d{0,15}$/.test(rv) ? Number(rv) : undefined;
+}
+
 /** Drift checks of every DriftDetection (see the module comment). */
 export class DriftController {
   readonly #o: DriftControllerOptions;
@@ -130,6 +135,12 @@ export class DriftController {
   readonly #changes = new LRUCache<string, ChangeSet>({ max: 256 });
   /** Check Stacks created by this process and not yet in the informer: `namespace/name`. */
   readonly #created = new Map<string, number>();
+  /**
+   * The status this process last wrote per DriftDetection uid, with the resourceVersion the write
+   * produced: used while the informer still holds an older version (a sync right after a write
+   * must not act on the entries before it, e.g. take its own deleted check Stack for a deleted one).
+   */
+  readonly #written = new Map<string, { rv: number; status: DriftDetection['status'] }>();
   readonly #m;
 
   constructor(opts: DriftControllerOptions) {
@@ -186,6 +197,11 @@ export class DriftController {
     return this.#changes.get(check);
   }
 
+  /** Whether a DriftDetection with `uid` is in the informer. */
+  #known(uid: string): boolean {
+    return this.#o.detections.list().some((d) => d.metadata.uid === uid);
+  }
+
   #mayWrite(): boolean {
     return this.#o.mayWrite?.() ?? true;
   }
@@ -218,8 +234,19 @@ export class DriftController {
   async reconcile(key: string): Promise<{ requeueAfterMs?: number } | undefined> {
     const ns = namespaceOf(key);
     const name = key.slice(ns.length + 1);
-    const dd = this.#o.detections.get(ns, name);
-    if (dd === undefined || dd.metadata.deletionTimestamp !== undefined) return undefined;
+    const cached = this.#o.detections.get(ns, name);
+    if (cached === undefined || cached.metadata.deletionTimestamp !== undefined) {
+      if (cached === undefined)
+        for (const [uid] of this.#written) if (!this.#known(uid)) this.#written.delete(uid);
+      return undefined;
+    }
+    let dd: DriftDetection = cached;
+    const mine = this.#written.get(cached.metadata.uid ?? '');
+    if (mine !== undefined) {
+      const rv = rvNumber(cached.metadata.resourceVersion);
+      if (rv !== undefined && rv < mine.rv) dd = { ...cached, status: mine.status ?? {} };
+      else this.#written.delete(cached.metadata.uid ?? '');
+    }
     if (!this.#mayWrite()) return { requeueAfterMs: 2_000 };
     const now = this.#now();
     const interval = intervalOf(dd);
@@ -227,7 +254,6 @@ export class DriftController {
       await this.#writeStatus(dd, { ready: false, reason: 'IntervalTooShort', message: interval });
       return undefined;
     }
-    const uid = dd.metadata.uid ?? '';
     const label = (s: Stack): string => s.spec?.stack ?? `${ns}/${s.metadata.name ?? ''}`;
     const selected = selectStacks(dd, this.#o.stacks.list(ns));
     const prevByUid = new Map((dd.status?.stacks ?? []).map((e) => [e.uid, e]));
@@ -570,17 +596,14 @@ export class DriftController {
     if (same) return;
     if (!this.#mayWrite()) throw new Error('not holding the leader Lease: status not written');
     try {
-      await patchStatus(
-        this.#o.kubeConfig,
-        {
-          group: GROUP,
-          version: VERSION,
-          plural: 'driftdetections',
-          namespace: dd.metadata.namespace ?? '',
-          name: dd.metadata.name ?? '',
-        },
-        status,
-      );
+      const written = await kubeRequest<DriftDetection>(this.#o.kubeConfig, {
+        method: 'PATCH',
+        path: `${objectPath({ group: GROUP, version: VERSION, plural: 'driftdetections', namespace: dd.metadata.namespace ?? '', name: dd.metadata.name ?? '' })}/status`,
+        body: { status },
+        contentType: 'application/merge-patch+json',
+      });
+      const rv = rvNumber(written.metadata.resourceVersion);
+      if (rv !== undefined) this.#written.set(dd.metadata.uid ?? '', { rv, status: written.status });
     } catch (err) {
       if (errorStatusCode(err) === 404) return;
       throw err;

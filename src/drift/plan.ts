@@ -265,7 +265,7 @@ const ROOT_TYPE = 'pulumi:pulumi:Stack';
 export function propertiesOf(diff: readonly string[]): string[] {
   const out: string[] = [];
   for (const line of diff) {
-    const m = /^[~+\-]{1,2}\s?([^\s:][^:]*?)\s*:/.exec(line);
+    const m = /^[~+-]{1,2}\s?([^\s:][^:]*?)\s*:/.exec(line);
     const name = m?.[1];
     if (name !== undefined && !name.startsWith('--') && !out.includes(name)) out.push(name);
   }

@@ -177,17 +177,16 @@ describe('readiness', () => {
     expect(readiness(reconciling)).toMatchObject({ running: true });
   });
   it('never deployed, failed last run or not Ready → waits for the next interval', () => {
-    expect(readiness(stack('a'))).toMatchObject({
-      running: false,
-      why: expect.stringMatching(/no successful deployment/),
-    });
+    const never = readiness(stack('a'));
+    expect('why' in never && !never.running && never.why).toMatch(/no successful deployment/);
     const failed = stack('a', {
       status: {
         conditions: [{ type: 'Ready', status: 'False', reason: 'UpdateFailed', message: '' }],
         lastUpdate: { state: 'failed', lastAttemptedCommit: 'f'.repeat(40), lastSuccessfulCommit: SHA },
       },
     });
-    expect(readiness(failed)).toMatchObject({ running: false, why: expect.stringMatching(/not Ready/) });
+    const r = readiness(failed);
+    expect('why' in r && !r.running && r.why).toMatch(/not Ready/);
   });
 });
 
@@ -268,10 +267,8 @@ describe('what drifted (recorded PKO v2.9.0 agent log, pulumi preview --refresh)
 
   it('a failed preview is a failed check with the CLI error', () => {
     const log = readFileSync(new URL('../fixtures/agent-logs/06-error-program.log', import.meta.url), 'utf8');
-    expect(analyzeDrift(parseWorkspaceLog(log))).toMatchObject({
-      kind: 'failed',
-      why: expect.stringMatching(/^the check's preview failed: error/),
-    });
+    const a = analyzeDrift(parseWorkspaceLog(log));
+    expect(a.kind === 'failed' && a.why).toMatch(/^the check's preview failed: error/);
   });
 
   it('property names of diff lines', () => {
