@@ -333,7 +333,6 @@ export async function startController(
     moreEvents: (stack) =>
       driftEventsFor(stack, inf.detections.list(stack.metadata.namespace ?? ''), {
         reportingController: CONTROLLER_NAME,
-        changes: (check) => drift.changesOf(check),
       }),
     kubeConfig: kc,
     stacks: inf.stacks,

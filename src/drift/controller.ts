@@ -19,7 +19,6 @@
  * guards who may set it (./admission.ts in src/preview: the confused deputy, docs/drift.md).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { LRUCache } from 'lru-cache';
 import type { Registry } from 'prom-client';
 import type { EventChanges } from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';
@@ -31,7 +30,6 @@ import {
   type DriftDetection,
   type DriftStackStatus,
 } from '../api/v1alpha1.ts';
-import type { ChangeSet } from '../changes/types.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { counter, gauge } from '../kube/metrics.ts';
@@ -131,8 +129,6 @@ export class DriftController {
   readonly queue: WorkQueue;
   readonly #now: () => number;
   readonly #random: () => number;
-  /** Change sets of finished checks by check Stack name, for the events' `changes`. */
-  readonly #changes = new LRUCache<string, ChangeSet>({ max: 256 });
   /** Check Stacks created by this process and not yet in the informer: `namespace/name`. */
   readonly #created = new Map<string, number>();
   /**
@@ -190,11 +186,6 @@ export class DriftController {
 
   async stop(deadlineMs: number): Promise<void> {
     await this.queue.shutdown(deadlineMs);
-  }
-
-  /** The change set of finished check `check` (a check Stack name), while it is kept. */
-  changesOf(check: string): ChangeSet | undefined {
-    return this.#changes.get(check);
   }
 
   /** Whether a DriftDetection with `uid` is in the informer. */
@@ -481,7 +472,6 @@ export class DriftController {
     if (changes.set === undefined) return { kind: 'failed', why: changes.unavailable };
     const a = analyzeDrift(changes.set);
     if (a.kind === 'failed') return a;
-    this.#changes.set(cs.metadata.name ?? '', changes.set);
     return a.kind === 'clean' ? { kind: 'clean' } : { kind: 'drifted', analysis: a };
   }
 

@@ -9,26 +9,26 @@
  * - severity: `error` for DriftDetected and DriftCheckFailed, `info` for DriftResolved;
  * - metadata: `revision`/`commit` (the deployed commit checked: a forge Provider sets its commit
  *   status), `repository`, `branch`, `stack`, `driftDetection` (its name), `updateType: drift`;
- * - timestamp: when the check ended; message: the entry's (bounded, redacted by the controller).
+ * - timestamp: when the check ended; message: the entry's (bounded, redacted by the controller):
+ *   the drifted resources and their property lines. No `changes`: the check's change set mixes
+ *   the refresh (what drifted) with the preview (what a run would change back); the message says
+ *   which is which.
  */
 import { eventId, type EventIdentity, type NotificationEvent } from '../api/event.ts';
 import { STACK_GROUP, STACK_VERSION, type Stack } from '../api/pko.ts';
 import type { DriftDetection, DriftEventRecord } from '../api/v1alpha1.ts';
 import { parseRevision } from '../source/revision.ts';
 import { cleanMessage } from '../text.ts';
-import type { ChangeSet } from '../changes/types.ts';
 
 /**
  * The drift events `detections` hold for `stack` (matched by uid), each with the
  * resourceVersion of the DriftDetection it was read from (the order delivery follows).
- * `changes(check)` gives a check's change set when the controller still holds it.
  */
 export function driftEventsFor(
   stack: Stack,
   detections: Iterable<DriftDetection>,
   ctx: {
     reportingController: string;
-    changes?: (check: string) => ChangeSet | undefined;
     repository?: (stack: Stack) => string | undefined;
   },
 ): { event: NotificationEvent; observed?: number }[] {
@@ -54,7 +54,6 @@ export function driftEvent(
   rec: DriftEventRecord,
   ctx: {
     reportingController: string;
-    changes?: (check: string) => ChangeSet | undefined;
     repository?: (stack: Stack) => string | undefined;
   },
 ): NotificationEvent {
@@ -75,7 +74,6 @@ export function driftEvent(
   put('stack', stack.spec?.stack);
   put('driftDetection', dd.metadata.name);
   put('updateType', 'drift');
-  const set = ctx.changes?.(rec.check);
   const noCommit = metadata.commit === undefined ? (parsed.reason ?? undefined) : undefined;
   return {
     identity,
@@ -95,6 +93,5 @@ export function driftEvent(
     metadata,
     reportingController: ctx.reportingController,
     ...(noCommit !== undefined ? { noCommitReason: noCommit } : {}),
-    ...(set !== undefined && rec.reason === 'DriftDetected' ? { changes: { set } } : {}),
   };
 }

@@ -139,10 +139,10 @@ export function reasonParts(reason: string): { operation: Operation | null; phas
   return { operation: op === undefined ? null : (OPERATIONS[op] ?? null), phase };
 }
 
-/** Commit status state of an event reason: *Started → pending, *Succeeded → success, else failure. */
+/** Commit status state of an event reason: *Started → pending, *Succeeded and DriftResolved → success, else failure. */
 export function stateOf(reason: string): StatusState {
   if (reason.endsWith('Started')) return 'pending';
-  if (reason.endsWith('Succeeded')) return 'success';
+  if (reason.endsWith('Succeeded') || reason === 'DriftResolved') return 'success';
   return 'failure';
 }
 
