@@ -19,6 +19,7 @@ import { KubeletStandIn, placeWorkspacePod } from '../support/kubelet-standin.ts
 import { ROOT, kustomize } from '../support/kubectl.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
+import { installAdmission } from '../support/admission.ts';
 import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { installCRDs, readCRDs } from '../../src/kube/crds.ts';
 import type { Stack } from '../../src/api/pko.ts';
@@ -141,14 +142,26 @@ interface Env {
 }
 
 /** A namespace with an Alert to a webhook, a deployed Stack `app` at SHA, and a DriftDetection for it. */
-async function setUp(prefix: string, o: { logs?: boolean } = {}): Promise<Env> {
+async function setUp(
+  prefix: string,
+  o: { logs?: boolean; remediation?: { allowed: false; why: string } } = {},
+): Promise<Env> {
   const ns = await createTestNamespace(prefix);
   if (o.logs !== false) await grantLogs(ns);
   const rcv = await startReceiver();
   const clock = { offset: 0 };
   const ctl = await startInProcess(ns, {
     flags: ['--cluster-name=drift'],
-    deps: { drift: { now: () => Date.now() + clock.offset, random: () => 0, deferRetryMs: 2_000 } },
+    deps: {
+      drift: {
+        now: () => Date.now() + clock.offset,
+        random: () => 0,
+        deferRetryMs: 2_000,
+        ...(o.remediation !== undefined
+          ? { remediation: { checked: () => Promise.resolve(o.remediation ?? { allowed: true }) } }
+          : {}),
+      },
+    },
   });
   const obj = new Objects(ns);
   await obj.provider('hook', { type: 'generic', address: `${rcv.url}/hook` });
@@ -185,19 +198,31 @@ async function setUp(prefix: string, o: { logs?: boolean } = {}): Promise<Env> {
     close: async () => {
       await ctl.stop();
       await rcv.close();
+      // The test plane runs no garbage collector: check Stacks left in flight are removed here,
+      // so they hold no check slot of another test's controller.
+      await kubeRequest(admin, {
+        method: 'DELETE',
+        path: stackPath(ns),
+        query: { labelSelector: DRIFT_CHECK_LABEL },
+      });
     },
   };
   return env;
 }
 
-async function createDriftDetection(ns: string, spec: DriftDetection['spec']): Promise<void> {
-  await kubeRequest(admin, {
+async function createDriftDetection(
+  ns: string,
+  spec: DriftDetection['spec'],
+  o: { as?: 'admin' | 'viewer'; labels?: Record<string, string>; dryRun?: boolean } = {},
+): Promise<void> {
+  await kubeRequest(kubeConfig(o.as ?? 'admin'), {
     method: 'POST',
     path: ddPath(ns),
+    ...(o.dryRun === true ? { query: { dryRun: 'All' } } : {}),
     body: {
       apiVersion: 'notification.pko.dev/v1alpha1',
       kind: 'DriftDetection',
-      metadata: { name: 'nightly' },
+      metadata: { name: 'nightly', ...(o.labels ? { labels: o.labels } : {}) },
       spec,
     },
   });
@@ -385,4 +410,164 @@ describe('drift detection (PKO v2 shapes, recorded agent log)', () => {
     expect(errorStatusCode(err)).toBe(422);
     expect(String(err)).toContain('interval must be at least 10m');
   });
+
+  it('remediation without the admission policy in force: refused, said so, the Stack not patched', async () => {
+    const env = await setUp('drift-norem', { remediation: { allowed: false, why: 'test: no policy' } });
+    try {
+      await createDriftDetection(env.ns, { stackNames: ['app'], interval: '10m', remediate: true });
+      await playCheck(env);
+      await waitFor(() => Promise.resolve(env.events().some((e) => e.reason === 'DriftDetected')), {
+        timeoutMs: 30_000,
+        what: 'DriftDetected at the webhook',
+      });
+      const dd = await waitFor(
+        async () => {
+          const d = await env.dd();
+          return d.status?.stacks?.[0]?.result === 'Drifted' ? d : undefined;
+        },
+        { timeoutMs: 30_000, what: 'the Drifted entry' },
+      );
+      expect(dd.status?.stacks?.[0]?.message).toContain('remediation refused: test: no policy');
+      expect(dd.status?.conditions?.find((c) => c.type === 'Remediation')).toMatchObject({
+        status: 'False',
+        reason: 'Refused',
+      });
+      const app = await kubeRequest<Stack>(admin, { method: 'GET', path: stackPath(env.ns, 'app') });
+      expect(app.metadata.annotations?.['pulumi.com/reconciliation-request']).toBeUndefined();
+    } finally {
+      await env.close();
+    }
+  }, 120_000);
+
+  it('remediation under the shipped admission policy: refused at admission for a user who may not patch Stacks; for one who may, PKO is asked to run the drifted Stack', async () => {
+    await installAdmission();
+    const env = await setUp('drift-rem');
+    try {
+      // The viewer may write DriftDetections here, but not patch Stacks.
+      await admin.makeApiClient(RbacAuthorizationV1Api).createNamespacedRole({
+        namespace: env.ns,
+        body: {
+          metadata: { name: 'drift-writer' },
+          rules: [{ apiGroups: ['notification.pko.dev'], resources: ['driftdetections'], verbs: ['create'] }],
+        },
+      });
+      await admin.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+        namespace: env.ns,
+        body: {
+          metadata: { name: 'drift-writer' },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'drift-writer' },
+          subjects: [{ kind: 'User', name: 'viewer', apiGroup: 'rbac.authorization.k8s.io' }],
+        },
+      });
+      const refused = await waitFor(
+        async () => {
+          const err = await createDriftDetection(
+            env.ns,
+            { stackNames: ['app'], interval: '10m', remediate: true },
+            { as: 'viewer', dryRun: true },
+          ).then(
+            () => undefined,
+            (e: unknown) => (e instanceof Error ? e.message : 'not an Error'),
+          );
+          return err?.includes('may not patch stacks.pulumi.com') === true ? err : undefined;
+        },
+        { timeoutMs: 30_000, what: 'the drift remediation policy enforced' },
+      );
+      expect(refused).toContain('spec.remediate: viewer may not patch stacks.pulumi.com');
+      // Without remediate the viewer may create it (the policy checks only remediate).
+      await createDriftDetection(
+        env.ns,
+        { stackNames: ['app'], interval: '10m' },
+        { as: 'viewer', dryRun: true },
+      );
+      // Checked objects count once the policy has been in force a moment (POLICY_SETTLE_MS).
+      await new Promise((r) => setTimeout(r, 5_500));
+      await createDriftDetection(env.ns, { stackNames: ['app'], interval: '10m', remediate: true });
+      const cs = await playCheck(env);
+      const app = await waitFor(
+        async () => {
+          const s = await kubeRequest<Stack>(admin, { method: 'GET', path: stackPath(env.ns, 'app') });
+          return s.metadata.annotations?.['pulumi.com/reconciliation-request'] !== undefined ? s : undefined;
+        },
+        { timeoutMs: 30_000, what: 'the reconcile request on the drifted Stack' },
+      );
+      expect(app.metadata.annotations?.['pulumi.com/reconciliation-request']).toBe(
+        `drift-${cs.metadata.name ?? ''}`,
+      );
+      const dd = await env.dd();
+      expect(dd.status?.conditions?.find((c) => c.type === 'Remediation')).toMatchObject({
+        status: 'True',
+        reason: 'Enabled',
+      });
+    } finally {
+      await env.close();
+    }
+  }, 120_000);
+
+  it('bounded and fair: at most --drift-max-checks at once, at most per namespace, every namespace served', async () => {
+    const id = `fair-${String(Date.now())}`;
+    const namespaces = [await createTestNamespace('drift-fair-a'), await createTestNamespace('drift-fair-b')];
+    const ctl = await startInProcess('', {
+      flags: [
+        `--watch-label-selector=drift-test=${id}`,
+        '--drift-max-checks=3',
+        '--drift-max-checks-per-namespace=2',
+      ],
+      deps: { drift: { random: () => 0 } },
+    });
+    try {
+      for (const ns of namespaces) {
+        const sim = new PkoSimulator(admin, ns, { version: 'v2' });
+        for (const name of ['s1', 's2', 's3', 's4']) {
+          await sim.createStack(name, {
+            git: { projectRepo: 'https://git.example/acme/app.git', branch: 'main' },
+          });
+          const run = await sim.startRun(name, { type: 'up', commit: SHA });
+          await sim.finishRun(run, 'succeeded', { permalink: null });
+        }
+      }
+      for (const ns of namespaces)
+        await createDriftDetection(ns, { selector: {}, interval: '10m' }, { labels: { 'drift-test': id } });
+      const counts = async (): Promise<number[]> =>
+        Promise.all(
+          namespaces.map(
+            async (ns) =>
+              (
+                await kubeRequest<{ items: Stack[] }>(admin, {
+                  method: 'GET',
+                  path: stackPath(ns),
+                  query: { labelSelector: DRIFT_CHECK_LABEL },
+                })
+              ).items.length,
+          ),
+        );
+      const seen: number[][] = [];
+      await waitFor(
+        async () => {
+          const c = await counts();
+          seen.push(c);
+          return c.every((n) => n >= 1) && c.reduce((a, b) => a + b, 0) === 3;
+        },
+        { timeoutMs: 30_000, intervalMs: 50, what: 'both namespaces holding check slots, 3 in all' },
+      );
+      // Nobody plays PKO: the checks stay in flight and the other Stacks wait for a slot.
+      await new Promise((r) => setTimeout(r, 3_000));
+      seen.push(await counts());
+      for (const c of seen) {
+        expect(c.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(3);
+        for (const n of c) expect(n).toBeLessThanOrEqual(2);
+      }
+      const waiting = await kubeRequest<DriftDetection>(admin, {
+        method: 'GET',
+        path: ddPath(namespaces[0] ?? '', 'nightly'),
+      });
+      const entries = waiting.status?.stacks ?? [];
+      expect(entries).toHaveLength(4);
+      // Every selected Stack is listed with when it is due; the ones without a slot have no check yet.
+      expect(entries.every((e) => e.nextCheckTime !== undefined)).toBe(true);
+      expect(entries.filter((e) => e.check !== undefined).length).toBeLessThanOrEqual(2);
+    } finally {
+      await ctl.stop();
+    }
+  }, 180_000);
 });
