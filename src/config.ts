@@ -48,6 +48,11 @@ export interface ControllerOptions {
   shutdownTimeoutMs: number;
   /** Re-read interval of a ready Provider's Secrets, milliseconds. Default 30 s. */
   secretRefreshMs: number;
+  /**
+   * A PKO v2 Stack `Reconciling` this long with no run in progress is reported stuck
+   * (`StackStalled`, reason `NoProgress`; docs/events.md), milliseconds. Default 30 min.
+   */
+  stackStuckAfterMs: number;
   /** Pace GitHub writes (≥ 1 s apart) as GitHub's secondary rate limits ask. Default true. */
   githubWritePacing: boolean;
   /** Start a local etcd + kube-apiserver when no cluster is configured (`npm start`). */
@@ -116,6 +121,7 @@ const USAGE = `pko-notification-controller [flags]
   --relist-interval=10m               periodic full relist of watched objects
   --shutdown-timeout=30s              deadline for in-flight work on SIGTERM
   --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references
+  --stack-stuck-after=30m             a PKO v2 Stack Reconciling this long with no run is reported stuck (StackStalled NoProgress)
   --github-write-pacing=true          space GitHub writes as GitHub asks (false: GHES without rate limits)
   --dev-cluster=auto|never|always     start a local control plane when no cluster is configured
   --dev-cluster-dir=DIR               where it keeps its data and kubeconfig across runs
@@ -200,6 +206,7 @@ export function loadConfig(
         'relist-interval': { type: 'string', default: '10m' },
         'shutdown-timeout': { type: 'string', default: '30s' },
         'secret-refresh-interval': { type: 'string', default: '30s' },
+        'stack-stuck-after': { type: 'string', default: '30m' },
         'github-write-pacing': { type: 'string', default: 'true' },
         'dev-cluster': { type: 'string', default: 'never' },
         'dev-cluster-dir': { type: 'string' },
@@ -238,6 +245,7 @@ export function loadConfig(
   let relistIntervalMs: number;
   let shutdownTimeoutMs: number;
   let secretRefreshMs: number;
+  let stackStuckAfterMs: number;
   let leaseDurationMs: number;
   let renewDeadlineMs: number;
   let retryPeriodMs: number;
@@ -245,6 +253,7 @@ export function loadConfig(
     relistIntervalMs = parseDuration(v['relist-interval']);
     shutdownTimeoutMs = parseDuration(v['shutdown-timeout']);
     secretRefreshMs = parseDuration(v['secret-refresh-interval']);
+    stackStuckAfterMs = parseDuration(v['stack-stuck-after']);
     leaseDurationMs = parseDuration(v['leader-election-lease-duration']);
     renewDeadlineMs = parseDuration(v['leader-election-renew-deadline']);
     retryPeriodMs = parseDuration(v['leader-election-retry-period']);
@@ -252,6 +261,7 @@ export function loadConfig(
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
   if (secretRefreshMs < 1000) throw new UsageError('--secret-refresh-interval must be at least 1s');
+  if (stackStuckAfterMs < 1000) throw new UsageError('--stack-stuck-after must be at least 1s');
   const pacing = v['github-write-pacing'];
   if (pacing !== 'true' && pacing !== 'false')
     throw new UsageError('--github-write-pacing must be true or false');
@@ -292,6 +302,7 @@ export function loadConfig(
     relistIntervalMs,
     shutdownTimeoutMs,
     secretRefreshMs,
+    stackStuckAfterMs,
     githubWritePacing: pacing === 'true',
     devCluster,
     devClusterDir: v['dev-cluster-dir'] ?? join(cacheHome, 'pko-notification-controller', 'dev'),

@@ -342,6 +342,7 @@ export async function startController(
     logger: child({ component: 'router' }),
     reportingController: CONTROLLER_NAME,
     registry,
+    stuckAfterMs: opts.stackStuckAfterMs,
   });
 
   // Pull-request previews: PullRequestPreview → preview Stacks; results flow through the router.

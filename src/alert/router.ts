@@ -16,7 +16,7 @@ import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { parseResourceVersion } from '../delivery/order.ts';
-import { eventsForStack, type DeriveContext } from '../source/derive.ts';
+import { eventsForStack, stuckSince, type DeriveContext } from '../source/derive.ts';
 import { RunCommits, SeenUpdates, V1FailureTexts } from '../source/runs.ts';
 import { eventForAlert, PRE_ENRICH_CHECKS, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
@@ -46,6 +46,14 @@ export interface RouterOptions {
    * with the resourceVersion they were observed at; derived with the Stack's own.
    */
   moreEvents?: (stack: Stack) => { event: NotificationEvent; observed?: number }[];
+  /**
+   * A PKO v2 Stack Reconciling this long with no run is stuck (`StackStalled` NoProgress,
+   * src/source/derive.ts `stuckSince`), ms; absent: never reported. The Stack is looked at again
+   * when the threshold is reached.
+   */
+  stuckAfterMs?: number;
+  /** Clock of the stuck rule (ms since the epoch); default `Date.now`. */
+  now?: () => number;
 }
 
 /** The Stack an Update belongs to: its ownerReference of kind Stack, else PKO's `pulumi.com/stack-name` label. */
@@ -215,7 +223,12 @@ export class Router {
     // A drift check Stack's runs are the controller's own: reported as drift events of the
     // Stack it checks (src/drift), never as events of their own.
     if (isDriftCheck(stack)) return [];
-    const own = eventsForStack(stack, updates, this.#ctx).map((event) => {
+    const after = this.#o.stuckAfterMs;
+    const ctx: DeriveContext =
+      after === undefined
+        ? this.#ctx
+        : { ...this.#ctx, stuck: { nowMs: (this.#o.now ?? Date.now)(), afterMs: after } };
+    const own = eventsForStack(stack, updates, ctx).map((event) => {
       const name = event.metadata.updateName;
       const observed = (name !== undefined ? updateRv.get(name) : undefined) ?? stackRv;
       return observed !== undefined ? { event, observed } : { event };
@@ -223,13 +236,26 @@ export class Router {
     return [...own, ...(this.#o.moreEvents?.(stack) ?? [])];
   }
 
-  async reconcile(key: string): Promise<undefined> {
+  async reconcile(key: string): Promise<{ requeueAfterMs: number } | undefined> {
     const i = key.indexOf('/');
     const stack = this.#o.stacks.get(key.slice(0, i), key.slice(i + 1));
     if (!stack?.metadata.uid) return undefined;
+    await this.#route(stack);
+    // A Stack waiting with no run is looked at again when it would count as stuck.
+    const after = this.#o.stuckAfterMs;
+    if (after === undefined) return undefined;
+    const ns = stack.metadata.namespace ?? '';
+    const since = stuckSince(stack, (n, name) => this.#o.updates.get(n, name) !== undefined && n === ns);
+    if (since === undefined) return undefined;
+    const due = since + after - (this.#o.now ?? Date.now)();
+    return due > 0 ? { requeueAfterMs: due + 1_000 } : undefined;
+  }
+
+  async #route(stack: Stack): Promise<void> {
+    if (!stack.metadata.uid) return;
     if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
     let events = this.eventsFor(stack);
-    if (events.length === 0) return undefined;
+    if (events.length === 0) return;
     const enrich = this.#o.enrich;
     if (enrich) {
       // Only events some Alert may take are enriched: a Stack no Alert covers gets no Secret or
@@ -259,6 +285,6 @@ export class Router {
       }
       if (matched.length > 0) this.#o.delivery.offer(alert, stack.metadata.uid, matched);
     }
-    return undefined;
+    return;
   }
 }
