@@ -7,7 +7,11 @@
  * 3. Applies a Secret, a `generic` Provider pointing at the receiver and an Alert.
  * 4. Plays PKO with the simulator of the test suite (test/support/pko.ts: it writes Stack and
  *    Update objects and their status the way PKO v2 does; nothing runs Pulumi) — one preview,
- *    then one update — and prints what the receiver got.
+ *    then one update — and prints what the receiver got. The Stacks' backend is Pulumi Cloud,
+ *    played by the contract server of the test suite (test/support/pulumi-cloud.ts, answering as
+ *    the documented REST API): the runs have no workspace log here (no workspace pod), so the
+ *    controller reads their change sets from it with the Stack's own token, and each message
+ *    says what the run would change (`Changes: +1 ~1`).
  * Everything started is stopped at the end. `--keep` leaves it running until Ctrl-C.
  *
  * `--real-pko` plays PKO with the real PKO v1 manager instead (built by scripts/realpko-build.sh
@@ -31,6 +35,7 @@ import { startControlPlane } from '../src/envtest/controlplane.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from '../src/kube/crds.ts';
 import { GitRepo } from '../test/support/git-repo.ts';
 import { PkoSimulator } from '../test/support/pko.ts';
+import { PulumiCloudServer, step } from '../test/support/pulumi-cloud.ts';
 import {
   REALPKO_VERSIONS,
   SHARED_PKO_CRDS,
@@ -105,34 +110,94 @@ type DeliveredBy = (reason: string, timeoutMs?: number) => Promise<true>;
 /** A real `pulumi up` by PKO v1 took 16 s here (first commit, measured); a loaded machine needs more. */
 const REAL_RUN_TIMEOUT_MS = 300_000;
 
-/** One preview and one update of two Stacks, played by the PKO simulator (PKO v2's status). */
+/** The Pulumi access token of the demo's Stacks (accepted by the simulated Pulumi Cloud). */
+const DEMO_TOKEN = 'pul-demo0000000000000000000000000000000000';
+
+/** A run that creates `assets` and changes the ACL of `logs`, as Pulumi Cloud's engine events say it. */
+function demoEvents(preview: boolean): Record<string, unknown>[] {
+  return [
+    {
+      resourcePreEvent: {
+        metadata: step('update', 'urn:pulumi:dev::demo-app::aws:s3/bucket:Bucket::logs', {
+          old: { acl: 'private' },
+          new: { acl: 'public-read' },
+          detailedDiff: { acl: { diffKind: 'update', inputDiff: true } },
+        }),
+        planning: preview,
+      },
+    },
+    {
+      resourcePreEvent: {
+        metadata: step('create', 'urn:pulumi:dev::demo-app::aws:s3/bucket:Bucket::assets', {
+          new: { acl: 'private' },
+        }),
+        planning: preview,
+      },
+    },
+    { summaryEvent: { resourceChanges: { create: 1, update: 1, same: 2 }, isPreview: preview } },
+  ];
+}
+
+/**
+ * One preview and one update of two Stacks, played by the PKO simulator (PKO v2's status), on a
+ * Pulumi Cloud backend played by the contract server.
+ */
 async function simulatedRuns(kc: KubeConfig, deliveredBy: DeliveredBy): Promise<void> {
+  const cloud = await PulumiCloudServer.start([DEMO_TOKEN]);
+  cleanups.push(() => cloud.close());
+  const previewId = cloud.addPreview('acme/demo-app-pr-42/dev', {
+    result: 'succeeded',
+    events: demoEvents(true),
+  });
+  const { version } = cloud.addUpdate('acme/demo-app/dev', {
+    kind: 'update',
+    result: 'succeeded',
+    resourceChanges: { create: 1, update: 1, same: 2 },
+    events: demoEvents(false),
+  });
+  await KubernetesObjectApi.makeApiClient(kc).create({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'pulumi-token', namespace: NS },
+    stringData: { accessToken: DEMO_TOKEN },
+  });
+  say(
+    `[simulated Pulumi Cloud] the Stacks' backend, answering the REST API at ${cloud.origin}; their token is in Secret pulumi-token`,
+  );
   const sim = new PkoSimulator(kc, NS, { version: 'v2' });
+  const spec = {
+    backend: cloud.origin,
+    envRefs: {
+      PULUMI_ACCESS_TOKEN: { type: 'Secret', secret: { name: 'pulumi-token', key: 'accessToken' } },
+    },
+  };
   // PKO v2 previews run on a Stack of their own (`spec.preview: true`), e.g. one per pull request.
   const repo = 'https://github.com/acme/demo-app';
   await sim.createStack(
     'demo-app-pr-42',
     { git: { projectRepo: repo, branch: 'feature' } },
-    { preview: true },
+    { preview: true, spec },
   );
-  await sim.createStack('demo-app', { git: { projectRepo: repo, branch: 'main' } });
+  await sim.createStack('demo-app', { git: { projectRepo: repo, branch: 'main' } }, { spec });
   say(
     `[simulated PKO] created Stacks demo-app-pr-42 (preview: true, branch feature) and demo-app (branch main) for ${repo}`,
   );
-  for (const [stack, type] of [
-    ['demo-app-pr-42', 'preview'],
-    ['demo-app', 'up'],
+  for (const [stack, type, permalink] of [
+    ['demo-app-pr-42', 'preview', `https://app.pulumi.com/acme/demo-app-pr-42/dev/previews/${previewId}`],
+    ['demo-app', 'up', `https://app.pulumi.com/acme/demo-app/dev/updates/${String(version)}`],
   ] as const) {
     const label = type === 'up' ? 'update' : 'preview';
     const run = await sim.startRun(stack, { type, commit: COMMIT });
     say(`[simulated PKO] ${label} ${run.name} of Stack ${stack} started at ${COMMIT.slice(0, 7)}`);
     const tRun = performance.now();
     await deliveredBy(type === 'up' ? 'UpdateStarted' : 'PreviewStarted');
-    await sim.finishRun(run, 'succeeded');
-    say(`[simulated PKO] ${label} ${run.name} succeeded`);
+    await sim.finishRun(run, 'succeeded', { permalink });
+    say(`[simulated PKO] ${label} ${run.name} succeeded (${permalink})`);
     await deliveredBy(type === 'up' ? 'UpdateSucceeded' : 'PreviewSucceeded');
     say(`delivered: ${label} started and succeeded (${secs(tRun)} after the run started)`);
   }
+  const reads = cloud.requests.filter((r) => r.path.startsWith('/api/stacks/')).length;
+  say(`[simulated Pulumi Cloud] the controller made ${String(reads)} API calls for the two change sets`);
 }
 
 /**
@@ -365,7 +430,8 @@ spec:
   }
   console.log(
     bins === undefined
-      ? `\nThe PKO side was simulated (test/support/pko.ts writes Stack/Update status as PKO v2 does). ` +
+      ? `\nThe PKO side was simulated (test/support/pko.ts writes Stack/Update status as PKO v2 does), ` +
+          `and so was Pulumi Cloud (test/support/pulumi-cloud.ts answers as its REST API documents). ` +
           `Demo done in ${secs()}.`
       : `\nThe PKO side was real: PKO v${V.pkoV1}'s manager ran \`pulumi up\` (Pulumi CLI v${V.pulumi}) on both commits (it retries the broken one until stopped: one notification). ` +
           `Demo done in ${secs()}.`,

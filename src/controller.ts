@@ -26,6 +26,8 @@ import { EventRecorder } from './kube/events.ts';
 import { LeaderElector } from './kube/leader.ts';
 import { startServers, type Check } from './kube/health.ts';
 import { slim } from './kube/slim.ts';
+import { registerStatusMetrics } from './kube/status-metrics.ts';
+import { gauge } from './kube/metrics.ts';
 import { secretReader } from './credential/secrets.ts';
 import { ProviderIndex } from './credential/providers.ts';
 import type { ResolvedProvider } from './credential/provider.ts';
@@ -45,7 +47,7 @@ import { ProviderHealth } from './delivery/health.ts';
 import { Sender, type NotifierRegistry } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { createProviderRegistry, egressPolicy } from './registry.ts';
+import { createProviderRegistry, egressDispatcher, egressPolicy } from './registry.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
 import { DriftController, REMEDIATION_POLICY_NAME, type DriftControllerOptions } from './drift/controller.ts';
@@ -291,12 +293,31 @@ export async function startController(
     maySend: () => elector?.holdsLease() ?? true,
   });
 
+  registerStatusMetrics(registry, {
+    sources: [
+      { kind: 'Provider', list: () => inf.providers.list() },
+      { kind: 'Alert', list: () => inf.alerts.list() },
+      { kind: 'PullRequestPreview', list: () => inf.previews.list() },
+    ],
+    pending: () => dispatcher.pendingCount,
+  });
+  // 1 while this replica holds the Lease (always 1 without --leader-elect): leader changes show
+  // as changes of this gauge across replicas (docs/metrics.md).
+  const leaderGauge = gauge(
+    registry,
+    'pkonc_leader',
+    'Whether this replica is the leader (1) or waits for the Lease (0).',
+    [],
+  );
+
   // A finished PKO v2 run's change set (workspace log → parse → Secrets removed), on its events.
   const changeAttacher = new ChangeAttacher({
     kubeConfig: kc,
     update: (ns, name) => inf.updates.get(ns, name),
     readSecret: secretReader(kc),
     logger: child({ component: 'changes' }),
+    // Pulumi Cloud reads (PKO v1, or a cut log) connect where Providers may.
+    cloud: { dispatcher: egressDispatcher(egress) },
     warn: (stack, reason, message) => {
       void recorder.event(
         { ...stack, apiVersion: stack.apiVersion ?? 'pulumi.com/v1', kind: 'Stack' },
@@ -462,6 +483,7 @@ export async function startController(
   if (elector) {
     elector.run({
       onStartedLeading: () => {
+        leaderGauge.set(1);
         logger.info({ identity: opts.identity }, 'became leader');
         startWorkLogged();
       },
@@ -469,6 +491,7 @@ export async function startController(
         // stop() releases the Lease on purpose: that is a shutdown, not a lost election.
         if (state.stopped) return;
         state.leading = false;
+        leaderGauge.set(0);
         logger.warn({ identity: opts.identity }, 'lost leadership');
         deps.onLostLeadership?.();
       },
@@ -477,6 +500,7 @@ export async function startController(
       },
     });
   } else {
+    leaderGauge.set(1);
     startWorkLogged();
   }
 

@@ -8,6 +8,7 @@ import type { ResolvedProvider } from './credential/provider.ts';
 import type { NotifierRegistry } from './delivery/send.ts';
 import { FORGES } from './forge/registry.ts';
 import { createGitHubNotifier } from './forge/github/index.ts';
+import { Agent, type Dispatcher } from 'undici';
 import { EgressPolicy, type EgressOptions } from './notifier/egress.ts';
 import { ProviderHttp } from './notifier/http.ts';
 import { MESSAGE_PROVIDERS } from './notifier/registry.ts';
@@ -95,4 +96,12 @@ export function createProviderRegistry(opts: { egress: EgressPolicy } & Registry
 /** The egress policy of `--egress-*` flags (src/notifier/egress.ts). */
 export function egressPolicy(opts: EgressOptions): EgressPolicy {
   return new EgressPolicy(opts);
+}
+
+/**
+ * An undici dispatcher whose connections obey `egress` (for the controller's own calls on a
+ * tenant's behalf that are not a Provider's, e.g. Pulumi Cloud reads: src/enrich/pulumi-cloud.ts).
+ */
+export function egressDispatcher(egress: EgressPolicy, connectTimeoutMs = 5_000): Dispatcher {
+  return new Agent({ connect: egress.connector({ timeout: connectTimeoutMs }) });
 }

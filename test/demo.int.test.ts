@@ -1,7 +1,8 @@
 /**
  * `npm run demo` (scripts/demo.ts) end to end, as a new user runs it: its own control plane,
- * the controller process, a receiver, simulated PKO runs; exits 0 having printed the four
- * deliveries and the note that PKO was simulated. `--real-pko` without the real PKO parts ends at
+ * the controller process, a receiver, simulated PKO runs on a simulated Pulumi Cloud backend;
+ * exits 0 having printed the four deliveries — the finished preview and update with their change
+ * sets (`Changes: +1 ~1`, read from Pulumi Cloud) — and the note that PKO was simulated. `--real-pko` without the real PKO parts ends at
  * once with the command that builds them (the real run itself is not part of the suite: it needs
  * the machine-wide real-operator lock and a minute or more of real `pulumi up`).
  */
@@ -53,6 +54,14 @@ describe('npm run demo', () => {
       'UpdateSucceeded demo-app',
     ]);
     expect(stdout).toMatch(/\[simulated PKO\] update demo-app-\w+ of Stack demo-app started/);
+    // The finished runs carry their change sets (from Pulumi Cloud: no workspace pod here).
+    const messageOf = (reason: string): string =>
+      new RegExp(`^ {2}${reason} .*\\n {6}message: {2}((?:.*\\n)(?: {16}.*\\n)*)`, 'm').exec(stdout)?.[1] ??
+      '';
+    expect(messageOf('PreviewSucceeded')).toMatch(/^ +Changes: \+1 ~1$/m);
+    expect(messageOf('UpdateSucceeded')).toMatch(/^ +Changes: \+1 ~1$/m);
+    expect(messageOf('PreviewStarted')).not.toContain('Changes:');
+    expect(stdout).toMatch(/\[simulated Pulumi Cloud\] the controller made [1-9]\d* API calls/);
     expect(stdout).toContain('The PKO side was simulated');
   }, 120_000);
 

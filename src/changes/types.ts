@@ -103,12 +103,17 @@ export type IncompleteReason =
   /** Lines inside the run that are not the agent's log format (garbled, or another writer). */
   | 'garbled'
   /** The parser stopped reading at `limits.maxLines` or `limits.maxBytes`. */
-  | 'input-cap';
+  | 'input-cap'
+  /** Pulumi Cloud's engine events of the run were not all read (an error, a cap, or the run still going): `note` says why. */
+  | 'partial-events';
 
 /** The change set of one run. */
 export interface ChangeSet {
-  /** Where it was read: the PKO v2 workspace pod's log (the agent's `pulumi` logger). */
-  source: 'workspace-log';
+  /**
+   * Where it was read: the PKO v2 workspace pod's log (the agent's `pulumi` logger), or the
+   * Pulumi Cloud REST API (the update's `resourceChanges` and engine events: src/enrich/pulumi-cloud.ts).
+   */
+  source: 'workspace-log' | 'pulumi-cloud';
   /**
    * True when the run was read whole: banner, every line, the summary and the run's end, with no
    * garbled line and no input cap hit. The parser's own detail caps (resources, property lines,
@@ -132,6 +137,12 @@ export interface ChangeSet {
   resources: ResourceChange[];
   /** Error lines the CLI printed (`error: …`), at most `limits.maxErrors`, each bounded. */
   errors: string[];
+  /**
+   * Why a source gave less than it might have, in words, e.g. `Pulumi Cloud's engine events were
+   * not all read: Pulumi Cloud rate-limited … (429, retry after 30 s)`; absent when nothing is to
+   * be said. Never holds a token.
+   */
+  note?: string;
   /** What the caps left out. */
   omitted: {
     /** Resource lines beyond `limits.maxResources`. */

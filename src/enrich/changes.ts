@@ -1,6 +1,7 @@
 /**
  * Attaches a finished run's change set to its events before they are routed (docs/previews.md,
- * "What a preview would change"): for a PKO v2 Update that succeeded or failed, the workspace
+ * "What a preview would change"; the sources and their order: docs/changes.md, "Sources"): for a
+ * PKO v2 Update that succeeded or failed, the workspace
  * pod's log is read through `pods/log` (src/kube/workspace-log.ts, `sinceTime` = the Update's
  * `startTime`), parsed (src/changes/parse.ts) and stripped of every value of every Secret the
  * Stack references (./secrets.ts). One read per Update, cached (bounded LRU): started at the
@@ -8,6 +9,12 @@
  * agent's end-of-run line, so a pod PKO deletes right after the run (`workspaceReclaimPolicy:
  * Delete`) still yields its change set; else read when the result comes. An event waits for it
  * at most `waitMs` (default 3 s), so a status or comment is never held up longer.
+ *
+ * When the log gives no complete change set (PKO v1 has no workspace pod at all) and the run's
+ * permalink is a Pulumi Cloud one, the update is read from the Pulumi Cloud REST API with the
+ * Stack's own access token (./pulumi-cloud.ts), waited for at most `cloud.waitMs` more (default
+ * 5 s); when that fails too, the log's change set (or the reason there is none) says why in its
+ * note.
  *
  * Nothing here fails an event: when no details can be had, the event carries
  * `changes.unavailable`, a sentence starting `no change details:` that says why (the permission
@@ -20,6 +27,14 @@ import { ChangeSetParser } from '../changes/parse.ts';
 import type { SecretReader } from '../credential/provider.ts';
 import { readWorkspaceLog, workspaceRunOf, type WorkspaceLogOptions } from '../kube/workspace-log.ts';
 import type { Logger } from '../log.ts';
+import {
+  accessTokenRefOf,
+  cloudRunOf,
+  readCloudChangeSet,
+  type CloudResult,
+  type CloudRunRef,
+  type PulumiCloudOptions,
+} from './pulumi-cloud.ts';
 import {
   MAX_STACK_SECRETS,
   RedactionBudgetExceeded,
@@ -69,6 +84,12 @@ export interface ChangeAttacherOptions {
    * that could not be read for redaction. Once per Update read.
    */
   warn?: (stack: Stack, reason: string, message: string) => void;
+  /**
+   * Pulumi Cloud reads (./pulumi-cloud.ts): the dispatcher they go through (production: one that
+   * obeys the egress policy), their bounds, and how long an event waits for one after the log,
+   * `waitMs` (default 5,000).
+   */
+  cloud?: Omit<PulumiCloudOptions, 'signal' | 'now'> & { waitMs?: number };
 }
 
 /** Reason of the Warning Event for details an admin can make available. */
@@ -91,6 +112,9 @@ interface StackSecrets {
   at: number;
   p: Promise<SecretRedactor | string>;
 }
+
+/** How long a failed Pulumi Cloud read is remembered (not asked again), ms. */
+const CLOUD_FAILURE_TTL_MS = 30_000;
 
 /** How long a Stack's Secret values are kept, ms. */
 const SECRETS_TTL_MS = 60_000;
@@ -132,6 +156,10 @@ export class ChangeAttacher {
   readonly #secrets = new Map<string, StackSecrets>();
   /** Namespace → until when (ms) and why its `pods/log` is not read (a 403 was answered). */
   readonly #forbidden = new Map<string, { until: number; message: string }>();
+  /** Permalink → its Pulumi Cloud read (bounded like the change sets; a failure kept 30 s). */
+  readonly #cloud = new Map<string, { at: number; p: Promise<CloudResult>; failed?: boolean }>();
+  /** Aborts every Pulumi Cloud read at shutdown. */
+  readonly #stopping = new AbortController();
 
   constructor(opts: ChangeAttacherOptions) {
     this.#o = opts;
@@ -139,6 +167,7 @@ export class ChangeAttacher {
 
   /** Ends every follow (at shutdown); what they read so far is parsed as usual. */
   stop(): void {
+    this.#stopping.abort();
     for (const f of this.#follows.values()) f.stop.abort();
     this.#follows.clear();
   }
@@ -165,8 +194,18 @@ export class ChangeAttacher {
     // The message of a failed run holds the CLI's output: the Stack's Secret values go from it
     // whatever becomes of the change set (read on their own, so even without a log).
     const message = this.#redactMessage(stack, ev.message, waitMs);
-    if (run.kind === 'v1')
-      return { ...ev, message: await message, changes: { unavailable: PKO_V1_UNAVAILABLE } };
+    const cloud = cloudRunOf(
+      ev.metadata.permalink,
+      (stack.spec as Record<string, unknown> | undefined)?.backend,
+    );
+    const maxAge = this.#o.maxAgeMs ?? 15 * 60_000;
+    if (run.kind === 'v1') {
+      const v1: EventChanges = { unavailable: PKO_V1_UNAVAILABLE };
+      // After a restart every past run is routed again: old ones are not asked of Pulumi Cloud.
+      const age = (this.#o.now ?? Date.now)() - Date.parse(ev.timestamp);
+      const changes = cloud === undefined || age > maxAge ? v1 : await this.#withCloud(stack, cloud, v1);
+      return { ...ev, message: await message, changes };
+    }
     if (run.kind !== 'update') return { ...ev, message: await message };
     const ns = stack.metadata.namespace ?? '';
     const update = this.#o.update(ns, run.name);
@@ -176,7 +215,6 @@ export class ChangeAttacher {
     // PKO 2.9 writes no endTime for a failed run: its Complete condition says when it ended.
     const complete = update.status?.conditions?.find((c) => c.type === 'Complete' && c.status === 'True');
     const ended = Date.parse(update.status?.endTime ?? complete?.lastTransitionTime ?? '');
-    const maxAge = this.#o.maxAgeMs ?? 15 * 60_000;
     const key = update.metadata.uid ?? `${ns}/${run.name}`;
     const follow = this.#follows.get(key);
     if (follow !== undefined) {
@@ -213,7 +251,114 @@ export class ChangeAttacher {
         `the workspace log was not read within ${String(waitMs / 1000)} s; the result was sent without it`,
       ),
     }));
-    return { ...ev, message: await message, changes: read.changes };
+    const changes =
+      cloud === undefined || read.changes.set?.complete === true
+        ? read.changes
+        : await this.#withCloud(stack, cloud, read.changes);
+    return { ...ev, message: await message, changes };
+  }
+
+  /**
+   * `fallback` (what the log gave, or why nothing) replaced by the run's change set from Pulumi
+   * Cloud when that can be read within `cloud.waitMs`; else `fallback` with the reason added
+   * (in its note, or to its `unavailable` sentence).
+   */
+  async #withCloud(stack: Stack, ref: CloudRunRef, fallback: EventChanges): Promise<EventChanges> {
+    const waitMs = this.#o.cloud?.waitMs ?? 5_000;
+    const key = `${ref.api}/${ref.org}/${ref.project}/${ref.stack}/${ref.run.kind === 'update' ? String(ref.run.version) : ref.run.id}`;
+    const now = (this.#o.now ?? Date.now)();
+    let hit = this.#cloud.get(key);
+    if (hit !== undefined && hit.failed === true && now - hit.at > CLOUD_FAILURE_TTL_MS) hit = undefined;
+    if (hit === undefined) {
+      const entry: { at: number; p: Promise<CloudResult>; failed?: boolean } = {
+        at: now,
+        p: this.#readCloud(stack, ref)
+          .catch((): CloudResult => ({ ok: false, reason: 'reading Pulumi Cloud failed' }))
+          .then((r) => {
+            if (!r.ok) {
+              entry.failed = true;
+              this.#o.logger.info(
+                { stack: `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`, reason: r.reason },
+                'no change set from Pulumi Cloud',
+              );
+            }
+            return r;
+          }),
+      };
+      hit = entry;
+      this.#cloud.delete(key);
+      this.#cloud.set(key, entry);
+      while (this.#cloud.size > (this.#o.cacheSize ?? 256)) {
+        const oldest = this.#cloud.keys().next().value;
+        if (oldest === undefined) break;
+        this.#cloud.delete(oldest);
+      }
+    }
+    const res = await withDeadline(hit.p, waitMs, (): CloudResult => ({
+      ok: false,
+      reason: `Pulumi Cloud was not read within ${String(waitMs / 1000)} s; the result was sent without it`,
+    }));
+    if (res.ok) return { set: res.set };
+    const said = `Pulumi Cloud: ${res.reason}`;
+    if (fallback.set !== undefined)
+      return {
+        set: {
+          ...fallback.set,
+          note: fallback.set.note === undefined ? said : `${fallback.set.note}; ${said}`,
+        },
+      };
+    return { unavailable: `${fallback.unavailable}; ${said}` };
+  }
+
+  /** The Stack's access token, then the run from Pulumi Cloud, with the Stack's Secret values removed. */
+  async #readCloud(stack: Stack, ref: CloudRunRef): Promise<CloudResult> {
+    const ns = stack.metadata.namespace ?? '';
+    const tokenRef = accessTokenRefOf(stack.spec);
+    if (tokenRef === undefined)
+      return {
+        ok: false,
+        reason:
+          'the Stack names no Pulumi access token (spec.envRefs.PULUMI_ACCESS_TOKEN or spec.accessTokenSecret) to read the run with',
+      };
+    let token: string | undefined;
+    const names = 'literal' in tokenRef ? [] : 'secret' in tokenRef ? [tokenRef.secret] : tokenRef.envSecrets;
+    if ('literal' in tokenRef) token = tokenRef.literal;
+    for (const name of names) {
+      let data: Record<string, string> | undefined;
+      try {
+        data = await this.#o.readSecret(ns, name);
+      } catch {
+        return {
+          ok: false,
+          reason: `the controller could not read the Secret ${ns}/${name} holding the Stack's Pulumi access token (it needs get on secrets in namespace ${ns})`,
+        };
+      }
+      const v = data?.['secret' in tokenRef ? tokenRef.key : 'PULUMI_ACCESS_TOKEN'];
+      if (v !== undefined && v.trim() !== '') {
+        token = v.trim();
+        break;
+      }
+    }
+    if (token === undefined)
+      return {
+        ok: false,
+        reason: `the Secret ${ns}/${names.join(', ')} holds no Pulumi access token under the key the Stack names`,
+      };
+    const { waitMs: _wait, ...cloudOpts } = this.#o.cloud ?? {};
+    const res = await readCloudChangeSet(ref, token, {
+      ...cloudOpts,
+      signal: this.#stopping.signal,
+      ...(this.#o.now ? { now: this.#o.now } : {}),
+    });
+    if (!res.ok) return res;
+    const red = await this.#stackSecrets(stack);
+    if (typeof red === 'string') return { ok: false, reason: red };
+    try {
+      return { ok: true, set: redactChangeSet(res.set, red) };
+    } catch (err) {
+      if (err instanceof RedactionBudgetExceeded) return { ok: false, reason: err.message };
+      throw err;
+    }
   }
 
   /**

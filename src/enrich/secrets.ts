@@ -255,7 +255,7 @@ export function redactText(
 /**
  * `set` with every occurrence of each value — raw, base64, URL-encoded, JSON-escaped, and each
  * line of a multi-line value — replaced by `[redacted]` in every text it holds (property lines,
- * names, types, URNs, error lines, the stack name); a line the parser cut (ending in `…`) whose
+ * names, types, URNs, error lines, the stack name, the note); a line the parser cut (ending in `…`) whose
  * cut end is the start of a value's form (at least 4 characters of it) loses that start too. A
  * changed property stays a changed property: `~ password: "[redacted]" => "[redacted]"`. Returns
  * a new object. Throws {@link RedactionBudgetExceeded} past {@link REDACTION_WORK_BUDGET}
@@ -281,5 +281,6 @@ export function redactChangeSet(
       diff: x.diff.map(r),
     })),
     errors: set.errors.map(r),
+    ...(set.note === undefined ? {} : { note: r(set.note) }),
   };
 }

@@ -83,6 +83,11 @@ export interface OperationGroup {
   count: number;
   /** The ones shown (the comment may show fewer to fit the forge: see `changes.note`). */
   resources: ChangedResource[];
+  /**
+   * Whether the group's line (`+2 to create`) says more than the summary: false when this is the
+   * only group and its line is the summary itself, so the comment does not repeat it.
+   */
+  heading: boolean;
 }
 
 /** `changes` in the template context (null when the event carries no change information). */
@@ -111,9 +116,9 @@ export interface ChangesContext {
   note: string | null;
   /** The run was read whole. */
   complete: boolean;
-  /** Why not complete, in words; null when complete. */
+  /** Why not complete, in words (and what the source said of it: the change set's `note`); null when complete. */
   incomplete: string | null;
-  /** Where the details come from: `workspace-log`; null when unavailable. */
+  /** Where the details come from: `workspace-log` or `pulumi-cloud`; null when unavailable. */
   source: string | null;
   /** A preview (nothing was changed); null when unknown. */
   dryRun: boolean | null;
@@ -180,6 +185,7 @@ const INCOMPLETE: Readonly<Record<IncompleteReason, string>> = {
   interleaved: 'two runs wrote to the log at the same time',
   garbled: 'some lines of the log could not be read',
   'input-cap': 'the log was longer than the controller reads',
+  'partial-events': "not all of Pulumi Cloud's engine events of the run were read",
 };
 
 function glyphOf(op: StepOp): string {
@@ -310,10 +316,14 @@ export function changesContext(
         label: attempted ? `${op} attempted` : labelOf(op, dryRun ?? true),
         count,
         resources: shown,
+        heading: true,
       }),
     );
   }
   const { summary, short } = changeSummary(set);
+  const only = groups.length === 1 ? groups[0] : undefined;
+  if (only !== undefined && `${only.glyph}${String(only.count)} ${only.label}` === summary)
+    only.heading = false;
   const shown = resources.length;
   return bareObj<ChangesContext>({
     summary,
@@ -328,7 +338,11 @@ export function changesContext(
     omitted: total - shown,
     note: shown < total ? resourcesNote(shown, total) : null,
     complete: set.complete,
-    incomplete: set.complete ? null : set.incomplete.map((r) => INCOMPLETE[r]).join('; '),
+    incomplete: set.complete
+      ? null
+      : [...set.incomplete.map((r) => INCOMPLETE[r]), ...(set.note === undefined ? [] : [set.note])].join(
+          '; ',
+        ),
     source: set.source,
     dryRun,
     failed: set.failed,

@@ -48,6 +48,13 @@ function logOf(lines: readonly string[], calls: { n: number } = { n: 0 }): typeo
   };
 }
 
+/**
+ * What the events of these tests add to "no change details": their permalink is a Pulumi Cloud one
+ * (test/template/fixtures.ts) and the Stack names no access token to read it with.
+ */
+const NO_TOKEN =
+  '; Pulumi Cloud: the Stack names no Pulumi access token (spec.envRefs.PULUMI_ACCESS_TOKEN or spec.accessTokenSecret) to read the run with';
+
 /** A failed run's message: the synthesized line, then the CLI output. */
 const FAILED = 'Update of stack acme/app/dev failed:\n  ~ password: "sup3r-secret-value" => "x"\nerror: boom';
 
@@ -128,7 +135,7 @@ describe('ChangeAttacher', () => {
     const ev = await a.attach(stack, event({ kind: 'update', name: 'u1' }, 'succeeded'));
     const why =
       'the controller could not read the Secret team-a/creds the Stack references, to remove its values (it needs get on secrets in namespace team-a)';
-    expect(ev.changes?.unavailable).toBe(`no change details: ${why}`);
+    expect(ev.changes?.unavailable).toBe(`no change details: ${why}${NO_TOKEN}`);
     // Nor the CLI output of a failed run's message.
     const failed = await a.attach(
       stack,
@@ -156,7 +163,7 @@ describe('ChangeAttacher', () => {
     const ev = await a.attach(stack, event({ kind: 'update', name: 'u1' }, 'succeeded'));
     const waited = performance.now() - t0;
     expect(ev.changes?.unavailable).toBe(
-      'no change details: the workspace log was not read within 0.3 s; the result was sent without it',
+      `no change details: the workspace log was not read within 0.3 s; the result was sent without it${NO_TOKEN}`,
     );
     expect(waited).toBeGreaterThanOrEqual(290);
     expect(waited).toBeLessThan(5_000);
@@ -250,7 +257,7 @@ describe('ChangeAttacher', () => {
     for (const n of ['u1', 'u2', 'u3']) {
       const ev = await a.attach(stack, event({ kind: 'update', name: n }, 'succeeded'));
       expect(ev.changes?.unavailable).toBe(
-        'no change details: the controller may not read pods/log in namespace team-a',
+        `no change details: the controller may not read pods/log in namespace team-a${NO_TOKEN}`,
       );
     }
     expect(logs.n).toBe(1);

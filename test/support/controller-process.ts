@@ -247,6 +247,9 @@ export async function startControllerProcess(opts: ControllerProcessOptions): Pr
     '--health-probe-bind-address=127.0.0.1:0',
     '--dev-cluster=never',
     ...(opts.allowLoopback === false ? [] : ['--egress-allow-loopback']),
+    // Simulated runs carry app.pulumi.com permalinks: the suite never reaches the real Pulumi
+    // Cloud (a Stack with a token would be read there: src/enrich/pulumi-cloud.ts).
+    '--egress-deny-hosts=*.pulumi.com',
     ...(opts.args ?? []),
   ];
   const env: Record<string, string> = {

@@ -102,6 +102,9 @@ export async function startInProcess(
       '--metrics-bind-address=127.0.0.1:0',
       '--health-probe-bind-address=127.0.0.1:0',
       ...(opts.allowLoopback === false ? [] : ['--egress-allow-loopback']),
+      // Simulated runs carry app.pulumi.com permalinks: the suite never reaches the real Pulumi
+      // Cloud (a Stack with a token would be read there: src/enrich/pulumi-cloud.ts).
+      '--egress-deny-hosts=*.pulumi.com',
       ...(opts.flags ?? []),
     ],
     {},

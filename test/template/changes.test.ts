@@ -154,6 +154,35 @@ describe('built-in templates render the recordings', () => {
     expect(out.comment?.body).toContain('**+1 create attempted**');
   });
 
+  it('one operation: its line is not repeated under the summary', () => {
+    const body =
+      renderAll(previewEvent({ set: recordedRun('02-update.log', 0) }), 'github').comment?.body ?? '';
+    expect(body.split('**~2 to update**')).toHaveLength(2);
+    // The resources follow the summary after one blank line.
+    expect(body).toContain(
+      '**~2 to update**\n\n- `a` (`pkotest:index:Value`)\n- `f` (`pkotest:index:File`)\n',
+    );
+    const ctx = templateContext(previewEvent({ set: recordedRun('02-update.log', 0) }), {
+      clusterName: 'c',
+      providerType: 'github',
+    }).changes;
+    expect(ctx?.operations.map((o) => o.heading)).toEqual([false]);
+  });
+
+  it('several operations, or one whose line differs from the summary, keep their lines', () => {
+    const two =
+      renderAll(previewEvent({ set: recordedRun('08-large.log', 0) }), 'github').comment?.body ?? '';
+    expect(two).toContain('**+30 to create, ~1 to update**');
+    expect(two).toContain('\n**+30 to create**\n- `');
+    expect(two).toContain('\n**~1 to update**\n- `a`');
+    // A failed up: the summary says what was done, the one group what was attempted.
+    const failed = renderAll(
+      previewEvent({ set: recordedRun('07-error-up.log', 1) }, 'UpdateFailed'),
+      'github',
+    );
+    expect(failed.comment?.body).toContain('**+1 create attempted**');
+  });
+
   it('unavailable details are said in the comment, not in the status', () => {
     const why = 'no change details: the controller may not read pods/log in namespace team-a';
     const out = renderAll(previewEvent({ unavailable: why }), 'github');
