@@ -635,10 +635,9 @@ export function eventsFromStack(
           message: cleanMessage(
             `Stack ${label} stalled (NoProgress): Reconciling since ${new Date(since).toISOString()} (${String(minutes)} min) and ${waiting}`,
           ),
-          timestamp: timeOf(
-            condition(conds, 'Reconciling')?.lastTransitionTime,
-            stack.metadata.creationTimestamp,
-          ),
+          // When it became stuck (the threshold reached), not when the wait began: an Alert
+          // created during the wait still gets it (src/delivery/dispatcher.ts beforeAlert).
+          timestamp: new Date(since + ctx.stuck.afterMs).toISOString(),
         },
         metadata,
       ),

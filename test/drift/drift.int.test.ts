@@ -548,7 +548,7 @@ describe('drift detection (PKO v2 shapes, recorded agent log)', () => {
           seen.push(c);
           return c.every((n) => n >= 1) && c.reduce((a, b) => a + b, 0) === 3;
         },
-        { timeoutMs: 30_000, intervalMs: 50, what: 'both namespaces holding check slots, 3 in all' },
+        { timeoutMs: 60_000, intervalMs: 50, what: 'both namespaces holding check slots, 3 in all' },
       );
       // Nobody plays PKO: the checks stay in flight and the other Stacks wait for a slot.
       await new Promise((r) => setTimeout(r, 3_000));

@@ -3,7 +3,8 @@
  * Update (PKO #1292's "update object not found; will retry") that this controller never saw —
  * the Update was garbage-collected before the controller started — is reported once as stuck
  * (`StackStalled`, reason `NoProgress`) after `--stack-stuck-after`, to a webhook through an
- * Alert, and not again while it stays wedged. Shapes written by the PKO simulator (PKO v2.9).
+ * Alert created while it waited (the event's time is when the threshold was reached), and not
+ * again while it stays wedged. Shapes written by the PKO simulator (PKO v2.9).
  */
 import { describe, expect, it } from 'vitest';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
@@ -30,7 +31,7 @@ describe('N20: a Stack wedged on a missing Update it never saw', () => {
     });
     await sim.deleteUpdate(wedged);
     const rcv = await startReceiver();
-    const ctl = await startInProcess(ns, { flags: ['--stack-stuck-after=3s'] });
+    const ctl = await startInProcess(ns, { flags: ['--stack-stuck-after=15s'] });
     try {
       const obj = new Objects(ns);
       await obj.provider('hook', { type: 'generic', address: `${rcv.url}/hook` });
@@ -45,7 +46,7 @@ describe('N20: a Stack wedged on a missing Update it never saw', () => {
       const stuck = await waitFor(
         () => Promise.resolve(bodies().find((b) => b.message.includes('NoProgress'))),
         {
-          timeoutMs: 30_000,
+          timeoutMs: 60_000,
           what: 'StackStalled NoProgress at the webhook',
         },
       );

@@ -39,6 +39,10 @@ describe('stuck Stacks (NoProgress)', () => {
         `Stack acme/app/dev stalled (NoProgress): Reconciling since 2026-08-20T10:59:58.000Z (31 min) and status.currentUpdate names Update ${UPDATE_NAME}, which does not exist`,
       ],
     ]);
+    // Its time is when the threshold was reached.
+    expect(eventsForStack(s, [], at(31 * MIN)).find((e) => e.reason === 'StackStalled')?.timestamp).toBe(
+      '2026-08-20T11:29:58.000Z',
+    );
     // Not repeated: hours later it is the same event (same id).
     expect(stalls(eventsForStack(s, [], at(300 * MIN))).map((x) => x[2])).toEqual([after[0]?.[2]]);
   });
