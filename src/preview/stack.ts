@@ -1,7 +1,9 @@
 /**
- * The preview Stack of one pull request (pure): the base Stack's spec, the PullRequestPreview's
+ * The preview Stack of one pull request (pure): the base Stack's spec with `workspaceReclaimPolicy:
+ * Retain` ({@link PREVIEW_WORKSPACE_RECLAIM_POLICY}), the PullRequestPreview's
  * `stackOverrides.spec` merged in (RFC 7386), then `preview: true`, `commit: <head sha>`, no
- * `branch`, `destroyOnFinalize: false` — always, whatever the base or the overrides say. Named by
+ * `branch`, no `destroyOnFinalize` (false) — always, whatever the base or the overrides say; top-level
+ * zero values left out, as PKO stores the spec. Named by
  * ./naming.ts, labelled and annotated with the pull request and repository, owned by the
  * PullRequestPreview (docs/previews.md).
  *
@@ -44,6 +46,17 @@ export const OVERRIDABLE_SPEC_FIELDS = {
     'environment of the runs: Literal values, or Secrets the writer of the PullRequestPreview may get (admission policy)',
 } as const satisfies Record<string, string>;
 export type OverridableSpecField = keyof typeof OVERRIDABLE_SPEC_FIELDS;
+
+/**
+ * `workspaceReclaimPolicy` of a preview Stack unless `stackOverrides.spec` sets one (the base
+ * Stack's is not copied). The change set shown on the pull request is read from the workspace
+ * pod's log (src/enrich/changes.ts); with `Delete` PKO deletes that pod, and its log, right after
+ * a successful run, so the details would depend on the controller having followed the log from
+ * the run's start — a race a short preview (a few seconds) can lose, or a restart of the
+ * controller. `Retain` keeps one idle workspace pod per active preview (at most `maxPreviews`),
+ * replaced at the next push and deleted with the preview Stack when the pull request closes.
+ */
+export const PREVIEW_WORKSPACE_RECLAIM_POLICY = 'Retain';
 
 /** Stack spec fields the controller always sets on a preview Stack (overrides of them are refused). */
 export const CONTROLLER_SPEC_FIELDS = ['preview', 'commit', 'branch', 'destroyOnFinalize'] as const;
@@ -167,11 +180,28 @@ export function mergePatchBetween(from: unknown, to: unknown): Json | undefined 
 }
 
 /**
+ * Whether a top-level Stack spec value is one PKO drops when it writes the Stack back: every
+ * field of PKO's `StackSpec` but `stack` is `omitempty` in its Go type (v2.9.0
+ * `operator/api/pulumi/shared/stack_types.go`), and PKO updates the whole object after adding
+ * its finalizer, so `false`, `0`, `""` and `[]` vanish from the stored spec (a new
+ * generation). Written by us, such a value would be put back by the next sync — another
+ * generation, and PKO runs the preview again (seen on real PKO v2.9.0: every new preview Stack
+ * ran twice).
+ */
+function droppedByPko(key: string, v: unknown): boolean {
+  if (key === 'stack') return false;
+  return v === false || v === 0 || v === '' || v === null || (Array.isArray(v) && v.length === 0);
+}
+
+/**
  * The spec a preview Stack of `pull` should have. Only the {@link OVERRIDABLE_SPEC_FIELDS} of the
  * overrides are merged (the reconciler refuses others before it gets here: {@link refusedOverride}).
+ * Top-level zero values are left out, as PKO stores the spec ({@link droppedByPko}): no
+ * `destroyOnFinalize` means false.
  */
 export function previewSpec(base: Stack, prp: PullRequestPreview, headSHA: string): Record<string, unknown> {
   const copied = structuredClone(base.spec ?? {}) as Record<string, unknown>;
+  copied['workspaceReclaimPolicy'] = PREVIEW_WORKSPACE_RECLAIM_POLICY;
   const overrides: unknown = prp.spec.stackOverrides?.spec;
   const allowed = isObject(overrides)
     ? Object.fromEntries(Object.entries(overrides).filter(([k]) => k in OVERRIDABLE_SPEC_FIELDS))
@@ -180,8 +210,8 @@ export function previewSpec(base: Stack, prp: PullRequestPreview, headSHA: strin
   delete patched['branch'];
   patched['commit'] = headSHA;
   patched['preview'] = true;
-  patched['destroyOnFinalize'] = false;
-  return patched;
+  delete patched['destroyOnFinalize'];
+  return Object.fromEntries(Object.entries(patched).filter(([k, v]) => !droppedByPko(k, v)));
 }
 
 /** The whole preview Stack object of `pull` (to create). */

@@ -439,7 +439,7 @@ describe('B10: a PullRequestPreview grants no more than its writer holds', () =>
       },
       commit: sha('8'),
       preview: true,
-      destroyOnFinalize: false,
+      workspaceReclaimPolicy: 'Retain',
     });
     expect(pr8.metadata.labels?.['team']).toBe('a');
 

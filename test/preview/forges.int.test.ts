@@ -135,7 +135,8 @@ describe('previews on the GitHub contract server (ETag polling)', () => {
         ...WAIT,
         what: 'preview Stack of #7',
       });
-      expect(created.spec).toMatchObject({ commit: sha('a'), preview: true, destroyOnFinalize: false });
+      expect(created.spec).toMatchObject({ commit: sha('a'), preview: true });
+      expect(created.spec?.destroyOnFinalize).toBeUndefined();
       const notice = (n: number) => gh.comments('acme/app', n).filter((c) => c.login === 'pko-bot');
       await waitFor(() => Promise.resolve(notice(8).length === 1 && notice(9).length === 1), {
         ...WAIT,

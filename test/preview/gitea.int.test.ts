@@ -227,10 +227,11 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
         expect(created.spec).toMatchObject({
           commit: sha,
           preview: true,
-          destroyOnFinalize: false,
           stack: 'acme/app/dev',
         });
         expect(created.spec?.branch).toBeUndefined();
+        // The base's destroyOnFinalize: true is not copied; absent is PKO's false.
+        expect(created.spec?.destroyOnFinalize).toBeUndefined();
         expect(created.spec?.['envRefs']).toEqual({
           PULUMI_ACCESS_TOKEN: { type: 'Literal', literal: { value: 'x' } },
         });

@@ -270,8 +270,37 @@ describe('previewSpec merges only allowed fields', () => {
       },
       commit: 'a'.repeat(40),
       preview: true,
-      destroyOnFinalize: false,
+      workspaceReclaimPolicy: 'Retain',
     });
+  });
+
+  it('leaves out top-level zero values, which PKO drops when it writes the Stack back (a second generation, a second preview)', () => {
+    const spec = previewSpec(
+      base,
+      prp({
+        spec: { refresh: false, continueResyncOnCommitMatch: false, resyncFrequencySeconds: 0, targets: [] },
+      }),
+      'a'.repeat(40),
+    );
+    for (const k of [
+      'refresh',
+      'continueResyncOnCommitMatch',
+      'resyncFrequencySeconds',
+      'targets',
+      'destroyOnFinalize',
+    ])
+      expect(k in spec, k).toBe(false);
+    expect(spec).toMatchObject({ preview: true, commit: 'a'.repeat(40), stack: 'acme/app/prod' });
+  });
+
+  it("keeps the workspace (Retain) whatever the base Stack says, unless the overrides say otherwise: the change set is read from the workspace pod's log", () => {
+    const deleting: Stack = { ...base, spec: { ...base.spec, workspaceReclaimPolicy: 'Delete' } };
+    expect(previewSpec(deleting, prp(undefined), 'a'.repeat(40))['workspaceReclaimPolicy']).toBe('Retain');
+    expect(
+      previewSpec(base, prp({ spec: { workspaceReclaimPolicy: 'Delete' } }), 'a'.repeat(40))[
+        'workspaceReclaimPolicy'
+      ],
+    ).toBe('Delete');
   });
 });
 

@@ -183,10 +183,11 @@ describe('the preview Stack', () => {
     expect(s.spec).toMatchObject({
       commit: sha('f'),
       preview: true,
-      destroyOnFinalize: false,
       projectRepo: base.spec?.projectRepo,
     });
     expect(s.spec && 'branch' in s.spec).toBe(false);
+    // The base's destroyOnFinalize: true is not copied; absent is PKO's false.
+    expect(s.spec && 'destroyOnFinalize' in s.spec).toBe(false);
     expect(s.metadata.annotations?.['notification.pko.dev/head-ref']).toBe('main');
   });
 
@@ -212,10 +213,10 @@ describe('the preview Stack', () => {
     expect(s.spec).toEqual({
       stack: 'acme/app/prod',
       projectRepo: 'https://git.example.com/acme/app.git',
-      destroyOnFinalize: false,
       resyncFrequencySeconds: 3600,
       preview: true,
       commit: sha('a'),
+      workspaceReclaimPolicy: 'Retain',
     });
     expect(s.metadata.labels).toEqual({
       team: 'x',

@@ -5,8 +5,8 @@
  * refuses `file://` repositories, so the program's git repository is served over HTTPS on
  * loopback (test/support/git-repo.ts); state goes to a `file://` backend.
  *
- * The operator reaches every workspace at one address (`WORKSPACE_LOCALHOST`), so one Stack is
- * alive at a time: `app` walks through first `up`, a new commit found by the 60 s branch poll, a
+ * One Stack is alive at a time (test/realpko/preview.realpko.test.ts runs several at once): `app`
+ * walks through first `up`, a new commit found by the 60 s branch poll, a
  * failing commit that PKO retries until `Stalled`, a fix, a failing commit followed by a branch
  * reset, `continueResyncOnCommitMatch`, and deletion with `destroyOnFinalize` (a destroy run);
  * then `preview` (`spec.preview: true`) succeeds and fails. `retryMaxBackoffDurationSeconds: 10`

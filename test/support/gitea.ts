@@ -322,6 +322,40 @@ export class Gitea {
   }
 
   /**
+   * Writes `file` on `branch` with `content` through the contents API — creates it, or replaces
+   * it when it exists (Gitea needs the current blob's SHA for that) — and returns the new
+   * commit's SHA.
+   */
+  async writeFile(
+    owner: string,
+    repo: string,
+    opts: { branch: string; file: string; content: string; message: string; as?: GiteaUser },
+  ): Promise<string> {
+    const where = `/repos/${owner}/${repo}/contents/${opts.file.split('/').map(encodeURIComponent).join('/')}`;
+    const current = await this.api<{ sha: string } | null>(
+      'GET',
+      `${where}?ref=${encodeURIComponent(opts.branch)}`,
+      { expect: [200, 404], ...this.#as(opts.as) },
+    );
+    const body = {
+      branch: opts.branch,
+      content: Buffer.from(opts.content).toString('base64'),
+      message: opts.message,
+      ...(current.status === 200 && current.data ? { sha: current.data.sha } : {}),
+    };
+    const { data } = await this.api<{ commit: { sha: string } }>(
+      current.status === 200 ? 'PUT' : 'POST',
+      where,
+      {
+        body,
+        expect: current.status === 200 ? [200] : [201],
+        ...this.#as(opts.as),
+      },
+    );
+    return data.commit.sha;
+  }
+
+  /**
    * Clones `owner/repo` over HTTP with `as`'s token (default admin), commits one file on `branch`
    * and pushes it, with the system `git`. Returns the pushed commit's SHA.
    * @throws Error when git is missing or any git step fails (with git's output).

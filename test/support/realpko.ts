@@ -11,7 +11,8 @@
  *   its metrics on the fixed port 8383, so {@link operatorLock} keeps every real operator on the
  *   machine (also other checkouts' test runs) one at a time.
  * - {@link startPkoV2}: PKO v2.9's operator as a local process plus the workspace stand-in
- *   (test/support/workspace-standin.ts) that runs the real agent locally.
+ *   (test/support/workspace-standin.ts) that runs one real agent per workspace locally, behind
+ *   the router (test/support/workspace-router.ts) at the operator's `WORKSPACE_LOCALHOST`.
  * - {@link StatusRecorder}: every stored version of a namespace's Stacks (and Updates), from a
  *   watch, for assertions and for the fixtures under test/fixtures/realpko/.
  *
@@ -19,7 +20,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -37,6 +38,7 @@ import { installCRDs, readCRDs, yamlFilesIn } from '../../src/kube/crds.ts';
 import { KubeApiError, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import type { Stack, Update } from '../../src/api/pko.ts';
 import { WorkspaceStandIn } from './workspace-standin.ts';
+import { WorkspaceRouter } from './workspace-router.ts';
 import type { KubeletStandIn } from './kubelet-standin.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -49,6 +51,8 @@ export const REALPKO_VERSIONS = {
   pulumiYaml: '1.25.0',
   pkoV1: '1.16.0',
   pkoV2: '2.9.0',
+  /** pulumi-resource-pkotest (test/realpko/provider/main.go `Version`): programs name it in `options.version`. */
+  pkotest: '0.1.0',
 } as const;
 
 /** Where the built parts are, given the folder the build script printed. */
@@ -379,6 +383,8 @@ const V2_OPERATOR_SA = 'controller-manager';
 export interface PkoV2 {
   operator: OperatorProcess;
   standIn: WorkspaceStandIn;
+  /** The operator's `WORKSPACE_LOCALHOST`, routing each call to its workspace's agent. */
+  router: WorkspaceRouter;
   stop(): Promise<void>;
 }
 
@@ -430,7 +436,15 @@ export async function startPkoV2(opts: {
   const tmp = path.join(root, 'tmp');
   await mkdir(home, { recursive: true });
   await mkdir(tmp, { recursive: true });
-  const agentPort = await freePort();
+  // The test provider in a plugin cache, at the version programs name (`options: version`).
+  const plugins = path.join(root, 'plugins');
+  const pkotestDir = path.join(plugins, `resource-pkotest-v${REALPKO_VERSIONS.pkotest}`);
+  await mkdir(pkotestDir, { recursive: true });
+  await symlink(
+    path.join(opts.bins.pulumiBinDir, 'pulumi-resource-pkotest'),
+    path.join(pkotestDir, 'pulumi-resource-pkotest'),
+  );
+  const router = await WorkspaceRouter.start(opts.log);
   const fsPort = await freePort();
   const child = spawn(
     opts.bins.pkoV2Manager,
@@ -444,7 +458,7 @@ export async function startPkoV2(opts: {
       env: {
         ...pulumiEnv(opts.bins, home, tmp),
         KUBECONFIG: opts.plane.cp.kubeconfigPath,
-        WORKSPACE_LOCALHOST: `127.0.0.1:${agentPort}`,
+        WORKSPACE_LOCALHOST: router.address,
         POD_NAMESPACE: V2_OPERATOR_NS,
         POD_SA_NAME: V2_OPERATOR_SA,
         SSL_CERT_FILE: opts.caFile,
@@ -458,7 +472,8 @@ export async function startPkoV2(opts: {
     namespace: opts.namespace,
     agent: opts.bins.pkoV2Agent,
     pulumiBinDir: opts.bins.pulumiBinDir,
-    port: agentPort,
+    router,
+    pulumiPlugins: plugins,
     caFile: opts.caFile,
     workRoot: path.join(root, 'pods'),
     log: opts.log,
@@ -469,6 +484,7 @@ export async function startPkoV2(opts: {
     await waitForLine(operator, /Starting workers/i, 60_000);
   } catch (err) {
     await operator.stop();
+    await router.close();
     await rm(root, { recursive: true, force: true });
     throw err;
   }
@@ -476,9 +492,11 @@ export async function startPkoV2(opts: {
   return {
     operator,
     standIn,
+    router,
     stop: async () => {
       await operator.stop();
       await standIn.stop();
+      await router.close();
       await rm(root, { recursive: true, force: true });
     },
   };

@@ -21,14 +21,18 @@
  *    stays Pending: PKO checks the pod's revision label, never its phase or IP.
  * 4. Start the main container's command locally: PKO's template runs
  *    `/share/tini /share/agent -- serve …`; tini and the literal `--` are dropped and
- *    `--host 127.0.0.1 --port <port>` appended (the operator reaches every workspace at
- *    `WORKSPACE_LOCALHOST`, so one workspace at a time). Env: the template's (values,
+ *    `--host 127.0.0.1 --port <port>` appended, a free port per workspace. The operator dials
+ *    every workspace at the one `WORKSPACE_LOCALHOST` address: that is the
+ *    {@link WorkspaceRouter} (test/support/workspace-router.ts), to which the stand-in adds a
+ *    route from the agent's `--kube-audience` (`<workspace>.<namespace>`) to its port once it
+ *    listens, and from which it removes it when the agent stops — so any number of workspaces
+ *    run at once, as in a cluster. Env: the template's (values,
  *    `fieldRef` namespace/name/serviceAccountName, `resourceFieldRef`, Secret/ConfigMap refs and
  *    `envFrom`) plus `PATH` (Pulumi CLI and YAML host first), `HOME`, `TMPDIR`, `KUBECONFIG`
  *    (the agent's own API access, for TokenReview/SubjectAccessReview in `--auth-mode kube`),
  *    `SSL_CERT_FILE` and the Pulumi settings a `pulumi/pulumi` image bakes in (no update check,
  *    no plugin downloads).
- * 5. Once the port accepts connections, write the StatefulSet status as the StatefulSet
+ * 5. Once the port accepts connections (and the route is in), write the StatefulSet status as the StatefulSet
  *    controller would for one ready pod: `observedGeneration`, replicas/ready/current/updated/
  *    available = 1, `currentRevision = updateRevision = <sts>-g<generation>`.
  * A deleted StatefulSet stops its agent. Everything the stand-in could not do is kept in
@@ -42,6 +46,8 @@ import path from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import type { KubeletStandIn } from './kubelet-standin.ts';
+import { freePort } from './realpko.ts';
+import type { WorkspaceRouter } from './workspace-router.ts';
 
 interface EnvVar {
   name: string;
@@ -91,8 +97,15 @@ export interface WorkspaceStandInOptions {
   agent: string;
   /** Folder holding `pulumi` and `pulumi-language-yaml`. */
   pulumiBinDir: string;
-  /** Port the agent listens on (the operator's `WORKSPACE_LOCALHOST`). */
-  port: number;
+  /** The operator's `WORKSPACE_LOCALHOST`: each agent gets a route there by its audience. */
+  router: WorkspaceRouter;
+  /**
+   * A Pulumi plugin cache (`plugins/` of a `PULUMI_HOME`) linked into every pod's home, as an
+   * image with plugins installed (`pulumi plugin install`) has them: PKO's `Install` runs
+   * `pulumi install`, which downloads every provider a program names that is not in the cache
+   * (with no version: asks GitHub for the latest), and the test machine is offline.
+   */
+  pulumiPlugins?: string;
   /** CA bundle for TLS clients in the pod (the git server's CA). */
   caFile: string;
   /** Parent folder for pod folders. */
@@ -116,6 +129,8 @@ interface Running {
   generation: number;
   agent?: ChildProcess | undefined;
   share: string;
+  /** The agent's port and the audience routed to it, once it listens. */
+  route?: { audience: string; port: number } | undefined;
 }
 
 /** Quantities as the API writes them (`64Mi`, `1Gi`, `500m`, `100`), in base units. */
@@ -202,8 +217,6 @@ export class WorkspaceStandIn {
       const cur = this.#running.get(key);
       if (cur?.uid === sts.metadata.uid && cur.generation === gen) continue;
       if (cur) await this.#stopAgent(cur);
-      // One agent port for the whole namespace: stop any other workspace's agent first.
-      for (const other of this.#running.values()) if (other.key !== key) await this.#stopAgent(other);
       try {
         await this.#rollOut(sts, gen);
       } catch (err) {
@@ -226,6 +239,8 @@ export class WorkspaceStandIn {
   async #stopAgent(r: Running): Promise<void> {
     const child = r.agent;
     r.agent = undefined;
+    if (r.route) this.#o.router.delete(r.route.audience, r.route.port);
+    r.route = undefined;
     if (child && child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
@@ -350,7 +365,10 @@ export class WorkspaceStandIn {
     );
     await mkdir(this.#o.workRoot, { recursive: true });
     const share = await mkdtemp(path.join(this.#o.workRoot, `${key}-g${gen}-`));
-    await mkdir(path.join(share, '.home'), { recursive: true });
+    await mkdir(path.join(share, '.home', '.pulumi'), { recursive: true });
+    if (this.#o.pulumiPlugins !== undefined) {
+      await symlink(this.#o.pulumiPlugins, path.join(share, '.home', '.pulumi', 'plugins'));
+    }
     await mkdir(path.join(share, '.tmp'), { recursive: true });
     const r: Running = { key, uid: sts.metadata.uid, generation: gen, share };
     this.#running.set(key, r);
@@ -410,7 +428,13 @@ export class WorkspaceStandIn {
     let argv = [...(main.command ?? []), ...(main.args ?? [])].map((a) => mapShare(a, share));
     if (argv[0]?.endsWith('/tini')) argv = argv.slice(1);
     if (argv[1] === '--') argv = [argv[0] ?? '', ...argv.slice(2)];
-    argv.push('--host', '127.0.0.1', '--port', String(this.#o.port));
+    const port = await freePort();
+    // The audience the agent checks tokens for: PKO's operator asks for tokens with it per workspace.
+    const at = argv.indexOf('--kube-audience');
+    const audience = at >= 0 ? argv[at + 1] : undefined;
+    if (audience === undefined)
+      throw new Error(`${key}: the agent's command has no --kube-audience to route by`);
+    argv.push('--host', '127.0.0.1', '--port', String(port));
     const env = { ...(await this.#resolveEnv(main, sts, share)), ...this.#baseEnv(share) };
     const [cmd, ...args] = argv;
     if (cmd === undefined) throw new Error(`${key}: empty command`);
@@ -440,7 +464,10 @@ export class WorkspaceStandIn {
     child.on('exit', (code, signal) => {
       if (r.agent === child) this.#fail(`${tag} exited (${String(code ?? signal)}) while serving`);
     });
-    await this.#waitForPort(child, tag);
+    await this.#waitForPort(child, tag, port);
+    if (r.agent !== child) throw new Error(`${tag} was stopped while starting`);
+    this.#o.router.set(audience, port);
+    r.route = { audience, port };
 
     await kubeRequest(kc, {
       method: 'PATCH',
@@ -460,7 +487,7 @@ export class WorkspaceStandIn {
       },
     });
     this.#o.log(
-      `workspace stand-in: ${namespace}/${key} generation ${gen} ready on 127.0.0.1:${this.#o.port}`,
+      `workspace stand-in: ${namespace}/${key} generation ${gen} ready on 127.0.0.1:${port} (audience ${audience})`,
     );
   }
 
@@ -482,13 +509,13 @@ export class WorkspaceStandIn {
     }
   }
 
-  async #waitForPort(child: ChildProcess, tag: string): Promise<void> {
+  async #waitForPort(child: ChildProcess, tag: string, port: number): Promise<void> {
     const deadline = Date.now() + 60_000;
     for (;;) {
       if (child.exitCode !== null || child.signalCode !== null)
         throw new Error(`${tag} exited before listening`);
       const ok = await new Promise<boolean>((resolve) => {
-        const s = connect({ host: '127.0.0.1', port: this.#o.port }, () => {
+        const s = connect({ host: '127.0.0.1', port }, () => {
           s.destroy();
           resolve(true);
         });
@@ -497,7 +524,7 @@ export class WorkspaceStandIn {
         });
       });
       if (ok) return;
-      if (Date.now() > deadline) throw new Error(`${tag} did not listen on port ${this.#o.port} within 60 s`);
+      if (Date.now() > deadline) throw new Error(`${tag} did not listen on port ${port} within 60 s`);
       await new Promise((r) => setTimeout(r, 100));
     }
   }

@@ -1,0 +1,500 @@
+/**
+ * Issue 19 end to end: what a pull request's preview would change, on the real control plane
+ * with REAL PKO v2.9.0 (operator and agent; test/support/realpko.ts), a REAL Gitea 1.27.3
+ * (test/support/gitea.ts) and the controller in-process with a `gitea` Provider, an Alert for
+ * every Stack and a PullRequestPreview on the base Stack `app`, which deploys `main`.
+ *
+ * - The program is Pulumi YAML with resources of the cloud-free test provider
+ *   `pulumi-resource-pkotest` (test/realpko/provider): the real agent runs a real `pulumi up`
+ *   for `app` and a real `pulumi preview --diff` for each preview Stack, against the same
+ *   file backend (a preview changes no state).
+ * - PKO v2 clones only `https` repositories: the workspaces clone through a TLS front
+ *   (test/support/tls-front.ts) to Gitea; the controller talks to Gitea's API directly.
+ * - The base Stack's workspace and the preview Stacks' workspaces live at once: the workspace
+ *   stand-in runs one agent per workspace behind the router at the operator's
+ *   `WORKSPACE_LOCALHOST` (test/support/workspace-router.ts).
+ * - The change set is read through the real API server's `pods/log` (the kubelet stand-in
+ *   serves the real agent's output), as the user `controller` with the shipped default
+ *   ClusterRole and the shipped workspace-logs ClusterRole (config/workspace-logs) bound in the
+ *   namespace.
+ * - Gitea's signed webhooks drive the PullRequestPreview (its poll is a backstop).
+ *
+ * The steps are `it` blocks of one scenario, in order, sharing the pull request: later steps
+ * (merge, gate) are added as further `it` blocks.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from 'vitest';
+import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
+import { loadConfig } from '../../src/config.ts';
+import { startController, type ControllerHandle } from '../../src/controller.ts';
+import { Redactor } from '../../src/credential/redact.ts';
+import { createLogger } from '../../src/log.ts';
+import { errorStatusCode } from '../../src/kube/client.ts';
+import type { Stack } from '../../src/api/pko.ts';
+import { GROUP, LogCapture, Objects, VERSION } from '../support/controller.ts';
+import {
+  startGitea,
+  type Gitea,
+  type GiteaComment,
+  type GiteaPull,
+  type GiteaStatus,
+  type GiteaUser,
+} from '../support/gitea.ts';
+import { KubeletStandIn } from '../support/kubelet-standin.ts';
+import { kustomize } from '../support/kubectl.ts';
+import { makeTestPKI } from '../support/pki.ts';
+import {
+  REALPKO_VERSIONS,
+  createNamespace,
+  createStack,
+  operatorLock,
+  realPkoBinaries,
+  stackSpecBase,
+  startPkoV2,
+  startRealPkoPlane,
+  writeCaFile,
+  type PkoV2,
+  type RealPkoPlane,
+} from '../support/realpko.ts';
+import { startTlsFront } from '../support/tls-front.ts';
+import { RunLog, getStack, report, tempDir, until } from './kit.ts';
+
+const log = new RunLog('realpko-preview');
+const NS = 'realpko-preview';
+const CLUSTER = 'realpko';
+const ORG = 'acme';
+const REPO = 'app';
+const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
+/** Value of a Secret the base Stack references (`envRefs`). */
+const APP_TOKEN = 'tok-e2e-5f3a9c1d7b';
+/** Bound of each wait for a real PKO run and what follows it (generous: 2 shared cores, CPU hogs). */
+const RUN_MS = 300_000;
+const STEP_MS = 900_000;
+
+const cleanups: (() => Promise<void>)[] = [];
+let plane: RealPkoPlane;
+let pko: PkoV2;
+let gitea: Gitea;
+let bot: GiteaUser;
+let alice: GiteaUser;
+let controller: ControllerHandle;
+let obj: Objects;
+const t0 = Date.now();
+const timings: Record<string, number> = {};
+
+/** The scenario's shared state, filled in by the steps in order. */
+const state: {
+  pr?: GiteaPull;
+  head1?: string;
+  head2?: string;
+  commentId?: number;
+  mainSha?: string;
+  /** The base Stack's `spec.projectRepo` (through the TLS front). */
+  projectRepo?: string;
+} = {};
+
+/** Pulumi YAML program: pkotest Values `name: value` (no outputs). */
+function program(values: Record<string, string>): string {
+  return [
+    'name: pkonc-preview',
+    'runtime: yaml',
+    'resources:',
+    ...Object.entries(values).flatMap(([name, value]) => [
+      `  ${name}:`,
+      '    type: pkotest:index:Value',
+      '    properties:',
+      `      value: ${value}`,
+      // Named, so that PKO's `pulumi install` finds it in the plugin cache instead of asking GitHub.
+      '    options:',
+      `      version: ${REALPKO_VERSIONS.pkotest}`,
+    ]),
+    '',
+  ].join('\n');
+}
+
+const previewStack = (n: number): string => `app-pr-${String(n)}`;
+const contextOf = (stack: string): string => `pko/${CLUSTER}/${NS}/${stack}`;
+
+async function botComments(index: number): Promise<GiteaComment[]> {
+  return (await gitea.comments(ORG, REPO, index)).filter((c) => c.user.id === bot.id);
+}
+
+/** Our statuses of `context` on `sha`, oldest first. */
+async function statuses(sha: string, context: string): Promise<GiteaStatus[]> {
+  return (await gitea.statuses(ORG, REPO, sha))
+    .filter((s) => s.context === context)
+    .sort((a, b) => a.id - b.id);
+}
+
+async function stackOrNone(name: string): Promise<Stack | undefined> {
+  try {
+    return await getStack(plane.admin, NS, name);
+  } catch (err) {
+    if (errorStatusCode(err) === 404) return undefined;
+    throw err;
+  }
+}
+
+function mark(step: string): void {
+  timings[step] = Math.round((Date.now() - t0) / 100) / 10;
+  log.add(`--- ${step} at ${String(timings[step])} s`);
+}
+
+beforeAll(async () => {
+  cleanups.push(await operatorLock(log.add));
+  plane = await startRealPkoPlane('v2', log.add);
+  cleanups.push(() => plane.stop());
+  await createNamespace(plane.admin, NS);
+  const kubelet = await KubeletStandIn.start({ kubeConfig: plane.admin });
+  cleanups.push(() => kubelet.close());
+
+  gitea = await startGitea();
+  cleanups.push(() => gitea.stop());
+  bot = await gitea.createUser('pko-bot');
+  alice = await gitea.createUser('alice');
+  await gitea.createOrg(ORG);
+  await gitea.createRepo(REPO, { org: ORG });
+  // Admin: Gitea shows other users' permissions (who may get a preview) to repository admins only.
+  await gitea.addCollaborator(ORG, REPO, bot, 'admin');
+  await gitea.addCollaborator(ORG, REPO, alice);
+  state.mainSha = await gitea.writeFile(ORG, REPO, {
+    branch: 'main',
+    file: 'Pulumi.yaml',
+    content: program({ a: 'one', b: 'bee' }),
+    message: 'program: a and b',
+  });
+  const pki = await makeTestPKI();
+  const front = await startTlsFront(gitea.url, pki);
+  cleanups.push(() => front.close());
+
+  pko = await startPkoV2({
+    bins: realPkoBinaries(inject('realPkoDir')),
+    plane,
+    namespace: NS,
+    caFile: await writeCaFile(pki.caPem),
+    log: log.add,
+    kubelet,
+  });
+  cleanups.push(() => pko.stop());
+
+  // The optional workspace-logs ClusterRole, as shipped, bound to `controller` in NS.
+  const rendered = (await kustomize('config/workspace-logs')) as {
+    kind: string;
+    metadata: { name: string };
+    rules?: V1PolicyRule[];
+  }[];
+  const rules = rendered.find((o) => o.kind === 'ClusterRole' && o.metadata.name === LOGS_ROLE)?.rules;
+  if (!rules) throw new Error(`config/workspace-logs renders no ClusterRole ${LOGS_ROLE}`);
+  const rbac = plane.admin.makeApiClient(RbacAuthorizationV1Api);
+  await rbac.createClusterRole({ body: { metadata: { name: LOGS_ROLE }, rules } });
+  await rbac.createNamespacedRoleBinding({
+    namespace: NS,
+    body: {
+      metadata: { name: 'workspace-logs' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: LOGS_ROLE },
+      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
+    },
+  });
+
+  const cfg = loadConfig(
+    [
+      `--watch-namespace=${NS}`,
+      '--metrics-bind-address=127.0.0.1:0',
+      '--health-probe-bind-address=127.0.0.1:0',
+      '--preview-webhook-bind-address=127.0.0.1:0',
+      `--cluster-name=${CLUSTER}`,
+      // Gitea listens on 127.0.0.1 (refused by default).
+      '--egress-allow-loopback',
+    ],
+    {},
+  );
+  const logs = new (class extends LogCapture {
+    override _write(chunk: Buffer, enc: BufferEncoding, cb: () => void): void {
+      for (const l of chunk.toString('utf8').split('\n')) if (l !== '') log.add(`controller: ${l}`);
+      super._write(chunk, enc, cb);
+    }
+  })();
+  const redactor = new Redactor();
+  controller = await startController(cfg, {
+    kubeConfig: plane.controller,
+    logger: createLogger({ level: 'debug', destination: logs, redactor }),
+    redactor,
+    notReadyRetryMs: 300,
+    retry: { initialMs: 200, maxMs: 2000 },
+  });
+  cleanups.push(() => controller.stop());
+
+  obj = new Objects(NS, plane.admin);
+  const hookSecret = randomBytes(16).toString('hex');
+  await obj.secret('gitea-token', { token: bot.token });
+  await obj.secret('hook', { token: hookSecret });
+  await obj.provider('gitea', {
+    type: 'gitea',
+    address: `${gitea.url}/${ORG}`,
+    secretRef: { name: 'gitea-token' },
+  });
+  await obj.alert('all', { providerRef: { name: 'gitea' }, eventSources: [{ kind: 'Stack', name: '*' }] });
+  await obj.waitReady('providers', 'gitea');
+  await obj.waitReady('alerts', 'all');
+
+  state.projectRepo = `${front.url}/${ORG}/${REPO}.git`;
+  // A Secret the Stack references: its value must never reach the forge (the fork step puts it
+  // in the program as plain text, which Pulumi does not mask).
+  await obj.secret('app-token', { token: APP_TOKEN });
+  const base = stackSpecBase(await tempDir('backend'));
+  await createStack(plane.admin, NS, 'app', {
+    ...base,
+    projectRepo: state.projectRepo,
+    envRefs: {
+      ...(base['envRefs'] as Record<string, unknown>),
+      APP_TOKEN: { type: 'Secret', secret: { name: 'app-token', key: 'token' } },
+    },
+  });
+  await obj.custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: NS,
+    plural: 'pullrequestpreviews',
+    body: {
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: 'PullRequestPreview',
+      metadata: { name: 'previews' },
+      spec: {
+        stackRef: { name: 'app' },
+        providerRef: { name: 'gitea' },
+        interval: '1m',
+        webhook: { secretRef: { name: 'hook' } },
+        // Forks of collaborators are previewed too (the fork step below).
+        trust: { allowForks: true },
+      },
+    },
+  });
+  await gitea.addWebhook(ORG, REPO, {
+    url: `http://127.0.0.1:${String(controller.previewWebhookPort)}/hooks/${NS}/previews`,
+    secret: hookSecret,
+    events: ['pull_request', 'pull_request_label', 'push'],
+  });
+  mark('setup');
+}, 600_000);
+
+afterAll(async () => {
+  for (const fn of cleanups.reverse())
+    await fn().catch((err: unknown) => {
+      log.add(`cleanup: ${(err as Error).message}`);
+    });
+  await report({ name: 'preview e2e', timings });
+}, 120_000);
+
+describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () => {
+  it(
+    'the base Stack `app` deploys main with a real up',
+    async () => {
+      onTestFailed(() => {
+        console.error(`--- run log (tail) ---\n${log.tail(120)}`);
+      });
+      const stack = await until(
+        'app succeeded on main',
+        async () => {
+          const s = await getStack(plane.admin, NS, 'app');
+          return s.status?.lastUpdate?.state === 'succeeded' && s;
+        },
+        { timeoutMs: RUN_MS, intervalMs: 500, log },
+      );
+      expect(stack.status?.lastUpdate?.lastSuccessfulCommit).toBe(state.mainSha);
+      // The up's applied change set reached main's commit status (the base Stack's own context).
+      const done = await until(
+        'success status of app on main',
+        async () =>
+          (await statuses(state.mainSha ?? '', contextOf('app'))).find((s) => s.status === 'success'),
+        { timeoutMs: RUN_MS, log },
+      );
+      // The CLI counts the root `pulumi:pulumi:Stack` resource among the created (as its summary says).
+      expect(done.description).toMatch(/^\+3 created\b/);
+      mark('base up');
+    },
+    STEP_MS,
+  );
+
+  it(
+    "opening a PR runs a real preview whose change set lands in the PR's one comment and its commit status",
+    async () => {
+      onTestFailed(() => {
+        console.error(`--- run log (tail) ---\n${log.tail(120)}`);
+      });
+      await gitea.createBranch(ORG, REPO, 'feature', 'main', alice);
+      const head1 = await gitea.writeFile(ORG, REPO, {
+        branch: 'feature',
+        file: 'Pulumi.yaml',
+        content: program({ a: 'two', b: 'bee', c: 'see' }),
+        message: 'change a, add c',
+        as: alice,
+      });
+      state.head1 = head1;
+      const pr = await gitea.openPull(ORG, REPO, { head: 'feature', title: 'Change a, add c', as: alice });
+      state.pr = pr;
+      const name = previewStack(pr.number);
+      const created = await until('preview Stack created', () => stackOrNone(name), {
+        timeoutMs: RUN_MS,
+        log,
+      });
+      // Retain (src/preview/stack.ts): the pod, and the log the change set is read from, outlive the run.
+      expect(created.spec).toMatchObject({
+        commit: head1,
+        preview: true,
+        stack: 'dev',
+        workspaceReclaimPolicy: 'Retain',
+      });
+      mark('preview Stack created');
+
+      const ctx = contextOf(name);
+      const success = await until(
+        `success status of ${name} on the PR head`,
+        async () => (await statuses(head1, ctx)).find((s) => s.status === 'success'),
+        { timeoutMs: RUN_MS, log },
+      );
+      mark('preview status success');
+      // One run for the head: the spec was written once (PKO drops zero values when it adds its
+      // finalizer; a controller putting them back made a new generation and a second preview).
+      expect((await getStack(plane.admin, NS, name)).metadata.generation).toBe(1);
+      expect(success.description).toMatch(/^\+1 to create, ~1 to update\b/);
+      expect((await statuses(head1, ctx)).map((s) => [s.status, s.description])).toEqual([
+        ['pending', 'Preview of stack dev started'],
+        ['success', '+1 to create, ~1 to update · Preview of stack dev succeeded'],
+      ]);
+      const comment = await until(
+        'the preview comment with the change set',
+        async () => (await botComments(pr.number)).find((c) => c.body.includes('to create')),
+        { timeoutMs: RUN_MS, log },
+      );
+      mark('preview comment');
+      log.add(`comment ${String(comment.id)}:\n${comment.body}`);
+      expect(comment.body).toContain('+1 to create, ~1 to update');
+      // Both resources by name, with their type, and the changed property's line.
+      expect(comment.body).toMatch(/`c` \(`pkotest:index:Value`\)/);
+      expect(comment.body).toMatch(/`a` \(`pkotest:index:Value`\)/);
+      expect(comment.body).toContain('~ value: "one" => "two"');
+      expect(comment.body).not.toMatch(/`b` \(/);
+      expect(comment.body).toContain(head1);
+      // One comment of ours on the PR.
+      expect((await botComments(pr.number)).map((c) => c.id)).toEqual([comment.id]);
+      state.commentId = comment.id;
+    },
+    STEP_MS,
+  );
+
+  it(
+    'a second push edits the same comment with the new counts and SHA',
+    async () => {
+      onTestFailed(() => {
+        console.error(`--- run log (tail) ---\n${log.tail(120)}`);
+      });
+      const pr = state.pr;
+      if (!pr || state.commentId === undefined || state.head1 === undefined)
+        throw new Error('the PR step did not pass');
+      const head2 = await gitea.writeFile(ORG, REPO, {
+        branch: 'feature',
+        file: 'Pulumi.yaml',
+        content: program({ a: 'two', b: 'bee', c: 'see', d: 'dee' }),
+        message: 'add d',
+        as: alice,
+      });
+      state.head2 = head2;
+      const name = previewStack(pr.number);
+      await until(
+        'preview Stack on the new head',
+        async () => (await stackOrNone(name))?.spec?.commit === head2,
+        { timeoutMs: RUN_MS, log },
+      );
+      const success = await until(
+        `success status of ${name} on the new head`,
+        async () => (await statuses(head2, contextOf(name))).find((s) => s.status === 'success'),
+        { timeoutMs: RUN_MS, log },
+      );
+      expect(success.description).toMatch(/^\+2 to create, ~1 to update\b/);
+      expect((await getStack(plane.admin, NS, name)).metadata.generation).toBe(2);
+      const edited = await until(
+        'the comment edited for the new head',
+        async () =>
+          (await botComments(pr.number)).find((c) => c.body.includes(head2) && c.body.includes('to create')),
+        { timeoutMs: RUN_MS, log },
+      );
+      mark('second preview comment');
+      log.add(`comment ${String(edited.id)}:\n${edited.body}`);
+      expect(edited.id).toBe(state.commentId);
+      expect(edited.body).toContain('+2 to create, ~1 to update');
+      expect(edited.body).toMatch(/`d` \(`pkotest:index:Value`\)/);
+      expect(edited.body).toMatch(/`c` \(`pkotest:index:Value`\)/);
+      expect(edited.body).toContain('~ value: "one" => "two"');
+      expect(edited.body).not.toContain(state.head1);
+      expect((await botComments(pr.number)).map((c) => c.id)).toEqual([state.commentId]);
+      expect(pko.standIn.errors).toEqual([]);
+      expect(pko.router.unrouted).toEqual([]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "a fork's pull request (trust.allowForks) is previewed from the base repository by SHA, its change set in its own comment",
+    async () => {
+      onTestFailed(() => {
+        console.error(`--- run log (tail) ---\n${log.tail(120)}`);
+      });
+      // alice (a collaborator) forks; her fork's main changes b (to a Secret's text) and adds e.
+      await gitea.fork(ORG, REPO, alice);
+      await until(
+        'the fork',
+        async () =>
+          (await gitea.api('GET', `/repos/${alice.username}/${REPO}`, { expect: [200, 404] })).status === 200,
+        { timeoutMs: RUN_MS, log },
+      );
+      const forkHead = await gitea.writeFile(alice.username, REPO, {
+        branch: 'main',
+        file: 'Pulumi.yaml',
+        // b's new value is the text of a Secret the Stack references: Pulumi shows it in the clear.
+        content: program({ a: 'one', b: APP_TOKEN, e: 'ee' }),
+        message: 'change b, add e',
+        as: alice,
+      });
+      const pr = await gitea.openPull(ORG, REPO, {
+        head: `${alice.username}:main`,
+        title: 'From a fork',
+        as: alice,
+      });
+      const name = previewStack(pr.number);
+      const created = await until('fork preview Stack created', () => stackOrNone(name), {
+        timeoutMs: RUN_MS,
+        log,
+      });
+      // The base repository, pinned to the fork's head (Gitea keeps it under refs/pull/<n>/head).
+      expect(created.spec).toMatchObject({ commit: forkHead, preview: true, projectRepo: state.projectRepo });
+      const success = await until(
+        `success status of ${name} on the fork's head`,
+        async () => (await statuses(forkHead, contextOf(name))).find((s) => s.status === 'success'),
+        { timeoutMs: RUN_MS, log },
+      );
+      expect(success.description).toMatch(/^\+1 to create, ~1 to update\b/);
+      expect((await getStack(plane.admin, NS, name)).metadata.generation).toBe(1);
+      const comment = await until(
+        "the fork PR's preview comment",
+        async () => (await botComments(pr.number)).find((c) => c.body.includes('to create')),
+        { timeoutMs: RUN_MS, log },
+      );
+      mark('fork preview comment');
+      log.add(`comment ${String(comment.id)}:\n${comment.body}`);
+      expect(comment.body).toContain('+1 to create, ~1 to update');
+      expect(comment.body).toMatch(/`e` \(`pkotest:index:Value`\)/);
+      expect(comment.body).toMatch(/`b` \(`pkotest:index:Value`\)/);
+      // Redacted before the first post (forges keep a comment's edit history); still shown as changed.
+      expect(comment.body).toContain('~ value: "bee" => "[redacted]"');
+      expect(comment.body).not.toContain(APP_TOKEN);
+      expect(success.description).not.toContain(APP_TOKEN);
+      expect(comment.body).toContain(forkHead);
+      expect((await botComments(pr.number)).map((c) => c.id)).toEqual([comment.id]);
+      // The first PR's comment is its own, untouched.
+      const first = (await botComments(state.pr?.number ?? 0)).map((c) => c.id);
+      expect(first).toEqual([state.commentId]);
+      expect(pko.standIn.errors).toEqual([]);
+    },
+    STEP_MS,
+  );
+});
