@@ -55,6 +55,12 @@ export interface ControllerOptions {
   stackStuckAfterMs: number;
   /** Pace GitHub writes (≥ 1 s apart) as GitHub's secondary rate limits ask. Default true. */
   githubWritePacing: boolean;
+  /**
+   * Events in flight (sent, not yet recorded) per `generic`/`generic-hmac` Provider: after a kill,
+   * at most this many per Provider arrive again, each with its same `X-PKO-Event-Id`. Chat types
+   * keep 1; forges are not windowed (docs/delivery.md). Default 16, 1–256.
+   */
+  providerWindow: number;
   /** Start a local etcd + kube-apiserver when no cluster is configured (`npm start`). */
   devCluster: 'auto' | 'never' | 'always';
   /**
@@ -123,6 +129,8 @@ const USAGE = `pko-notification-controller [flags]
   --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references
   --stack-stuck-after=30m             a PKO v2 Stack Reconciling this long with no run is reported stuck (StackStalled NoProgress)
   --github-write-pacing=true          space GitHub writes as GitHub asks (false: GHES without rate limits)
+  --provider-window=16                events in flight per generic/generic-hmac Provider (1–256): after a
+                                      kill at most this many repeat, with the same X-PKO-Event-Id
   --dev-cluster=auto|never|always     start a local control plane when no cluster is configured
   --dev-cluster-dir=DIR               where it keeps its data and kubeconfig across runs
                                       (default ~/.cache/pko-notification-controller/dev)
@@ -208,6 +216,7 @@ export function loadConfig(
         'secret-refresh-interval': { type: 'string', default: '30s' },
         'stack-stuck-after': { type: 'string', default: '30m' },
         'github-write-pacing': { type: 'string', default: 'true' },
+        'provider-window': { type: 'string', default: '16' },
         'dev-cluster': { type: 'string', default: 'never' },
         'dev-cluster-dir': { type: 'string' },
         fresh: { type: 'boolean', default: false },
@@ -265,6 +274,8 @@ export function loadConfig(
   const pacing = v['github-write-pacing'];
   if (pacing !== 'true' && pacing !== 'false')
     throw new UsageError('--github-write-pacing must be true or false');
+  const providerWindow = positiveInt(v['provider-window'], 'provider-window');
+  if (providerWindow > 256) throw new UsageError('--provider-window must be at most 256');
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
     throw new UsageError('leader election needs retry-period < renew-deadline < lease-duration');
   }
@@ -304,6 +315,7 @@ export function loadConfig(
     secretRefreshMs,
     stackStuckAfterMs,
     githubWritePacing: pacing === 'true',
+    providerWindow,
     devCluster,
     devClusterDir: v['dev-cluster-dir'] ?? join(cacheHome, 'pko-notification-controller', 'dev'),
     fresh: v.fresh,

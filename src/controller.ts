@@ -34,7 +34,7 @@ import type { ResolvedProvider } from './credential/provider.ts';
 import { Redactor } from './credential/redact.ts';
 import { ProviderReconciler, watchProviders } from './reconcile/provider.ts';
 import { AlertReconciler, requeueAlertsUsing, watchAlerts } from './reconcile/alert.ts';
-import { TemplateConfigMaps } from './reconcile/configmaps.ts';
+import { TemplateConfigMaps } from './reconcile/template-configmap-informers.ts';
 import { TemplateSandbox } from './template/index.ts';
 import { keyOf } from './reconcile/common.ts';
 import { AlertIndex } from './alert/routed.ts';
@@ -42,12 +42,12 @@ import { Router } from './alert/router.ts';
 import { ChangeAttacher } from './enrich/changes.ts';
 import { LiveStacks, slimStack } from './source/stacks.ts';
 import { Ledger } from './delivery/ledger.ts';
-import { Dispatcher } from './delivery/dispatcher.ts';
+import { Dispatcher } from './delivery/lanes.ts';
 import { ProviderHealth } from './delivery/health.ts';
-import { Sender, type NotifierRegistry } from './delivery/send.ts';
+import { Sender, type ProviderTypes } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { createProviderRegistry, egressDispatcher, egressPolicy } from './registry.ts';
+import { createProviderTypes, egressDispatcher, egressPolicy } from './registry.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
 import { DriftController, REMEDIATION_POLICY_NAME, type DriftControllerOptions } from './drift/controller.ts';
@@ -71,7 +71,7 @@ export interface ControllerDeps {
   /** Known secret values, shared with the logger; default: a new one. */
   redactor?: Redactor;
   /** Provider type → notifier and limits; default: src/registry.ts. */
-  notifiers?: NotifierRegistry;
+  notifiers?: ProviderTypes;
   /** Test hooks of the drift controller (clock, jitter source, retry and deadline of checks). */
   drift?: Partial<
     Pick<DriftControllerOptions, 'now' | 'random' | 'deferRetryMs' | 'checkTimeoutMs' | 'remediation'>
@@ -260,22 +260,22 @@ export async function startController(
     kubeConfig: kc,
     logger: child({ component: 'ledger' }),
     registry,
-    // A Provider that cannot absorb a repeat sends its next event only once the last one is
-    // recorded, so the batching delay is on every such event's path: 1 ms still batches what is
-    // recorded together, 5 ms (the default) cost 5 ms per event (docs/benchmarks.md).
+    // A Provider's window slot is free again only once its event is recorded, so the batching
+    // delay is on every windowed event's path: 1 ms still batches what is recorded together,
+    // 5 ms (the default) cost 5 ms per event (docs/benchmarks.md).
     flushDelayMs: 1,
   });
   const statusWriter = new DeliveryStatusWriter(kc, child({ component: 'delivery-status' }));
   const sender = new Sender({
     ports: {
-      notifiers:
-        deps.notifiers ?? createProviderRegistry({ egress, githubWritePacing: opts.githubWritePacing }),
+      notifiers: deps.notifiers ?? createProviderTypes({ egress, githubWritePacing: opts.githubWritePacing }),
       health,
     },
     clusterName,
     logger: child({ component: 'sender' }),
     redactor,
     registry,
+    providerWindow: opts.providerWindow,
   });
   const dispatcher = new Dispatcher({
     logger: child({ component: 'dispatcher' }),
@@ -291,6 +291,7 @@ export async function startController(
     ...(deps.retry ? { retry: deps.retry } : {}),
     // Sends only while the Lease is surely ours (the elector is created below).
     maySend: () => elector?.holdsLease() ?? true,
+    providerWindow: opts.providerWindow,
   });
 
   registerStatusMetrics(registry, {

@@ -1,17 +1,17 @@
 /**
  * Provider type → implementation: the git forges (src/forge/registry.ts) and the chat and webhook
- * types (src/notifier/registry.ts) in one place, given to the delivery layer as its
- * `NotifierRegistry` port (src/delivery/send.ts). docs/architecture.md, "Providers".
+ * types (src/notifier/message-providers.ts) in one place, given to the delivery layer as its
+ * `ProviderTypes` port (src/delivery/send.ts). docs/architecture.md, "Providers".
  */
 import { isGitProviderType, type ProviderType } from './api/v1alpha1.ts';
 import type { ResolvedProvider } from './credential/provider.ts';
-import type { NotifierRegistry } from './delivery/send.ts';
+import type { ProviderTypes } from './delivery/send.ts';
 import { FORGES } from './forge/registry.ts';
 import { createGitHubNotifier } from './forge/github/index.ts';
 import { Agent, type Dispatcher } from 'undici';
 import { EgressPolicy, type EgressOptions } from './notifier/egress.ts';
 import { ProviderHttp } from './notifier/http.ts';
-import { MESSAGE_PROVIDERS } from './notifier/registry.ts';
+import { MESSAGE_PROVIDERS } from './notifier/message-providers.ts';
 import type { Notifier, NotifierFactory, Serialize } from './notifier/types.ts';
 import type { ProviderLimits } from './template/rendered.ts';
 
@@ -38,7 +38,7 @@ export function hasNotifier(type: ProviderType): boolean {
 export function createNotifier(
   p: ResolvedProvider,
   deps: { http?: ProviderHttp; serialize?: Serialize } = {},
-  opts: RegistryOptions = {},
+  opts: ProviderTypesOptions = {},
 ): Notifier {
   const factory = entry(p.type).notifier;
   if (factory === undefined) {
@@ -64,7 +64,7 @@ export function createNotifier(
   }
 }
 
-export interface RegistryOptions {
+export interface ProviderTypesOptions {
   /**
    * Pace GitHub writes as GitHub's secondary rate limits ask (≥ 1 s between writes; default
    * true). `--github-write-pacing=false` turns it off for GitHub Enterprise Server instances whose
@@ -74,11 +74,11 @@ export interface RegistryOptions {
 }
 
 /**
- * The registry the controller uses: every notifier's HTTP client obeys `egress` (where
+ * The provider types the controller uses: every notifier's HTTP client obeys `egress` (where
  * connections may go; src/notifier/egress.ts); `deps.serialize` orders read-modify-write on one
  * target across the process.
  */
-export function createProviderRegistry(opts: { egress: EgressPolicy } & RegistryOptions): NotifierRegistry {
+export function createProviderTypes(opts: { egress: EgressPolicy } & ProviderTypesOptions): ProviderTypes {
   return {
     create: (p, deps) =>
       createNotifier(

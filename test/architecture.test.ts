@@ -51,6 +51,30 @@ export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   main: ['controller', 'config', 'kube', 'credential', 'envtest', 'log'],
 };
 
+/**
+ * Inside `delivery`, file → the files of the folder it may import: lanes pick the next event and
+ * hand it to the engine (deliver); the engine runs the skip checks, the send façade's steps and
+ * settles through outcome; skip checks are pure (nothing of delivery's I/O); outcome knows the
+ * ledger but neither the engine nor the lanes; the send façade knows neither. docs/architecture.md,
+ * "Delivery".
+ */
+export const DELIVERY_LAYERS: Readonly<Record<string, readonly string[]>> = {
+  lanes: ['deliver', 'outcome', 'skip', 'order', 'ledger-entry', 'locks', 'send', 'types'],
+  deliver: ['outcome', 'skip', 'send', 'class', 'locks', 'ledger-entry', 'types'],
+  skip: ['types'],
+  outcome: ['ledger', 'ledger-entry', 'types'],
+  send: ['class', 'gate', 'health', 'locks', 'types'],
+  class: ['types'],
+  ledger: ['ledger-entry'],
+  'ledger-entry': [],
+  status: ['types'],
+  order: [],
+  locks: [],
+  gate: [],
+  health: [],
+  types: [],
+};
+
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
     e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
@@ -121,6 +145,26 @@ describe('architecture', () => {
       expect(() => {
         visit(m, []);
       }).not.toThrow();
+  });
+
+  it('delivery reads in layers: lanes → engine → skip checks, send façade, outcome (no import back up)', () => {
+    const dir = join(src, 'delivery');
+    const files = readdirSync(dir)
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => f.slice(0, -3));
+    expect(
+      files.filter((f) => !(f in DELIVERY_LAYERS)),
+      'files missing from DELIVERY_LAYERS',
+    ).toEqual([]);
+    const violations: string[] = [];
+    for (const f of files) {
+      for (const spec of importsOf(join(dir, `${f}.ts`))) {
+        if (!spec.startsWith('./')) continue;
+        const to = spec.slice(2).replace(/\.ts$/, '');
+        if (!(DELIVERY_LAYERS[f] ?? []).includes(to)) violations.push(`delivery/${f}.ts imports ${spec}`);
+      }
+    }
+    expect(violations).toEqual([]);
   });
 
   it('docs/architecture.md lists the same table', () => {

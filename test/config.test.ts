@@ -38,6 +38,14 @@ describe('loadConfig', () => {
     expect(loadConfig([], {}).fresh).toBe(false);
   });
 
+  it('--provider-window: 16 by default, a whole number from 1 to 256', () => {
+    expect(loadConfig([], {}).providerWindow).toBe(16);
+    expect(loadConfig(['--provider-window=1'], {}).providerWindow).toBe(1);
+    expect(loadConfig(['--provider-window=256'], {}).providerWindow).toBe(256);
+    for (const bad of ['0', '257', '4.5', 'many'])
+      expect(() => loadConfig([`--provider-window=${bad}`], {})).toThrow(/--provider-window must be/);
+  });
+
   it('--log-format takes json, pretty or auto', () => {
     expect(loadConfig(['--log-format=pretty'], {}).logFormat).toBe('pretty');
     expect(loadConfig(['--log-format=json'], {}).logFormat).toBe('json');

@@ -1,9 +1,10 @@
 /**
- * The send façade: one event, one Provider — render → credential gate → notifier. Three
+ * The send façade: one event, one Provider — render, credential gate, pacing, notifier. Three
  * collaborators, held as named ports: the templates (src/template), the notifier registry
- * (`NotifierRegistry`, implemented by src/registry.ts) and the Provider health it reports to
- * (`ProviderHealthSink`, ./health.ts). The dispatcher decides what to send and when to retry; this
- * module only knows how to send once (docs/architecture.md, "Delivery").
+ * (`ProviderTypes`, implemented by src/registry.ts) and the Provider health it reports to
+ * (`ProviderHealthSink`, ./health.ts). ./deliver.ts decides what to send and when to retry, in
+ * which order the steps run; this module only knows how to do each step once
+ * (docs/architecture.md, "Delivery").
  *
  * Per Provider generation one notifier (its HTTP client pooled across sends) and one pacing queue
  * (bounded concurrency; a minimal interval between sends for chat services). Per credential one
@@ -26,10 +27,10 @@ import { CredentialGate } from './gate.ts';
 import { problemReason, type ProviderProblem } from './health.ts';
 import { KeyedLock } from './locks.ts';
 import type { DeliveryAlert, DeliveryClass } from './types.ts';
-import { deliveryClass } from './verdict.ts';
+import { DEFAULT_PROVIDER_WINDOW, deliveryClass, sendWindow } from './class.ts';
 
 /** Provider type → implementation (src/registry.ts). */
-export interface NotifierRegistry {
+export interface ProviderTypes {
   /**
    * Builds the notifier of `p.type`, which owns its HTTP client from then on. `deps.serialize`
    * orders read-modify-write on one target across the process (src/notifier/types.ts).
@@ -49,7 +50,7 @@ export interface ProviderHealthSink {
 }
 
 export interface SendPorts {
-  notifiers: NotifierRegistry;
+  notifiers: ProviderTypes;
   health: ProviderHealthSink;
 }
 
@@ -62,8 +63,10 @@ export interface SenderOptions {
   redactor?: { redact(text: string): string };
   registry?: Registry;
   clock?: Clock;
-  /** In-flight sends per Provider (default 4). */
+  /** In-flight sends per Provider (default 4; at least the window for class `event-id`). */
   providerConcurrency?: number;
+  /** `--provider-window` (./class.ts `sendWindow`): `event-id` Providers send this many at once. */
+  providerWindow?: number;
 }
 
 /** One event ready to send to one Provider: its notifier and rendered notification. */
@@ -120,11 +123,6 @@ export class Sender {
         [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
       ),
     };
-  }
-
-  /** The credential gate (shared by every Provider of this process). */
-  get gate(): CredentialGate {
-    return this.#gate;
   }
 
   /**
@@ -216,21 +214,28 @@ export class Sender {
   }
 
   /**
-   * One attempt: waits for the credential gate, takes a slot in the Provider's pacing queue, and
-   * sends. A failure that names a wait (`Retry-After`, rate-limit reset) closes the gate for the
-   * credential until then; every outcome is reported to the Provider health.
-   * @param stopping ends the gate wait, and a send still queued behind others sends nothing
-   *   (result `stopped`).
+   * Waits until the credential's gate is open: a `Retry-After` or rate-limit reset told to any
+   * Provider sharing `s.credential` holds them all until then. Ends early when `stopping` aborts.
+   */
+  async passGate(s: PreparedSend, stopping: AbortSignal): Promise<void> {
+    await this.#gate.wait(s.credential, stopping);
+  }
+
+  /**
+   * One send: takes a slot in the Provider's pacing queue (bounded concurrency; a minimal
+   * interval for chat services) and sends. A failure that names a wait (`Retry-After`, rate-limit
+   * reset) closes the gate for the credential until then; every outcome is reported to the
+   * Provider health.
+   * @param stopping a send still queued when it aborts sends nothing (result `stopped`).
    * @param cancel aborts a send already on the wire (it fails with code `ABORTED`).
    * @param ctx what delivery tells the notifier (the run's note).
    */
-  async attempt(
+  async send(
     s: PreparedSend,
     stopping: AbortSignal,
     cancel: AbortSignal,
     ctx: SendContext = {},
   ): Promise<AttemptResult> {
-    await this.#gate.wait(s.credential, stopping);
     if (stopping.aborted) return { kind: 'stopped' };
     const type = s.provider.type;
     let started = 0;
@@ -238,7 +243,7 @@ export class Sender {
       // Not p-queue's `signal`: it would abandon a running send (reject while the request goes
       // on). A queued send that starts after `stopping` sends nothing; a running one finishes or
       // is cancelled through `cancel`.
-      const sent = await this.#queue(s.providerKey, s.provider).add(async () => {
+      const sent = await this.#queue(s).add(async () => {
         if (stopping.aborted) return undefined;
         started = this.#clock.now();
         // A signal of this send's own, so nothing below ties per-request signals to the
@@ -273,11 +278,6 @@ export class Sender {
     }
   }
 
-  /** Re-reports a Provider as healthy (after its credentials were re-read and a send works). */
-  healthy(providerKey: string): void {
-    this.#o.ports.health.report(providerKey, undefined);
-  }
-
   /** Closes every notifier (and its HTTP client). */
   async close(): Promise<void> {
     await Promise.allSettled([...this.#notifiers.values()].map((x) => x.n.close()));
@@ -309,16 +309,23 @@ export class Sender {
     return n;
   }
 
-  #queue(key: string, p: ResolvedProvider): PQueue {
-    let q = this.#queues.get(key);
+  #queue(s: PreparedSend): PQueue {
+    let q = this.#queues.get(s.providerKey);
+    if (q?.concurrency !== this.#concurrency(s)) q = undefined; // a Provider whose type changed
     if (!q) {
-      const pacing = PACING_MS[p.type];
+      const pacing = PACING_MS[s.provider.type];
       q = new PQueue({
-        concurrency: this.#o.providerConcurrency ?? 4,
+        concurrency: this.#concurrency(s),
         ...(pacing !== undefined ? { intervalCap: 1, interval: pacing } : {}),
       });
-      this.#queues.set(key, q);
+      this.#queues.set(s.providerKey, q);
     }
     return q;
+  }
+
+  /** Sends at once per Provider: the dispatcher's window for the class, at least `providerConcurrency`. */
+  #concurrency(s: PreparedSend): number {
+    const window = sendWindow(s.cls, this.#o.providerWindow ?? DEFAULT_PROVIDER_WINDOW) ?? 0;
+    return Math.max(this.#o.providerConcurrency ?? 4, window);
   }
 }

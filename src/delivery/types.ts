@@ -19,7 +19,7 @@ export interface DeliveryAlert {
   /**
    * The smallest resourceVersion the controller has seen the Alert at (its creation's when the
    * controller saw it created): a run first observed at a later resourceVersion happened after
-   * the Alert, whatever PKO's clock says (case N16; ./dispatcher.ts `beforeAlert`).
+   * the Alert, whatever PKO's clock says (case N16; ./skip.ts `beforeAlert`).
    */
   sinceRv?: number | undefined;
   /**
@@ -82,8 +82,9 @@ export interface DeliveryOutcomeReport {
  * (docs/delivery.md, "Guarantees"):
  * - `idempotent` — a repeat changes nothing (git forges: statuses and sticky comments are read
  *   before they are written). Sent concurrently; an ambiguous outcome is retried.
- * - `event-id` — receivers can drop a repeat by its `X-PKO-Event-Id` (generic webhooks). One send
- *   in flight per Provider; an ambiguous outcome is retried with the same id.
+ * - `event-id` — receivers can drop a repeat by its `X-PKO-Event-Id` (generic webhooks). Up to
+ *   `--provider-window` sends in flight per Provider (one per Stack); an ambiguous outcome is
+ *   retried with the same id.
  * - `lookup` — the target can be asked whether it has the event (`Notifier.findDelivered`). One
  *   send in flight per Provider, recorded as in flight before it leaves; an ambiguous outcome or
  *   an in-flight record left by a dead leader is looked up, not sent blind.

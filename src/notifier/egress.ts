@@ -72,11 +72,6 @@ function cidr(s: string): Range {
   return ipaddr.parseCIDR(s);
 }
 
-/** `true` when `s` parses as a CIDR (`10.0.0.0/8`, `fd00::/8`) or a single address. */
-export function isCIDR(s: string): boolean {
-  return ipaddr.isValidCIDR(s) || (isIP(s) !== 0 && ipaddr.isValid(s));
-}
-
 function toRange(s: string): Range {
   if (ipaddr.isValidCIDR(s)) return cidr(s);
   const a = ipaddr.parse(s);

@@ -3,7 +3,7 @@
  * template ConfigMap, writes `status.observedGeneration` + `Ready`, and publishes the compiled
  * Alert to the routing index. Regexes are compiled here, once per generation — never per event.
  * Templates are compiled and test-rendered in the template sandbox (src/template/sandbox.ts),
- * once per content; the `templateRef` ConfigMap is watched (./configmaps.ts), so an edit applies
+ * once per content; the `templateRef` ConfigMap is watched (./template-configmap-informers.ts), so an edit applies
  * at once.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -19,7 +19,7 @@ import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { KubeApiError, kubeRequest, objectPath } from '../kube/client.ts';
 import { keyOf, specChanged, splitKey, writeReady, type ReadyState } from './common.ts';
 
-/** Where the Alert reconciler reads template ConfigMaps (./configmaps.ts `TemplateConfigMaps`). */
+/** Where the Alert reconciler reads template ConfigMaps (./template-configmap-informers.ts `TemplateConfigMaps`). */
 export interface TemplateSource {
   use(alertKey: string, ref: { namespace: string; name: string } | undefined): void;
   data(namespace: string, name: string): Promise<Record<string, string> | undefined>;

@@ -62,30 +62,6 @@ export function compareUpdates(a: Update, b: Update): number {
 }
 
 /**
- * The user-level runs of one Stack's Updates: for each Update name, the name of the Update that
- * started its run (the root). Updates are taken in creation order ({@link compareUpdates}); a
- * continuation ({@link isContinuation}) of the same type as the Update before it joins that
- * Update's run; any other Update starts a run of its own. A continuation whose predecessor is
- * gone (TTL, 24 h) is a root itself.
- */
-export function runRoots(updates: readonly Update[]): Map<string, string> {
-  const sorted = updates
-    .filter((u) => u.metadata.name !== undefined && u.metadata.name !== '')
-    .slice()
-    .sort(compareUpdates);
-  const roots = new Map<string, string>();
-  let prev: Update | undefined;
-  for (const u of sorted) {
-    const name = u.metadata.name ?? '';
-    const joins = prev !== undefined && isContinuation(u) && prev.spec?.type === u.spec?.type;
-    // (an Update of another type than its predecessor starts a run of its own, as in eventsForStack)
-    roots.set(name, joins ? (roots.get(prev?.metadata.name ?? '') ?? name) : name);
-    prev = u;
-  }
-  return roots;
-}
-
-/**
  * Whether the Stack's in-flight run (`status.currentUpdate`) continues its last one: same
  * generation, reconcile request and commit as `lastUpdate`, as PKO requires before it retries
  * (last run failed) or resyncs (last run succeeded on that commit).

@@ -1,14 +1,14 @@
 /**
  * The dispatcher with an injected clock: order from observation, once-only delivery, skips with
  * reasons, retries and what the Alert's status shows meanwhile, final failures, ambiguous
- * outcomes per delivery class, one send in flight per Provider, lookups, run notes, credential
+ * outcomes per delivery class, the window of sends in flight per Provider, lookups, run notes, credential
  * refresh, cancellation (B06) and a shutdown that finishes or cancels sends on the wire.
  */
 import { describe, expect, it } from 'vitest';
 import { runKey, type NotificationEvent } from '../../src/api/event.ts';
 import { runHash } from '../../src/delivery/ledger-entry.ts';
 import type { ResolvedProvider } from '../../src/credential/provider.ts';
-import { Dispatcher } from '../../src/delivery/dispatcher.ts';
+import { Dispatcher } from '../../src/delivery/lanes.ts';
 import { ProviderHealth } from '../../src/delivery/health.ts';
 import { Sender } from '../../src/delivery/send.ts';
 import type { DeliveryOutcomeReport, OfferedEvent } from '../../src/delivery/types.ts';
@@ -53,6 +53,7 @@ function setup(
     notifier?: ScriptedNotifier;
     refresh?: () => ResolvedProvider | undefined;
     maySend?: () => boolean;
+    providerWindow?: number;
   } = {},
 ) {
   const clock = new FakeClock();
@@ -72,6 +73,7 @@ function setup(
     clusterName: 'c',
     logger,
     clock,
+    ...(opts.providerWindow !== undefined ? { providerWindow: opts.providerWindow } : {}),
   });
   const alerts = new Map([[alert.key, alert]]);
   const refreshed: string[] = [];
@@ -87,6 +89,7 @@ function setup(
     retry: { initialMs: 1000, maxMs: 8000, maxElapsedMs: 60_000, warnAfterAttempts: 3 },
     heldRetryMs: 5000,
     ...(opts.maySend ? { maySend: opts.maySend } : {}),
+    ...(opts.providerWindow !== undefined ? { providerWindow: opts.providerWindow } : {}),
     ...(opts.refresh
       ? {
           credentials: {
@@ -397,27 +400,60 @@ describe('Dispatcher', () => {
     expect(t.ledger.notes).toEqual(['ts-1700000000.000100']);
   });
 
-  it('one send in flight per Provider for targets that cannot absorb a repeat; forges send concurrently', async () => {
-    for (const [type, want] of [
-      ['generic', 1],
-      ['github', 2],
+  it('a window of sends per Provider by class: W for event-id, 1 for lookup (and once), forges unbounded; a slot frees once its event is recorded', async () => {
+    const meta = { commit: 'a'.repeat(40) };
+    for (const [cls, want] of [
+      ['event-id', 2], // providerWindow 2
+      ['lookup', 1], // `once` shares its window of 1 (chat types pace on real timers: not here)
+      ['idempotent', 3],
     ] as const) {
+      const steps: Step[] = ['hang', 'hang', 'hang'];
       const t = setup({
-        steps: ['hang', 'hang'],
-        provider: type === 'github' ? { type, address: 'https://github.com/acme/app', token: 't' } : {},
+        providerWindow: 2,
+        ...(cls === 'lookup' ? { notifier: new LookupNotifier(steps) } : { steps }),
+        ...(cls === 'idempotent'
+          ? { provider: { type: 'github', address: 'https://github.com/acme/app', token: 't' } }
+          : {}),
       });
-      const meta = { commit: 'a'.repeat(40) };
-      t.dispatcher.offer(t.alert, 'stack-1', [{ event: runEvent(RUN_A, 'succeeded', meta) }]);
-      t.dispatcher.offer(t.alert, 'stack-2', [{ event: runEvent(RUN_B, 'succeeded', meta) }]);
+      for (const [i, run] of [RUN_A, RUN_B, 'app-198c70e6000'].entries())
+        t.dispatcher.offer(t.alert, `stack-${String(i)}`, [{ event: runEvent(run, 'succeeded', meta) }]);
       await settle(t.clock);
-      expect([type, t.notifier.sends.length]).toEqual([type, want]);
-      t.notifier.release();
-      await settle(t.clock);
-      t.notifier.release();
-      await settle(t.clock);
-      expect(t.notifier.sends).toHaveLength(2);
-      expect(finals(t.outcomes)).toHaveLength(2);
+      expect([cls, t.notifier.sends.length]).toEqual([cls, want]);
+      for (let i = 0; i < 3; i++) {
+        t.notifier.release();
+        await settle(t.clock);
+      }
+      expect([cls, t.notifier.sends.length, finals(t.outcomes).length]).toEqual([cls, 3, 3]);
     }
+    // The window counts events between "sent" and "recorded": with the ledger write held, the
+    // third generic event waits although the first two were answered — a kill now repeats ≤ W.
+    const t = setup({ providerWindow: 2 });
+    const resume = t.ledger.pause();
+    for (const [i, run] of [RUN_A, RUN_B, 'app-198c70e6000'].entries())
+      t.dispatcher.offer(t.alert, `stack-${String(i)}`, [{ event: runEvent(run, 'succeeded') }]);
+    await settle(t.clock);
+    expect(t.notifier.sends).toHaveLength(2);
+    expect(t.ledger.advanced).toHaveLength(0);
+    resume();
+    await settle(t.clock);
+    expect(t.notifier.sends).toHaveLength(3);
+    expect(t.ledger.advanced).toHaveLength(3);
+  });
+
+  it('a window keeps the order within a Stack: one event of a Stack at a time, in observed order', async () => {
+    const t = setup({ steps: ['hang', 'hang'], providerWindow: 16 });
+    t.offer(
+      { event: runEvent(RUN_B, 'succeeded'), observed: 20 },
+      { event: runEvent(RUN_A, 'succeeded'), observed: 10 },
+    );
+    await settle(t.clock);
+    expect(t.notifier.sends.map((s) => s.id)).toEqual([runEvent(RUN_A, 'succeeded').id]);
+    t.notifier.release();
+    await settle(t.clock);
+    expect(t.notifier.sends.map((s) => s.id)).toEqual([
+      runEvent(RUN_A, 'succeeded').id,
+      runEvent(RUN_B, 'succeeded').id,
+    ]);
   });
 
   it('a render that only ran out of time (a loaded machine) is rendered again and delivered; one out of steps fails at once', async () => {

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ProviderHealth } from '../../src/delivery/health.ts';
-import { Sender } from '../../src/delivery/send.ts';
+import { Sender, type PreparedSend } from '../../src/delivery/send.ts';
 import { createGitHubNotifier } from '../../src/forge/github/index.ts';
 import { ProviderHttp } from '../../src/notifier/http.ts';
 import { limitsFor } from '../../src/registry.ts';
@@ -60,6 +60,11 @@ describe('Sender', () => {
       });
       cleanups.push(() => sender.close());
       const never = new AbortController().signal;
+      // As delivery runs an attempt (src/delivery/deliver.ts): the credential gate, then the send.
+      const attempt = async (p: PreparedSend) => {
+        await sender.passGate(p, never);
+        return sender.send(p, never, never);
+      };
       const ev = runEvent('app-198c70e4c21', 'started', {
         commit: COMMIT,
         repository: 'https://github.com/acme/app',
@@ -70,7 +75,7 @@ describe('Sender', () => {
       expect(one.credential).toBe(two.credential);
 
       s.throttle({ status: code, retryAfter: 7 });
-      const first = await sender.attempt(one, never, never);
+      const first = await attempt(one);
       expect(first.kind === 'failed' && [first.error.retryAfterMs, first.error.retryable]).toEqual([
         7_000,
         true,
@@ -79,7 +84,7 @@ describe('Sender', () => {
 
       // The other Provider with the same token waits at the gate: no request to GitHub.
       let done = false;
-      const second = sender.attempt(two, never, never).then((r) => {
+      const second = attempt(two).then((r) => {
         done = true;
         return r;
       });

@@ -12,7 +12,7 @@ import {
   type RunRef,
 } from '../../src/api/event.ts';
 import type { KubeObject } from '../../src/api/meta.ts';
-import type { DeliveryLedger, WarningRecorder } from '../../src/delivery/dispatcher.ts';
+import type { DeliveryLedger, WarningRecorder } from '../../src/delivery/lanes.ts';
 import {
   recordHandled,
   recordInFlight,
@@ -47,16 +47,32 @@ export class MemoryLedger implements DeliveryLedger {
   readonly inFlight: string[] = [];
   /** Notes stored with `record`, in order. */
   readonly notes: string[] = [];
+  #paused: Promise<void> | undefined;
+
+  /**
+   * Holds every `record` (not persisted, not resolved) until the returned function is called: a
+   * slow ledger write.
+   */
+  pause(): () => void {
+    let resume!: () => void;
+    this.#paused = new Promise((r) => {
+      resume = r;
+    });
+    return () => {
+      this.#paused = undefined;
+      resume();
+    };
+  }
 
   entry(alertUid: string, stackUid: string): Entry | undefined {
     return this.entries.get(`${alertUid}/${stackUid}`);
   }
-  record(alert: LedgerAlertRef, stackUid: string, q: EventRef, note?: string): Promise<void> {
+  async record(alert: LedgerAlertRef, stackUid: string, q: EventRef, note?: string): Promise<void> {
+    await this.#paused;
     const key = `${alert.uid}/${stackUid}`;
     this.entries.set(key, recordHandled(this.entries.get(key), q, note));
     this.advanced.push(`${q.run}/${q.phase}`);
     if (note !== undefined) this.notes.push(note);
-    return Promise.resolve();
   }
   markInFlight(alert: LedgerAlertRef, stackUid: string, q: EventRef): Promise<void> {
     const key = `${alert.uid}/${stackUid}`;

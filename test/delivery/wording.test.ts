@@ -10,7 +10,7 @@
 import { RequestError } from '@octokit/request-error';
 import { Headers } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { failureText } from '../../src/delivery/dispatcher.ts';
+import { failureText } from '../../src/delivery/outcome.ts';
 import { problemReason } from '../../src/delivery/health.ts';
 import { toProviderError } from '../../src/forge/github/errors.ts';
 import { ProviderError, withoutRetryPromise } from '../../src/notifier/errors.ts';

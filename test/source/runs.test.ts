@@ -13,7 +13,6 @@ import {
   V1FailureTexts,
   currentContinuesLast,
   isContinuation,
-  runRoots,
   unquoteMessage,
   v1Outcome,
 } from '../../src/source/runs.ts';
@@ -58,25 +57,11 @@ const stack = (): Stack => {
 const name = (t: number): string => `app-dev-${t.toString(16)}`;
 
 describe('PKO v2: retries and resyncs continue the previous run', () => {
-  it('continuations are told by the message PKO writes; runRoots joins them to the run they continue', () => {
+  it('continuations are told by the message PKO writes', () => {
     expect(isContinuation(attempt(T, 'running', BACKOFF))).toBe(true);
     expect(isContinuation(attempt(T, 'running', RESYNC))).toBe(true);
     expect(isContinuation(attempt(T, 'running', NEW))).toBe(false);
     expect(isContinuation(attempt(T, 'running', 'Sync request: "x"'))).toBe(false);
-    const roots = runRoots([
-      attempt(T + 2, 'failed', BACKOFF),
-      attempt(T, 'failed', NEW),
-      attempt(T + 1, 'failed', BACKOFF),
-      attempt(T + 3, 'succeeded', 'New stack generation: 4'),
-      attempt(T + 4, 'succeeded', RESYNC),
-    ]);
-    expect(Object.fromEntries(roots)).toEqual({
-      [name(T)]: name(T),
-      [name(T + 1)]: name(T),
-      [name(T + 2)]: name(T),
-      [name(T + 3)]: name(T + 3),
-      [name(T + 4)]: name(T + 3),
-    });
   });
 
   it('a failing commit retried until PKO gives up: Started once, Failed once carrying the latest error', () => {

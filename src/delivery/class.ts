@@ -15,3 +15,25 @@ export function deliveryClass(p: ResolvedProvider, notifier: Notifier): Delivery
   if (p.type === 'generic' || p.type === 'generic-hmac') return 'event-id';
   return 'once';
 }
+
+/** Default of `--provider-window`: events of class `event-id` in flight per Provider. */
+export const DEFAULT_PROVIDER_WINDOW = 16;
+
+/**
+ * How many events of one Provider may be between "sent" and "recorded" at once — the most a
+ * leader killed at any moment can leave to be sent again (docs/delivery.md, "Guarantees"):
+ * `event-id` targets drop a repeat by its `X-PKO-Event-Id`, so up to `providerWindow`; `once` and
+ * `lookup` targets one (a repeat is a second post, or must be looked up); `idempotent` targets are
+ * not windowed (a repeat changes nothing; their notifiers serialize per target).
+ */
+export function sendWindow(cls: DeliveryClass, providerWindow: number): number | undefined {
+  switch (cls) {
+    case 'idempotent':
+      return undefined;
+    case 'event-id':
+      return providerWindow;
+    case 'lookup':
+    case 'once':
+      return 1;
+  }
+}

@@ -1,6 +1,6 @@
 /**
- * The template ConfigMaps Alerts name in `spec.templateRef`, watched one by one: for each
- * referenced (namespace, name) an informer with `fieldSelector=metadata.name=<name>` in that
+ * The template ConfigMap informer pool: the ConfigMaps Alerts name in `spec.templateRef`, watched
+ * one by one: for each referenced (namespace, name) an informer with `fieldSelector=metadata.name=<name>` in that
  * namespace, started when the first Alert names it and stopped when the last one stops. So a
  * change to a template applies at once (no restart, no polling), and the controller never caches
  * the cluster's other ConfigMaps (which hold other tenants' data and can be large).
