@@ -549,7 +549,22 @@ describe('drift detection (PKO v2 shapes, recorded agent log)', () => {
           return c.every((n) => n >= 1) && c.reduce((a, b) => a + b, 0) === 3;
         },
         { timeoutMs: 60_000, intervalMs: 50, what: 'both namespaces holding check slots, 3 in all' },
-      );
+      ).catch(async (e: unknown) => {
+        // What held the slots (for the failure message).
+        const all = await kubeRequest<{ items: Stack[] }>(admin, {
+          method: 'GET',
+          path: '/apis/pulumi.com/v1/stacks',
+          query: { labelSelector: DRIFT_CHECK_LABEL },
+        });
+        const dds = await Promise.all(
+          namespaces.map((ns) =>
+            kubeRequest<DriftDetection>(admin, { method: 'GET', path: ddPath(ns, 'nightly') }),
+          ),
+        );
+        throw new Error(
+          `${(e as Error).message}; counts ${JSON.stringify(seen.slice(-2))}; check Stacks ${JSON.stringify(all.items.map((x) => [x.metadata.namespace, x.metadata.name, x.metadata.deletionTimestamp ?? null, x.metadata.finalizers ?? []]))}; entries ${JSON.stringify(dds.map((d) => (d.status?.stacks ?? []).map((x) => [x.name, x.result ?? null, x.check?.name ?? null, x.nextCheckTime ?? null])))}`,
+        );
+      });
       // Nobody plays PKO: the checks stay in flight and the other Stacks wait for a slot.
       await new Promise((r) => setTimeout(r, 3_000));
       seen.push(await counts());
