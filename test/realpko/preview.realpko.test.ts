@@ -87,6 +87,8 @@ let gitea: Gitea;
 let bot: GiteaUser;
 let alice: GiteaUser;
 let controller: ControllerHandle;
+/** The controller's log lines (JSON). */
+let controllerLogs: LogCapture;
 let obj: Objects;
 const t0 = Date.now();
 const timings: Record<string, number> = {};
@@ -227,6 +229,7 @@ beforeAll(async () => {
       super._write(chunk, enc, cb);
     }
   })();
+  controllerLogs = logs;
   const redactor = new Redactor();
   controller = await startController(cfg, {
     kubeConfig: plane.controller,
@@ -577,18 +580,21 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
         },
       );
       mark('merged preview deleted');
-      // Besides it, the controller's notice that the preview stopped (docs/previews.md: a pull
-      // request that is closed or retargeted is told its preview Stack was deleted).
-      const notice = await until(
-        "PR 1's notice that its preview stopped",
-        async () => (await botComments(pr.number)).find((c) => c.body.includes('**Preview stopped**')),
+      // Issue 19: the controller reads PR 1 by number, finds it merged into main and posts no
+      // "Preview stopped" notice (the deployment is reported in the preview's comment).
+      await until(
+        'the notice job finding PR 1 merged',
+        () =>
+          Promise.resolve(
+            controllerLogs
+              .parsed()
+              .some((l) => l.number === pr.number && String(l.msg).startsWith('pull request merged: no')),
+          ),
         { timeoutMs: RUN_MS, log },
       );
-      expect(notice.body).toContain(`Preview Stack \`${previewStack(pr.number)}\` was deleted.`);
-      expect((await botComments(pr.number)).map((c) => c.id).sort((a, b) => a - b)).toEqual([
-        state.commentId,
-        notice.id,
-      ]);
+      await controller.previews.reconciler.notices.idle();
+      // Exactly one comment of ours on the merged PR: the preview's, now the deployment's.
+      expect((await botComments(pr.number)).map((c) => c.id)).toEqual([state.commentId]);
       expect(pko.standIn.errors).toEqual([]);
     },
     STEP_MS,
