@@ -21,9 +21,10 @@
  *
  * The steps are `it` blocks of one scenario, in order, sharing the pull requests: the base up;
  * PR 1's preview and a second push; a fork's PR; PR 1 merged (the base Stack's real `up` of the
- * merge commit edits PR 1's comment to "Deployed"); `spec.gate` failing a PR that deletes `b` and
- * passing once `b` is back; and `spec.startTimeout` reporting a PR whose workspace cannot install
- * (a plugin version not in the plugin cache) with the reason PKO's Workspace gives.
+ * merge commit edits PR 1's comment to "Deployed", and no second comment of ours appears);
+ * `spec.gate` failing a PR that deletes `b` and passing once `b` is back; and `spec.startTimeout`
+ * reporting a PR whose workspace cannot install (a plugin version not in the plugin cache) with
+ * the reason PKO's Workspace gives.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from 'vitest';
