@@ -61,7 +61,10 @@ export function previewForge<R, P extends { id: string }>(
         ? Promise.resolve(pull.association)
         : discovery.association(ctxFor(repoURL, '', signal).repo, pull, signal),
 
-    async upsertNotice(repoURL, pull, marker, body, signal, mayWrite) {
+    pullRequestState: (repoURL, number, signal) =>
+      discovery.pullRequestState(ctxFor(repoURL, '', signal).repo, number, signal),
+
+    async upsertNotice(repoURL, pull, marker, body, signal, mayWrite, onlyEdit) {
       const ctx = ctxFor(repoURL, '', signal);
       const pr = await adapter.pullRequest(ctx, String(pull.number));
       if (pr === undefined) {
@@ -73,8 +76,9 @@ export function previewForge<R, P extends { id: string }>(
         });
       }
       const key = commentKey(adapter.repoKey(ctx.repo), pr.id, marker);
-      await upsertStickyComment({
+      const done = await upsertStickyComment({
         cache: comments,
+        ...(onlyEdit === true ? { onlyEdit } : {}),
         key,
         marker,
         body,
@@ -88,6 +92,7 @@ export function previewForge<R, P extends { id: string }>(
           return adapter.editComment(ctx, pr, ref, b);
         },
       });
+      if (done === 'absent') return undefined;
       const ref = comments.get(key)?.ref;
       return ref === undefined ? pull.webURL : discovery.commentURL(pull.webURL, ref);
     },

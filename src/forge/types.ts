@@ -142,6 +142,16 @@ export interface OpenPullRequest {
 }
 
 /**
+ * What became of a pull request, read by number ({@link PreviewForge.pullRequestState}):
+ * `merged` (into `baseRef`), `closed` without merging, or still `open` (then `baseRef` tells
+ * whether it was retargeted). `baseRef` is the target branch name.
+ */
+export interface PullRequestState {
+  state: 'open' | 'closed' | 'merged';
+  baseRef: string;
+}
+
+/**
  * A listing of open pull requests: `changed: false` when the forge answered a conditional request
  * with 304 Not Modified (the previous listing still holds).
  */
@@ -167,7 +177,8 @@ export interface PreviewForge {
    * Creates or edits in place the one comment of ours on pull request `number` that carries
    * `marker` (same rules as the sticky comment: ours AND marked). `mayWrite` is asked right
    * before the write (leader fencing; false → `ProviderError` code `NOT_LEADER`, nothing
-   * written). @returns the comment's web URL.
+   * written). With `onlyEdit`, a pull request without that comment gets none.
+   * @returns the comment's web URL; undefined when `onlyEdit` found none.
    */
   upsertNotice(
     repoURL: string,
@@ -176,7 +187,17 @@ export interface PreviewForge {
     body: string,
     signal?: AbortSignal,
     mayWrite?: () => boolean,
-  ): Promise<string>;
+    onlyEdit?: boolean,
+  ): Promise<string | undefined>;
+  /**
+   * Pull request `number` read alone (one request: whether it was merged, closed or retargeted);
+   * undefined when the forge has none of that number (404).
+   */
+  pullRequestState(
+    repoURL: string,
+    number: number,
+    signal?: AbortSignal,
+  ): Promise<PullRequestState | undefined>;
   /**
    * When the newest status of `context` on `sha` is pending — or, with `whenNone`, when there is
    * none — sets it to failure with `description` (`mayWrite` asked right before, as for
@@ -208,6 +229,8 @@ export type PreviewForgeFactory = (
 export interface PullRequestDiscovery<R> {
   listOpen(repo: R, base: string, etag: string | undefined, signal?: AbortSignal): Promise<OpenPullsResult>;
   association(repo: R, pull: OpenPullRequest, signal?: AbortSignal): Promise<AuthorAssociation>;
+  /** {@link PreviewForge.pullRequestState}. */
+  pullRequestState(repo: R, number: number, signal?: AbortSignal): Promise<PullRequestState | undefined>;
   /** Web URL of comment `ref` on the pull request at `pullURL`. */
   commentURL(pullURL: string, ref: string): string;
 }

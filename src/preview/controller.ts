@@ -60,7 +60,7 @@ import { compileTemplates, renderNotification } from '../template/index.ts';
 import { boundText } from '../text.ts';
 import { AdmissionPolicyCheck } from './admission.ts';
 import { PREVIEW_FINALIZER, PREVIEW_LABEL, PULL_REQUEST_LABEL, previewStackName } from './naming.ts';
-import { NoticeQueue } from './notices.ts';
+import { NoticeQueue, stoppedGone } from './notices.ts';
 import {
   planSync,
   untrustedReason,
@@ -601,8 +601,21 @@ export class PreviewReconciler {
     const previous = new Map((prp.status?.previews ?? []).map((e) => [e.number, e]));
     const marker = noticeMarker(namespace, prp.metadata.name ?? '');
     const stopped = this.#stopped.get(key) ?? new Map<number, string>();
-    const notice = (pull: { number: number; webURL: string }, body: string): void => {
-      this.notices.add({ kind: 'notice', preview: key, forge, repoURL, marker, body, ...pull });
+    const notice = (
+      pull: { number: number; webURL: string },
+      body: string,
+      gone?: { branch: string; stackName: string },
+    ): void => {
+      this.notices.add({
+        kind: 'notice',
+        preview: key,
+        forge,
+        repoURL,
+        marker,
+        body,
+        ...pull,
+        ...(gone !== undefined ? { gone } : {}),
+      });
     };
     for (const r of removed) {
       this.#queueResolve(
@@ -625,6 +638,7 @@ export class PreviewReconciler {
               (webURLOf(before) || (this.#urlOf(key, r.preview.number) ?? '')),
           },
           stoppedGone(r.preview.stackName, ctx.branch),
+          { branch: ctx.branch, stackName: r.preview.stackName },
         );
       } else stopped.set(r.preview.number, r.preview.stackName);
     }
@@ -1190,10 +1204,6 @@ function formatWait(ms: number): string {
   const m = Math.floor(s / 60);
   if (m < 60) return `${String(m)}m`;
   return `${String(Math.floor(m / 60))}h ${String(m % 60)}m`;
-}
-
-function stoppedGone(stackName: string, branch: string): string {
-  return `**Preview stopped**: this pull request is closed or no longer targets \`${branch}\`. Preview Stack \`${stackName}\` was deleted.`;
 }
 
 /** Why a pull request has no preview when its Stack name is held by `s`, which is not ours. */

@@ -25,7 +25,7 @@
 import { LRUCache } from 'lru-cache';
 import { errorMessage } from '../kube/client.ts';
 import type { Logger } from '../log.ts';
-import type { PreviewForge } from '../forge/types.ts';
+import type { PreviewForge, PullRequestState } from '../forge/types.ts';
 
 /** Default parallel notice jobs. */
 export const NOTICE_CONCURRENCY = 4;
@@ -47,8 +47,14 @@ export interface NoticeJob extends Common {
   /** Web URL of the pull request ('' when unknown: the notice URL is then not recorded). */
   webURL: string;
   marker: string;
-  /** The notice text without the marker. */
+  /** The notice text without the marker (with `gone`: the one used when the lookup fails). */
   body: string;
+  /**
+   * The preview was removed because the pull request left the open listing of `branch`: the
+   * job first reads the pull request ({@link PreviewForge.pullRequestState}, at most half the
+   * job's time) and words the notice by {@link goneNotice}.
+   */
+  gone?: { branch: string; stackName: string };
 }
 
 /** When the newest status of `context` on `sha` is pending, set it to failure with `description`. */
@@ -64,6 +70,45 @@ export interface ResolveJob extends Common {
 }
 
 export type ForgeJob = NoticeJob | ResolveJob;
+
+/**
+ * The notice of a preview removed because its pull request left the open listing of `branch`,
+ * by what the forge says became of it (`state`; undefined: not known — the lookup failed, timed
+ * out or found no such pull request). `onlyEdit`: post no new comment, only edit an earlier
+ * notice (a pull request merged into `branch`: the base Stack's deployment reports in the
+ * preview's comment, so a second comment would be noise).
+ */
+export function goneNotice(
+  state: PullRequestState | undefined,
+  branch: string,
+  stackName: string,
+): { body: string; onlyEdit: boolean } {
+  const deleted = `Preview Stack \`${stackName}\` was deleted.`;
+  if (state?.state === 'merged' && state.baseRef === branch) {
+    return {
+      body: `**Preview ended**: this pull request was merged into \`${branch}\`; the deployment is reported in the preview's comment. ${deleted}`,
+      onlyEdit: true,
+    };
+  }
+  if (state !== undefined && state.baseRef !== '' && state.baseRef !== branch) {
+    return {
+      body: `**Preview stopped**: this pull request no longer targets \`${branch}\`: it now targets \`${state.baseRef}\`. ${deleted}`,
+      onlyEdit: false,
+    };
+  }
+  if (state?.state === 'closed') {
+    return {
+      body: `**Preview stopped**: this pull request was closed without merging. ${deleted}`,
+      onlyEdit: false,
+    };
+  }
+  return { body: stoppedGone(stackName, branch), onlyEdit: false };
+}
+
+/** The notice of a preview removed as `gone` when what became of the pull request is not known. */
+export function stoppedGone(stackName: string, branch: string): string {
+  return `**Preview stopped**: this pull request is closed or no longer targets \`${branch}\`. Preview Stack \`${stackName}\` was deleted.`;
+}
 
 export interface NoticeQueueOptions {
   logger: Logger;
@@ -254,6 +299,42 @@ export class NoticeQueue {
     if (this.#size === 0 && this.#running.size === 0) for (const w of this.#idle.splice(0)) w();
   }
 
+  /**
+   * What became of the pull request of a `gone` notice: one read, bounded by half the job's time
+   * and by `signal`; undefined when it fails or does not answer in time (logged).
+   */
+  async #lookUp(job: NoticeJob, signal: AbortSignal): Promise<PullRequestState | undefined> {
+    const ms = Math.max(1, Math.floor(this.#o.timeoutMs / 2));
+    const ac = new AbortController();
+    const stop = (): void => {
+      ac.abort(new Error(`reading pull request #${String(job.number)} took longer than ${String(ms)} ms`));
+    };
+    signal.addEventListener('abort', stop);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => {
+        stop();
+        resolve('timeout');
+      }, ms);
+    });
+    try {
+      const read = job.forge.pullRequestState(job.repoURL, job.number, ac.signal);
+      read.catch(() => undefined);
+      const r = await Promise.race([read, late]);
+      if (r === 'timeout') throw new Error(`the forge did not answer in ${String(ms)} ms`);
+      return r;
+    } catch (err) {
+      this.#o.logger.warn(
+        { preview: job.preview, number: job.number, err: errorMessage(err) },
+        'cannot tell whether the pull request was merged, closed or retargeted: the notice says "closed or no longer targets"',
+      );
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', stop);
+    }
+  }
+
   async #run(key: string, job: ForgeJob): Promise<void> {
     const log = this.#o.logger;
     const ac = new AbortController();
@@ -281,8 +362,8 @@ export class NoticeQueue {
             ? 'cannot post the preview notice: the forge did not answer in time'
             : 'cannot resolve the pending preview status: the forge did not answer in time',
         );
-      } else if (job.kind === 'notice' && typeof r === 'string') {
-        this.#posted.set(key, { body: job.body, url: job.webURL === '' ? undefined : r });
+      } else if (job.kind === 'notice' && typeof r === 'object') {
+        this.#posted.set(key, { body: r.body, url: job.webURL === '' ? undefined : r.url });
       }
     } catch (err) {
       log.warn(
@@ -304,16 +385,33 @@ export class NoticeQueue {
     }
   }
 
-  #work(job: ForgeJob, signal: AbortSignal): Promise<string | boolean> {
+  /** @returns for a notice, the body posted and its URL (undefined: none written). */
+  async #work(
+    job: ForgeJob,
+    signal: AbortSignal,
+  ): Promise<{ body: string; url: string } | boolean | undefined> {
     if (job.kind === 'notice') {
-      return job.forge.upsertNotice(
+      let text = { body: job.body, onlyEdit: false };
+      if (job.gone !== undefined) {
+        const state = await this.#lookUp(job, signal);
+        text = goneNotice(state, job.gone.branch, job.gone.stackName);
+        if (state?.state === 'merged' && state.baseRef === job.gone.branch) {
+          this.#o.logger.info(
+            { preview: job.preview, number: job.number, stack: job.gone.stackName },
+            'pull request merged: no "Preview stopped" notice (its deployment is reported in the preview comment); an earlier notice is edited to say so',
+          );
+        }
+      }
+      const url = await job.forge.upsertNotice(
         job.repoURL,
         { number: job.number, webURL: job.webURL },
         job.marker,
-        `${job.marker}\n${job.body}\n`,
+        `${job.marker}\n${text.body}\n`,
         signal,
         this.#o.mayWrite,
+        text.onlyEdit,
       );
+      return url === undefined ? undefined : { body: text.body, url };
     }
     return job.forge.resolvePending(
       job.repoURL,

@@ -298,6 +298,15 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
         await waitForNoStack(s.sim, stackName);
         const resolved = await waitForStatus(s.repo, sha3, context, 'failure');
         expect(resolved.at(-1)?.description).toContain('preview cancelled: pull request closed');
+        // The notice says which (issue 19): Gitea's pull request read by number is closed, unmerged.
+        const closedNotice = await waitFor(
+          async () =>
+            (await botComments(s.repo, pr.number)).find((c) => c.body.includes('**Preview stopped**')),
+          { timeoutMs: WAIT_MS, what: 'the notice that the preview stopped' },
+        );
+        expect(closedNotice.body).toContain(
+          `**Preview stopped**: this pull request was closed without merging. Preview Stack \`${stackName}\` was deleted.`,
+        );
         await waitForPreview(s.obj, (p) => p.status?.activePreviews === 0, 'no previews');
       } finally {
         await s.ctl.stop();
@@ -340,6 +349,21 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
             .status,
         ).toBe(404);
         await waitForNoStack(s.sim, stackName);
+        // Issue 19: the merge removes the preview, and the notice job finds the PR merged into
+        // main (one read by number): it posts no "Preview stopped" comment (the PR had no notice
+        // to edit). Once it has decided, the PR still has only the preview comment.
+        await waitFor(
+          () =>
+            Promise.resolve(
+              s.ctl.logs
+                .parsed()
+                .some((l) => l.number === pr.number && String(l.msg).startsWith('pull request merged: no')) ||
+                undefined,
+            ),
+          { timeoutMs: WAIT_MS, what: 'the notice job finding the PR merged' },
+        );
+        await s.ctl.handle.previews.reconciler.notices.idle();
+        expect((await botComments(s.repo, pr.number)).map((c) => c.id)).toEqual([preview.id]);
 
         // PKO deploys the merge commit with the base Stack.
         const up = await s.sim.startRun('app', { type: 'up', commit: mergeSha });
@@ -360,7 +384,7 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
           (await botComments(s.repo, pr.number)).filter((c) =>
             c.body.includes('pko-notification-controller:'),
           ),
-        ).toHaveLength(2); // the deployment's comment and the preview notice, nothing more
+        ).toHaveLength(1); // the deployment's comment (it was the preview's), nothing more
 
         // A failed deployment of a later merge commit of a PR without a preview comment adds none.
         const other = await branchWithCommit(s.repo, 'quiet');

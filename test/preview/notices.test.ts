@@ -3,9 +3,9 @@
  * round-robin across PullRequestPreviews, each job bounded in time, writes fenced by the Lease.
  */
 import { describe, expect, it } from 'vitest';
-import type { PreviewForge } from '../../src/forge/types.ts';
+import type { PreviewForge, PullRequestState } from '../../src/forge/types.ts';
 import { createLogger } from '../../src/log.ts';
-import { NoticeQueue, type NoticeJob } from '../../src/preview/notices.ts';
+import { NoticeQueue, goneNotice, stoppedGone, type NoticeJob } from '../../src/preview/notices.ts';
 import { FORGE_TIMEOUT_CEILING_MS, withTimeoutCeiling } from '../../src/preview/controller.ts';
 import type { ResolvedProvider } from '../../src/credential/provider.ts';
 
@@ -23,6 +23,7 @@ function heldForge(): { forge: PreviewForge; calls: Call[] } {
   const forge: PreviewForge = {
     listOpen: () => Promise.resolve({ changed: true, pulls: [], etag: undefined }),
     association: () => Promise.resolve('NONE'),
+    pullRequestState: () => Promise.resolve(undefined),
     upsertNotice: (repoURL, pull, _marker, body, signal) =>
       new Promise<string>((resolve, reject) => {
         signal?.addEventListener('abort', () => {
@@ -189,6 +190,106 @@ describe('NoticeQueue', () => {
     await tick();
     expect(calls).toHaveLength(1);
     await q.close(0);
+  });
+});
+
+/**
+ * A forge that answers `pullRequestState` with `state` (a function: how; never: a promise that
+ * never settles) and records each notice write (body and onlyEdit); `existing`: whether the pull
+ * request already has our notice (else an onlyEdit write finds none).
+ */
+function stateForge(
+  state: () => Promise<PullRequestState | undefined>,
+  existing: boolean,
+): { forge: PreviewForge; writes: { body: string; onlyEdit: boolean }[]; lookups: AbortSignal[] } {
+  const writes: { body: string; onlyEdit: boolean }[] = [];
+  const lookups: AbortSignal[] = [];
+  const forge: PreviewForge = {
+    listOpen: () => Promise.resolve({ changed: true, pulls: [], etag: undefined }),
+    association: () => Promise.resolve('NONE'),
+    pullRequestState: (_repoURL, _number, signal) => {
+      if (signal !== undefined) lookups.push(signal);
+      return state();
+    },
+    upsertNotice: (_repoURL, pull, _marker, body, _signal, _mayWrite, onlyEdit) => {
+      writes.push({ body: body.replace('<!-- m -->\n', '').trimEnd(), onlyEdit: onlyEdit === true });
+      return Promise.resolve(onlyEdit === true && !existing ? undefined : `${pull.webURL}#c9`);
+    },
+    resolvePending: () => Promise.resolve(false),
+    close: () => Promise.resolve(),
+  };
+  return { forge, writes, lookups };
+}
+
+const goneJob = (forge: PreviewForge): NoticeJob => ({
+  ...job(forge, 'a/p', 1, stoppedGone('app-pr-1', 'main')),
+  gone: { branch: 'main', stackName: 'app-pr-1' },
+});
+
+describe('the notice of a preview whose pull request left the listing (issue 19)', () => {
+  it('words it by what became of the pull request; a merge into the branch only edits an earlier notice', () => {
+    expect(goneNotice({ state: 'merged', baseRef: 'main' }, 'main', 'app-pr-1')).toEqual({
+      body: "**Preview ended**: this pull request was merged into `main`; the deployment is reported in the preview's comment. Preview Stack `app-pr-1` was deleted.",
+      onlyEdit: true,
+    });
+    expect(goneNotice({ state: 'closed', baseRef: 'main' }, 'main', 'app-pr-1')).toEqual({
+      body: '**Preview stopped**: this pull request was closed without merging. Preview Stack `app-pr-1` was deleted.',
+      onlyEdit: false,
+    });
+    expect(goneNotice({ state: 'open', baseRef: 'dev' }, 'main', 'app-pr-1')).toEqual({
+      body: '**Preview stopped**: this pull request no longer targets `main`: it now targets `dev`. Preview Stack `app-pr-1` was deleted.',
+      onlyEdit: false,
+    });
+    // Merged into another branch (retargeted first): it left main, say so.
+    expect(goneNotice({ state: 'merged', baseRef: 'dev' }, 'main', 'app-pr-1').body).toContain(
+      'no longer targets `main`: it now targets `dev`',
+    );
+    // Not known, or still open against main (a listing that lagged): the general wording.
+    for (const s of [undefined, { state: 'open', baseRef: 'main' } as const]) {
+      expect(goneNotice(s, 'main', 'app-pr-1')).toEqual({
+        body: '**Preview stopped**: this pull request is closed or no longer targets `main`. Preview Stack `app-pr-1` was deleted.',
+        onlyEdit: false,
+      });
+    }
+  });
+
+  it('merged: no new comment is posted (nothing recorded as posted); an existing notice is edited', async () => {
+    const merged = (): Promise<PullRequestState> => Promise.resolve({ state: 'merged', baseRef: 'main' });
+    const none = stateForge(merged, false);
+    const q = new NoticeQueue({ logger, timeoutMs: 60_000 });
+    q.add(goneJob(none.forge));
+    await q.idle();
+    expect(none.writes).toEqual([
+      { body: expect.stringContaining('**Preview ended**') as string, onlyEdit: true },
+    ]);
+    expect(q.posted('a/p', 1)).toBeUndefined();
+
+    const had = stateForge(merged, true);
+    const q2 = new NoticeQueue({ logger, timeoutMs: 60_000 });
+    q2.add(goneJob(had.forge));
+    await q2.idle();
+    expect(q2.posted('a/p', 1)?.body).toContain(
+      '**Preview ended**: this pull request was merged into `main`',
+    );
+    expect(q2.posted('a/p', 1)?.url).toBe('https://forge.example/pr/1#c9');
+  });
+
+  it('a lookup that fails, or does not answer within half the job time (aborted), keeps the general notice', async () => {
+    const failing = stateForge(() => Promise.reject(new Error('HTTP 500')), false);
+    const q = new NoticeQueue({ logger, timeoutMs: 60_000 });
+    q.add(goneJob(failing.forge));
+    await q.idle();
+    expect(failing.writes).toEqual([{ body: stoppedGone('app-pr-1', 'main'), onlyEdit: false }]);
+
+    const silent = stateForge(() => new Promise<never>(() => undefined), false);
+    const q2 = new NoticeQueue({ logger, timeoutMs: 200 });
+    const t0 = performance.now();
+    q2.add(goneJob(silent.forge));
+    await q2.idle();
+    expect(performance.now() - t0).toBeLessThan(10_000);
+    expect(silent.lookups[0]?.aborted).toBe(true);
+    expect(silent.writes).toEqual([{ body: stoppedGone('app-pr-1', 'main'), onlyEdit: false }]);
+    expect(q2.posted('a/p', 1)?.body).toBe(stoppedGone('app-pr-1', 'main'));
   });
 });
 

@@ -172,6 +172,8 @@ describe('R07: GitHub pull_request edited', () => {
       { ...WAIT, what: 'the notice saying #7 left main' },
     );
     expect(notice.body).toContain('app-pr-7');
+    // Issue 19: the pull request read by number says where it went.
+    expect(notice.body).toContain('no longer targets `main`: it now targets `release`.');
     const resolved = await waitFor(
       () =>
         Promise.resolve(

@@ -21,9 +21,10 @@
  *
  * The steps are `it` blocks of one scenario, in order, sharing the pull requests: the base up;
  * PR 1's preview and a second push; a fork's PR; PR 1 merged (the base Stack's real `up` of the
- * merge commit edits PR 1's comment to "Deployed"); `spec.gate` failing a PR that deletes `b` and
- * passing once `b` is back; and `spec.startTimeout` reporting a PR whose workspace cannot install
- * (a plugin version not in the plugin cache) with the reason PKO's Workspace gives.
+ * merge commit edits PR 1's comment to "Deployed", and no second comment of ours appears);
+ * `spec.gate` failing a PR that deletes `b` and passing once `b` is back; and `spec.startTimeout`
+ * reporting a PR whose workspace cannot install (a plugin version not in the plugin cache) with
+ * the reason PKO's Workspace gives.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from 'vitest';
@@ -87,6 +88,8 @@ let gitea: Gitea;
 let bot: GiteaUser;
 let alice: GiteaUser;
 let controller: ControllerHandle;
+/** The controller's log lines (JSON). */
+let controllerLogs: LogCapture;
 let obj: Objects;
 const t0 = Date.now();
 const timings: Record<string, number> = {};
@@ -227,6 +230,7 @@ beforeAll(async () => {
       super._write(chunk, enc, cb);
     }
   })();
+  controllerLogs = logs;
   const redactor = new Redactor();
   controller = await startController(cfg, {
     kubeConfig: plane.controller,
@@ -577,18 +581,21 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
         },
       );
       mark('merged preview deleted');
-      // Besides it, the controller's notice that the preview stopped (docs/previews.md: a pull
-      // request that is closed or retargeted is told its preview Stack was deleted).
-      const notice = await until(
-        "PR 1's notice that its preview stopped",
-        async () => (await botComments(pr.number)).find((c) => c.body.includes('**Preview stopped**')),
+      // Issue 19: the controller reads PR 1 by number, finds it merged into main and posts no
+      // "Preview stopped" notice (the deployment is reported in the preview's comment).
+      await until(
+        'the notice job finding PR 1 merged',
+        () =>
+          Promise.resolve(
+            controllerLogs
+              .parsed()
+              .some((l) => l.number === pr.number && String(l.msg).startsWith('pull request merged: no')),
+          ),
         { timeoutMs: RUN_MS, log },
       );
-      expect(notice.body).toContain(`Preview Stack \`${previewStack(pr.number)}\` was deleted.`);
-      expect((await botComments(pr.number)).map((c) => c.id).sort((a, b) => a - b)).toEqual([
-        state.commentId,
-        notice.id,
-      ]);
+      await controller.previews.reconciler.notices.idle();
+      // Exactly one comment of ours on the merged PR: the preview's, now the deployment's.
+      expect((await botComments(pr.number)).map((c) => c.id)).toEqual([state.commentId]);
       expect(pko.standIn.errors).toEqual([]);
     },
     STEP_MS,

@@ -9,7 +9,7 @@ import type { AuthorAssociation } from '../../api/v1alpha1.ts';
 import type { ForgeRepo } from '../address.ts';
 import { callJson, field, idOf, str } from '../json.ts';
 import { linkPages } from '../paging.ts';
-import type { OpenPullRequest, PullRequestDiscovery, PullRequestPart } from '../types.ts';
+import type { OpenPullRequest, PullRequestDiscovery, PullRequestPart, PullRequestState } from '../types.ts';
 import { GITEA_PAGE_SIZE, type GiteaClient, type GiteaPullRequest } from './client.ts';
 
 export function giteaPulls(c: GiteaClient): PullRequestPart<ForgeRepo, GiteaPullRequest> {
@@ -130,6 +130,21 @@ export function giteaDiscovery(c: GiteaClient): PullRequestDiscovery<ForgeRepo> 
       })();
       associations.set(key, found);
       return found;
+    },
+
+    // `GET /repos/{o}/{r}/pulls/{index}`: `state` open/closed, `merged`, `base.ref`; 404 → none.
+    async pullRequestState(repo, number, signal): Promise<PullRequestState | undefined> {
+      const { status, data } = await callJson(c.http, {
+        method: 'GET',
+        url: `${c.repoPath(repo)}/pulls/${String(number)}`,
+        headers: c.headers,
+        acceptStatus: [404],
+        signal,
+      });
+      if (status === 404) return undefined;
+      const state =
+        field(data, 'merged') === true ? 'merged' : str(field(data, 'state')) === 'open' ? 'open' : 'closed';
+      return { state, baseRef: str(field(field(data, 'base'), 'ref')) ?? '' };
     },
 
     commentURL: (pullURL, ref) => `${pullURL}#issuecomment-${ref}`,

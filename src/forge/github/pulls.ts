@@ -11,7 +11,13 @@ import { LRUCache } from 'lru-cache';
 import { AUTHOR_ASSOCIATIONS, type AuthorAssociation } from '../../api/v1alpha1.ts';
 import { MAX_PAGES, tooManyPages } from '../paging.ts';
 import { FORGE_CACHE_ENTRIES } from '../status.ts';
-import type { OpenPullRequest, PullRequestDiscovery, PullRequestPart, SendContext } from '../types.ts';
+import type {
+  OpenPullRequest,
+  PullRequestDiscovery,
+  PullRequestPart,
+  PullRequestState,
+  SendContext,
+} from '../types.ts';
 import {
   GITHUB_PAGE_SIZE,
   requestOptions,
@@ -187,6 +193,22 @@ export function githubDiscovery(c: GitHubClient): PullRequestDiscovery<GitHubRep
         etag: pages.map((p) => p.etag ?? '').join(','),
       };
     },
+    // `GET /repos/{o}/{r}/pulls/{n}`: `state` open/closed, `merged`, `base.ref`; 404 → none.
+    pullRequestState: (repo, number, signal) =>
+      c.call(async (): Promise<PullRequestState | undefined> => {
+        try {
+          const { data } = await c.octokit.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', {
+            ...c.at(repo),
+            pull_number: number,
+            ...requestOptions(signal),
+          });
+          const state = data.merged ? 'merged' : data.state === 'open' ? 'open' : 'closed';
+          return { state, baseRef: data.base.ref };
+        } catch (err) {
+          if (statusOf(err) === 404) return undefined;
+          throw err;
+        }
+      }),
     // GitHub lists the association with each pull request.
     association: (_repo, pull) => Promise.resolve(pull.association ?? 'NONE'),
     commentURL: (pullURL, ref) => `${pullURL}#issuecomment-${ref}`,

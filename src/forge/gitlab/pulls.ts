@@ -10,7 +10,7 @@ import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';
 import { field, idOf, str } from '../json.ts';
 import { MAX_PAGES } from '../paging.ts';
-import type { OpenPullRequest, PullRequestDiscovery, PullRequestPart } from '../types.ts';
+import type { OpenPullRequest, PullRequestDiscovery, PullRequestPart, PullRequestState } from '../types.ts';
 import { PER_PAGE, type GitLabClient, type MergeRequest } from './client.ts';
 
 function toMR(v: unknown): MergeRequest | undefined {
@@ -160,6 +160,21 @@ export function gitlabDiscovery(c: GitLabClient): PullRequestDiscovery<ForgeRepo
               : 'NONE';
       associations.set(key, found);
       return found;
+    },
+
+    // `GET /projects/:id/merge_requests/:iid`: `state` opened/closed/locked/merged,
+    // `target_branch`; 404 → none.
+    async pullRequestState(repo, number, signal): Promise<PullRequestState | undefined> {
+      let mr: unknown;
+      try {
+        mr = await c.resources(repo, signal).mergeRequests.show(c.projectId(repo), number);
+      } catch (err) {
+        if (err instanceof ProviderError && err.status === 404) return undefined;
+        throw err;
+      }
+      const s = str(field(mr, 'state'));
+      const state = s === 'merged' ? 'merged' : s === 'opened' || s === 'locked' ? 'open' : 'closed';
+      return { state, baseRef: str(field(mr, 'target_branch')) ?? '' };
     },
 
     commentURL: (pullURL, ref) => `${pullURL}#note_${ref}`,

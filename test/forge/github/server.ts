@@ -886,6 +886,19 @@ export async function startGitHubServer(opts: GitHubServerOptions = {}): Promise
       return new HttpAnswer(200, body, { headers: { ...headers, etag } });
     },
 
+    // One pull request by number: the listing's fields plus `merged` (GitHub's "Get a pull
+    // request"; closed pull requests too); 404 for an unknown number.
+    'pulls/get': (ctx) => {
+      const who = caller(ctx);
+      if (who instanceof HttpAnswer) return who;
+      const repo = repoOf(ctx);
+      if (repo instanceof HttpAnswer) return repo;
+      const n = Number(ctx.params.pull_number);
+      const p = (pulls.get(repoKey(repo)) ?? []).find((x) => x.number === n);
+      if (p === undefined) return reject(404, 'Not Found', `pull request ${String(n)} does not exist`);
+      return new HttpAnswer(200, { ...pullObject(repo, p), merged: p.merged });
+    },
+
     'issues/list-comments': (ctx) => {
       const who = caller(ctx);
       if (who instanceof HttpAnswer) return who;
