@@ -478,11 +478,13 @@ export function compileTemplates(
 /**
  * The controller's template compiler: an Alert that brings no template of a tenant's — no
  * `templateRef` ConfigMap data and no Provider `spec.commitStatus.context` — gets the built-in
- * templates, compiled once per process (~40 ms, without the apply-time test renders: the built-ins
- * are checked by the test suite) and rendered on the calling thread, which spares a worker round
+ * templates, compiled and test-rendered once per process (~85 ms; the test renders also run V8's
+ * first-call compilation of each template, which would otherwise fall on the first deliveries and
+ * could exceed their render time budget) and rendered on the calling thread, which spares a worker round
  * trip per event (issue 21). Anything a tenant wrote is compiled and rendered by `sandbox`, within
  * its time and memory bounds. The content key is the sandbox's for the same (empty) source.
- * `compile` never rejects; a built-in set that does not compile (a bug) is answered as invalid.
+ * `compile` never rejects; a built-in set that does not compile (a bug) is answered as invalid,
+ * one whose test renders ran out of time as not checked (`retry`); neither answer is kept.
  */
 export function builtinsInline(sandbox: TemplateCompiler): TemplateCompiler {
   let builtin: SandboxCompileResult | undefined;
@@ -491,10 +493,17 @@ export function builtinsInline(sandbox: TemplateCompiler): TemplateCompiler {
       if (Object.keys(overrides).length > 0 || opts.commitStatusContext !== undefined)
         return sandbox.compile(overrides, opts);
       if (builtin === undefined) {
-        const r = compileTemplates({}, {}, { verify: false });
-        builtin = r.ok
-          ? { ok: true, templates: inlineTemplates(r.set, sourceKey({})) }
-          : { ok: false, template: r.template, line: r.line, message: r.message };
+        const r = compileTemplates();
+        // A failure is not kept: out of time (a loaded machine) is asked again (`retry`).
+        if (!r.ok)
+          return Promise.resolve({
+            ok: false,
+            template: r.template,
+            line: r.line,
+            message: r.message,
+            ...(r.timedOut === true ? { retry: true as const } : {}),
+          });
+        builtin = { ok: true, templates: inlineTemplates(r.set, sourceKey({})) };
       }
       return Promise.resolve(builtin);
     },
