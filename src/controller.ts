@@ -35,7 +35,7 @@ import { Redactor } from './credential/redact.ts';
 import { ProviderReconciler, watchProviders } from './reconcile/provider.ts';
 import { AlertReconciler, requeueAlertsUsing, watchAlerts } from './reconcile/alert.ts';
 import { TemplateConfigMaps } from './reconcile/template-configmap-informers.ts';
-import { TemplateSandbox } from './template/index.ts';
+import { builtinsInline, TemplateSandbox } from './template/index.ts';
 import { keyOf } from './reconcile/common.ts';
 import { AlertIndex } from './alert/routed.ts';
 import { Router } from './alert/router.ts';
@@ -213,7 +213,8 @@ export async function startController(
     egress,
     ...notReady,
   });
-  // Tenant templates are compiled and rendered in worker threads, never on this event loop.
+  // Tenant templates are compiled and rendered in worker threads, never on this event loop; the
+  // built-in ones (an Alert with no templateRef and a Provider with no commitStatus.context) here.
   const sandboxLog = child({ component: 'template-sandbox' });
   const sandbox = new TemplateSandbox({
     onWorkerReplaced: (lane, why) => {
@@ -237,7 +238,7 @@ export async function startController(
     recorder,
     logger: child({ reconciler: 'alert' }),
     allowCrossNamespace: !opts.noCrossNamespaceRefs,
-    templates: sandbox,
+    templates: builtinsInline(sandbox),
     configMaps,
   });
   const providerQueue = new WorkQueue({

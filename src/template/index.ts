@@ -19,8 +19,9 @@
  * 8,192-character message) under the render budget (./budget.ts) — so the Alert reconciler can
  * report `InvalidTemplate` before any event arrives.
  *
- * These functions run a tenant's template in the calling thread. The controller calls them only
- * inside the template sandbox (./sandbox.ts, a worker thread), never on its event loop.
+ * These functions run a template in the calling thread. The controller runs a tenant's templates
+ * only inside the template sandbox (./sandbox.ts, a worker thread), never on its event loop; the
+ * built-in ones alone it runs on its own thread (`builtinsInline`).
  */
 import { readFileSync } from 'node:fs';
 import Handlebars from 'handlebars';
@@ -37,6 +38,7 @@ import { checkSource, TEMPLATE_LIMITS } from './limits.ts';
 import { markupForTemplate, truncationNote } from './render.ts';
 import { TEMPLATE_NAMES, type CompileResult, type Compiled, type TemplateName } from './types.ts';
 import { validateTemplateAst } from './validate.ts';
+import { inlineTemplates, sourceKey, type SandboxCompileResult, type TemplateCompiler } from './sandbox.ts';
 
 export { CONTEXT_KEYS, type TemplateContext } from './context.ts';
 export { CHANGES_KEYS, CHANGES_CONTEXT_LIMITS, changeSummary, type ChangesContext } from './changes.ts';
@@ -471,6 +473,41 @@ export function compileTemplates(
     }
   }
   return { ok: true, set: { templates, builtins: base, overridden, typedMessages } };
+}
+
+/**
+ * The controller's template compiler: an Alert that brings no template of a tenant's — no
+ * `templateRef` ConfigMap data and no Provider `spec.commitStatus.context` — gets the built-in
+ * templates, compiled and test-rendered once per process (~85 ms; the test renders also run V8's
+ * first-call compilation of each template, which would otherwise fall on the first deliveries and
+ * could exceed their render time budget) and rendered on the calling thread, which spares a worker round
+ * trip per event (issue 21). Anything a tenant wrote is compiled and rendered by `sandbox`, within
+ * its time and memory bounds. The content key is the sandbox's for the same (empty) source.
+ * `compile` never rejects; a built-in set that does not compile (a bug) is answered as invalid,
+ * one whose test renders ran out of time as not checked (`retry`); neither answer is kept.
+ */
+export function builtinsInline(sandbox: TemplateCompiler): TemplateCompiler {
+  let builtin: SandboxCompileResult | undefined;
+  return {
+    compile(overrides, opts = {}) {
+      if (Object.keys(overrides).length > 0 || opts.commitStatusContext !== undefined)
+        return sandbox.compile(overrides, opts);
+      if (builtin === undefined) {
+        const r = compileTemplates();
+        // A failure is not kept: out of time (a loaded machine) is asked again (`retry`).
+        if (!r.ok)
+          return Promise.resolve({
+            ok: false,
+            template: r.template,
+            line: r.line,
+            message: r.message,
+            ...(r.timedOut === true ? { retry: true as const } : {}),
+          });
+        builtin = { ok: true, templates: inlineTemplates(r.set, sourceKey({})) };
+      }
+      return Promise.resolve(builtin);
+    },
+  };
 }
 
 export {
