@@ -92,12 +92,12 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
         });
         stacks.push({ name: `s${i}`, uid: s.metadata.uid ?? '' });
       }
-      // Warm-up: one run per Stack, delivered before the first kill. PKO names a Stack's first run
-      // "Initial stack update", without its commit; once the Stack has moved on, only the process
-      // that saw that run current knows its commit, and a leader taking over later skips the run's
-      // commit status as NoCommit — a gap of event derivation (src/source), not of delivery, seen
-      // when a kill falls while GitHub lags behind the Stacks' first runs. The rounds start from
-      // Stacks whose next runs' Update messages name their commits ("New commit detected").
+      // Warm-up: one run per Stack, delivered before the first kill. PKO v2 names the commit of a
+      // Stack's first run ("Initial stack update") only while it is the Stack's current or last run;
+      // when the next run of a new commit also succeeds (every run here does), PKO records it
+      // nowhere else (docs/delivery.md; test/delivery/first-run.int.test.ts), so a leader whose
+      // informer started after that — a replacement process — skips its commit status as NoCommit.
+      // The rounds start from Stacks whose next runs' Update messages name their commits.
       const warmUp: { sha: string; run: string }[] = [];
       for (const stack of stacks) {
         const sha = randomBytes(20).toString('hex');
