@@ -17,7 +17,7 @@ import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { parseResourceVersion } from '../delivery/order.ts';
-import { eventsForStack, type DeriveContext } from '../source/derive.ts';
+import { eventsForStack, revisionsToRecord, type DeriveContext } from '../source/derive.ts';
 import { RunCommits, SeenUpdates, V1FailureTexts } from '../source/runs.ts';
 import { eventForAlert, PRE_ENRICH_CHECKS, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
@@ -48,6 +48,13 @@ export interface RouterOptions {
    * previews wrote on the pull request their commit merged ({@link previewThreadOf}). Default: none.
    */
   isPreviewBase?: (namespace: string, name: string) => boolean;
+  /**
+   * Writes the revision of a finished PKO v2 Update into its `notification.pko.dev/commit`
+   * annotation (src/source/derive.ts `revisionsToRecord`), so that any replica finds the run's
+   * commit once the Stack no longer names it. Called at most once per Update by this process, as
+   * leader; rejects on failure (logged). Default: not recorded.
+   */
+  recordRunCommit?: (namespace: string, name: string, revision: string) => Promise<void>;
 }
 
 /** The Stack an Update belongs to: its ownerReference of kind Stack, else PKO's `pulumi.com/stack-name` label. */
@@ -148,6 +155,8 @@ export class Router {
   readonly #commits = new RunCommits();
   /** PKO v2 Updates seen, remembered after they are gone (N20). */
   readonly #seenUpdates = new SeenUpdates();
+  /** `namespace/name` of the Updates whose commit this process recorded (or tried to); forgotten with the Update. */
+  readonly #recorded = new Set<string>();
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
@@ -196,6 +205,7 @@ export class Router {
       let set = this.#updatesByStack.get(key);
       if (!deleted) this.#seenUpdates.observe(u);
       if (deleted) {
+        this.#recorded.delete(`${u.metadata.namespace ?? ''}/${name}`);
         set?.delete(name);
         if (set?.size === 0) this.#updatesByStack.delete(key);
       } else {
@@ -271,13 +281,36 @@ export class Router {
    * it names when that Update is known, else the Stack — the order delivery follows
    * (src/delivery/order.ts; the dispatcher keeps the smallest seen per run).
    */
-  eventsFor(stack: Stack): { event: NotificationEvent; observed?: number }[] {
+  #updatesOf(stack: Stack): Update[] {
     const ns = stack.metadata.namespace ?? '';
     const updates: Update[] = [];
     for (const name of this.#updatesByStack.get(`${ns}/${stack.metadata.name ?? ''}`) ?? []) {
       const u = this.#o.updates.get(ns, name);
       if (u) updates.push(u);
     }
+    return updates;
+  }
+
+  /** Records the commits of the Stack's finished Updates that PKO stops naming (see RouterOptions). */
+  #recordRunCommits(stack: Stack): void {
+    const record = this.#o.recordRunCommit;
+    if (!record) return;
+    const ns = stack.metadata.namespace ?? '';
+    for (const { name, revision } of revisionsToRecord(stack, this.#updatesOf(stack), this.#ctx)) {
+      const key = `${ns}/${name}`;
+      if (this.#recorded.has(key)) continue;
+      this.#recorded.add(key);
+      record(ns, name, revision).catch((err: unknown) => {
+        this.#o.logger.warn(
+          { update: key, err: errorMessage(err) },
+          'cannot record the commit of a finished Update: a replica that did not see its run current may report it without a commit',
+        );
+      });
+    }
+  }
+
+  eventsFor(stack: Stack): { event: NotificationEvent; observed?: number }[] {
+    const updates = this.#updatesOf(stack);
     const stackRv = parseResourceVersion(stack.metadata.resourceVersion);
     const updateRv = new Map(
       updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(u.metadata.resourceVersion)]),
@@ -303,6 +336,7 @@ export class Router {
     const stack = this.#o.stacks.get(key.slice(0, i), key.slice(i + 1));
     if (!stack?.metadata.uid) return undefined;
     if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
+    this.#recordRunCommits(stack);
     let events = this.eventsFor(stack);
     if (events.length === 0) return undefined;
     const enrich = this.#o.enrich;

@@ -93,6 +93,21 @@ import {
 } from './runs.ts';
 import { cleanMessage } from '../text.ts';
 
+/**
+ * Annotation the leader writes on a finished PKO v2 Update whose commit PKO names only while the
+ * run is the Stack's current or last one ({@link revisionsToRecord}): the revision the Stack named
+ * for it (raw, as PKO wrote it). Read back by every replica, for the Update's whole life.
+ */
+export const RUN_COMMIT_ANNOTATION = 'notification.pko.dev/commit';
+/** Longest {@link RUN_COMMIT_ANNOTATION} value read; a longer one is ignored (anyone may write it). */
+const MAX_ANNOTATED_REVISION = 256;
+
+/** The revision in an Update's {@link RUN_COMMIT_ANNOTATION}, if usable. */
+export function annotatedRevision(u: Update): string | undefined {
+  const v = u.metadata.annotations?.[RUN_COMMIT_ANNOTATION];
+  return v !== undefined && v !== '' && v.length <= MAX_ANNOTATED_REVISION ? v : undefined;
+}
+
 /** The revision PKO writes into an Update's `spec.message` (`New commit detected: "<rev>"`), if any. */
 export function revisionFromUpdateMessage(message: string | undefined): string | undefined {
   return message === undefined ? undefined : /New commit detected: "([^"]+)"/.exec(message)?.[1];
@@ -349,6 +364,7 @@ export function eventsFromUpdate(
       : lastIsThis
         ? last.lastAttemptedCommit
         : (revisionFromUpdateMessage(update.spec?.message) ??
+          annotatedRevision(update) ??
           (theStack?.metadata.uid !== undefined
             ? ctx.updateCommit?.(theStack.metadata.uid, updateName)
             : undefined));
@@ -670,7 +686,7 @@ export function recordedRevisions(stack: Stack, sorted: readonly Update[]): Map<
         ? cur.commit
         : last?.name === name && last.lastAttemptedCommit
           ? last.lastAttemptedCommit
-          : revisionFromUpdateMessage(u.spec?.message);
+          : (revisionFromUpdateMessage(u.spec?.message) ?? annotatedRevision(u));
     if (r !== undefined && r !== '') revs.set(name, r);
   }
   if (last?.state === 'failed' && last.lastSuccessfulCommit && last.name) {
@@ -708,6 +724,38 @@ export function recordedRevisions(stack: Stack, sorted: readonly Update[]): Map<
     }
   }
   return revs;
+}
+
+/**
+ * The finished Updates of `stack` whose revision the leader should record in
+ * {@link RUN_COMMIT_ANNOTATION}: owned by the Stack, done with a result (succeeded or failed —
+ * an aborted run yields no event), not annotated yet, with a `spec.message` that does not name the
+ * commit, and whose revision is known now — from the Stack (current or last run), from what this
+ * process remembers (`ctx.updateCommit`), or from {@link recordedRevisions}. Running Updates are
+ * never chosen: PKO still writes their status.
+ */
+export function revisionsToRecord(
+  stack: Stack,
+  updates: readonly Update[],
+  ctx: DeriveContext,
+): { name: string; revision: string }[] {
+  const uid = stack.metadata.uid;
+  if (uid === undefined || uid === '') return [];
+  const sorted = updates.filter((u) => (u.metadata.name ?? '') !== '').sort(compareUpdates);
+  const recorded = recordedRevisions(stack, sorted);
+  const out: { name: string; revision: string }[] = [];
+  for (const u of sorted) {
+    const name = u.metadata.name ?? '';
+    const outcome = outcomeOf(u);
+    if (outcome !== 'succeeded' && outcome !== 'failed') continue;
+    if (!u.metadata.ownerReferences?.some((r) => r.kind === 'Stack' && r.uid === uid)) continue;
+    if (annotatedRevision(u) !== undefined || revisionFromUpdateMessage(u.spec?.message) !== undefined)
+      continue;
+    const revision = ctx.updateCommit?.(uid, name) ?? recorded.get(name);
+    if (revision !== undefined && revision !== '' && revision.length <= MAX_ANNOTATED_REVISION)
+      out.push({ name, revision });
+  }
+  return out;
 }
 
 /**

@@ -11,6 +11,7 @@ import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts'
 import { Objects, startInProcess } from '../support/controller.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { gitHubContract, startGitHubServer } from '../forge/github/server.ts';
+import { RUN_COMMIT_ANNOTATION } from '../../src/source/derive.ts';
 
 const sha = (): string => randomBytes(20).toString('hex');
 
@@ -105,4 +106,47 @@ describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)'
       await gh.close();
     }
   }, 120_000);
+
+  it('first run succeeded, the next commit succeeded, seen by a leader that stopped: its annotation carries the commit to the next one', async () => {
+    const token = `ghp_${randomBytes(12).toString('hex')}`;
+    const gh = await startGitHubServer({ basePath: '/api/v3', tokens: { [token]: 'pko-bot' } });
+    // While the first controller runs, GitHub answers 429 with a long retry-after: nothing lands.
+    let blocked = true;
+    gh.throttle({ status: 429, retryAfter: 3600, count: 1_000_000, match: () => blocked });
+    const ns = await createTestNamespace('first-annotated');
+    const obj = new Objects(ns);
+    await obj.secret('gh', { token });
+    await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+    await obj.alert('gh', { providerRef: { name: 'gh' }, eventSources: [{ kind: 'Stack' }] });
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+    const flags = ['--github-write-pacing=false', '--cluster-name=first-annotated'];
+    const states = (c: string): string[] => gh.statuses('acme/app', c).map((x) => x.state);
+    const c1 = sha();
+    const c2 = sha();
+    const first = await startInProcess(ns, { flags });
+    let second: Awaited<ReturnType<typeof startInProcess>> | undefined;
+    try {
+      await obj.waitReady('alerts', 'gh');
+      const r1 = await sim.startRun('app', { type: 'up', commit: c1 });
+      await sim.finishRun(r1, 'succeeded');
+      await waitFor(
+        async () => (await sim.getUpdate(r1.name)).metadata.annotations?.[RUN_COMMIT_ANNOTATION] === c1,
+        { timeoutMs: 60_000, what: 'the first run’s commit in its Update’s annotation' },
+      );
+      await first.stop();
+      expect(states(c1)).toEqual([]);
+      await sim.finishRun(await sim.startRun('app', { type: 'up', commit: c2 }), 'succeeded');
+      blocked = false;
+      second = await startInProcess(ns, { flags });
+      await waitFor(() => Promise.resolve(states(c1).includes('success') && states(c2).includes('success')), {
+        timeoutMs: 60_000,
+        what: 'success statuses on both commits from the controller started after both runs',
+      });
+    } finally {
+      await first.stop();
+      await second?.stop();
+      await gh.close();
+    }
+  }, 180_000);
 });

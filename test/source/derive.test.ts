@@ -2,10 +2,12 @@ import { describe, expect, it } from 'vitest';
 import type { Stack, Update } from '../../src/api/pko.ts';
 import { runKey } from '../../src/api/event.ts';
 import {
+  RUN_COMMIT_ANNOTATION,
   eventsForStack,
   eventsFromStack,
   eventsFromUpdate,
   recordedRevisions,
+  revisionsToRecord,
 } from '../../src/source/derive.ts';
 import {
   FAILED_MESSAGE,
@@ -752,5 +754,84 @@ describe('commit of a first run once the Stack has moved on (PKO v2, stress roun
     ];
     expect(recordedRevisions(stack, [other, retry]).has('app-dev-first')).toBe(false);
     expect(recordedRevisions(stack, [firstRun, retry]).get('app-dev-first')).toBe(A);
+  });
+});
+
+describe('the commit the leader records on a finished Update (notification.pko.dev/commit)', () => {
+  const A = 'a'.repeat(40);
+  const B = 'b'.repeat(40);
+  const first = (outcome: 'running' | 'succeeded' | 'aborted'): Update => {
+    const u = update(outcome, 'up', 'app-dev-first');
+    u.spec = { ...u.spec, message: 'Initial stack update' };
+    u.metadata.creationTimestamp = '2026-08-20T10:00:00Z';
+    return u;
+  };
+  const lastIsFirst = (): Stack => {
+    const s = v2FailedStack();
+    s.status = {
+      observedGeneration: 3,
+      lastUpdate: {
+        name: 'app-dev-first',
+        type: 'up',
+        state: 'succeeded',
+        lastAttemptedCommit: A,
+        lastSuccessfulCommit: A,
+      },
+    };
+    return s;
+  };
+
+  it('chooses a finished commit-less run whose commit is known, once', () => {
+    expect(revisionsToRecord(lastIsFirst(), [first('succeeded')], ctx)).toEqual([
+      { name: 'app-dev-first', revision: A },
+    ]);
+    const annotated = first('succeeded');
+    annotated.metadata.annotations = { [RUN_COMMIT_ANNOTATION]: A };
+    expect(revisionsToRecord(lastIsFirst(), [annotated], ctx)).toEqual([]);
+  });
+
+  it('never a running or aborted Update, one whose message names its commit, or one whose commit is unknown', () => {
+    const running = v2RunningStack('app-dev-first', A);
+    expect(revisionsToRecord(running, [first('running')], ctx)).toEqual([]);
+    expect(revisionsToRecord(lastIsFirst(), [first('aborted')], ctx)).toEqual([]);
+    const named = update('succeeded', 'up', 'app-dev-first');
+    expect(revisionsToRecord(lastIsFirst(), [named], ctx)).toEqual([]);
+    const movedOn = v2FailedStack();
+    movedOn.status = {
+      observedGeneration: 3,
+      lastUpdate: {
+        name: 'app-dev-second',
+        type: 'up',
+        state: 'succeeded',
+        lastAttemptedCommit: B,
+        lastSuccessfulCommit: B,
+      },
+    };
+    expect(revisionsToRecord(movedOn, [first('succeeded')], ctx)).toEqual([]);
+    // What this process remembers from the Stack counts.
+    expect(revisionsToRecord(movedOn, [first('succeeded')], { ...ctx, updateCommit: () => A })).toEqual([
+      { name: 'app-dev-first', revision: A },
+    ]);
+  });
+
+  it('every replica derives the run’s commit from the annotation once the Stack moved on; an oversized one is ignored', () => {
+    const movedOn = v2FailedStack();
+    movedOn.status = {
+      observedGeneration: 3,
+      lastUpdate: {
+        name: 'app-dev-second',
+        type: 'up',
+        state: 'succeeded',
+        lastAttemptedCommit: B,
+        lastSuccessfulCommit: B,
+      },
+    };
+    const annotated = first('succeeded');
+    annotated.metadata.annotations = { [RUN_COMMIT_ANNOTATION]: A };
+    const evs = eventsForStack(movedOn, [annotated], ctx);
+    expect(evs.find((e) => e.id.endsWith('app-dev-first/succeeded'))?.metadata.commit).toBe(A);
+    annotated.metadata.annotations = { [RUN_COMMIT_ANNOTATION]: 'x'.repeat(257) };
+    const ignored = eventsForStack(movedOn, [annotated], ctx);
+    expect(ignored.find((e) => e.id.endsWith('app-dev-first/succeeded'))?.metadata.revision).toBeUndefined();
   });
 });
