@@ -48,6 +48,11 @@ export interface ControllerOptions {
   shutdownTimeoutMs: number;
   /** Re-read interval of a ready Provider's Secrets, milliseconds. Default 30 s. */
   secretRefreshMs: number;
+  /**
+   * A PKO v2 Stack `Reconciling` this long with no run in progress is reported stuck
+   * (`StackStalled`, reason `NoProgress`; docs/events.md), milliseconds. Default 30 min.
+   */
+  stackStuckAfterMs: number;
   /** Pace GitHub writes (≥ 1 s apart) as GitHub's secondary rate limits ask. Default true. */
   githubWritePacing: boolean;
   /**
@@ -79,6 +84,10 @@ export interface ControllerOptions {
   previewWebhookBindAddress: string;
   /** Largest webhook body accepted, bytes (default 1 MiB; larger deliveries get 413). */
   previewWebhookMaxBodyBytes: number;
+  /** Drift check Stacks at once in the cluster (docs/drift.md; default 4). */
+  driftMaxChecks: number;
+  /** Drift check Stacks at once in one namespace (default 2). */
+  driftMaxChecksPerNamespace: number;
   /** Where Provider connections may go (src/notifier/egress.ts, docs/threat-model.md). */
   egress: {
     /** Allow loopback addresses: development (`npm start`) and tests only. Default false. */
@@ -99,6 +108,8 @@ const USAGE = `pko-notification-controller [flags]
   --health-probe-bind-address=:8081   /healthz and /readyz address (same)
   --preview-webhook-bind-address=ADDR pull-request preview webhook receiver, /hooks/<ns>/<name> (default: off)
   --preview-webhook-max-body-bytes=N  largest webhook body accepted (default 1048576)
+  --drift-max-checks=N                drift check Stacks at once in the cluster (default 4)
+  --drift-max-checks-per-namespace=N  drift check Stacks at once in one namespace (default 2)
   --leader-elect                      enable Lease-based leader election
   --leader-election-namespace=NS      Lease namespace (default: $POD_NAMESPACE or "default")
   --leader-election-id=NAME           Lease name (default: pko-notification-controller-leader)
@@ -116,6 +127,7 @@ const USAGE = `pko-notification-controller [flags]
   --relist-interval=10m               periodic full relist of watched objects
   --shutdown-timeout=30s              deadline for in-flight work on SIGTERM
   --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references
+  --stack-stuck-after=30m             a PKO v2 Stack Reconciling this long with no run is reported stuck (StackStalled NoProgress)
   --github-write-pacing=true          space GitHub writes as GitHub asks (false: GHES without rate limits)
   --provider-window=16                events in flight per generic/generic-hmac Provider (1–256): after a
                                       kill at most this many repeat, with the same X-PKO-Event-Id
@@ -184,6 +196,8 @@ export function loadConfig(
         'health-probe-bind-address': { type: 'string' },
         'preview-webhook-bind-address': { type: 'string', default: '' },
         'preview-webhook-max-body-bytes': { type: 'string', default: '1048576' },
+        'drift-max-checks': { type: 'string', default: '4' },
+        'drift-max-checks-per-namespace': { type: 'string', default: '2' },
         'leader-elect': { type: 'boolean', default: false },
         'leader-election-namespace': { type: 'string' },
         'leader-election-id': { type: 'string', default: 'pko-notification-controller-leader' },
@@ -200,6 +214,7 @@ export function loadConfig(
         'relist-interval': { type: 'string', default: '10m' },
         'shutdown-timeout': { type: 'string', default: '30s' },
         'secret-refresh-interval': { type: 'string', default: '30s' },
+        'stack-stuck-after': { type: 'string', default: '30m' },
         'github-write-pacing': { type: 'string', default: 'true' },
         'provider-window': { type: 'string', default: '16' },
         'dev-cluster': { type: 'string', default: 'never' },
@@ -239,6 +254,7 @@ export function loadConfig(
   let relistIntervalMs: number;
   let shutdownTimeoutMs: number;
   let secretRefreshMs: number;
+  let stackStuckAfterMs: number;
   let leaseDurationMs: number;
   let renewDeadlineMs: number;
   let retryPeriodMs: number;
@@ -246,6 +262,7 @@ export function loadConfig(
     relistIntervalMs = parseDuration(v['relist-interval']);
     shutdownTimeoutMs = parseDuration(v['shutdown-timeout']);
     secretRefreshMs = parseDuration(v['secret-refresh-interval']);
+    stackStuckAfterMs = parseDuration(v['stack-stuck-after']);
     leaseDurationMs = parseDuration(v['leader-election-lease-duration']);
     renewDeadlineMs = parseDuration(v['leader-election-renew-deadline']);
     retryPeriodMs = parseDuration(v['leader-election-retry-period']);
@@ -253,6 +270,7 @@ export function loadConfig(
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
   if (secretRefreshMs < 1000) throw new UsageError('--secret-refresh-interval must be at least 1s');
+  if (stackStuckAfterMs < 1000) throw new UsageError('--stack-stuck-after must be at least 1s');
   const pacing = v['github-write-pacing'];
   if (pacing !== 'true' && pacing !== 'false')
     throw new UsageError('--github-write-pacing must be true or false');
@@ -274,6 +292,11 @@ export function loadConfig(
       v['preview-webhook-max-body-bytes'],
       'preview-webhook-max-body-bytes',
     ),
+    driftMaxChecks: positiveInt(v['drift-max-checks'], 'drift-max-checks'),
+    driftMaxChecksPerNamespace: positiveInt(
+      v['drift-max-checks-per-namespace'],
+      'drift-max-checks-per-namespace',
+    ),
     leaderElect: v['leader-elect'],
     leaderElectionNamespace: v['leader-election-namespace'] ?? env.POD_NAMESPACE ?? 'default',
     leaderElectionID: v['leader-election-id'],
@@ -290,6 +313,7 @@ export function loadConfig(
     relistIntervalMs,
     shutdownTimeoutMs,
     secretRefreshMs,
+    stackStuckAfterMs,
     githubWritePacing: pacing === 'true',
     providerWindow,
     devCluster,

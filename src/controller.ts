@@ -7,7 +7,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import type { Alert, Provider, PullRequestPreview } from './api/v1alpha1.ts';
+import type { Alert, DriftDetection, Provider, PullRequestPreview } from './api/v1alpha1.ts';
 import { GROUP, VERSION } from './api/v1alpha1.ts';
 import type { Stack, Update } from './api/pko.ts';
 import {
@@ -52,6 +52,9 @@ import type { RetryPolicy } from './delivery/types.ts';
 import { createProviderTypes, egressDispatcher, egressPolicy } from './registry.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
+import { DriftController, REMEDIATION_POLICY_NAME, type DriftControllerOptions } from './drift/controller.ts';
+import { driftEventsFor } from './drift/events.ts';
+import { AdmissionPolicyCheck } from './preview/admission.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -71,6 +74,10 @@ export interface ControllerDeps {
   redactor?: Redactor;
   /** Provider type → notifier and limits; default: src/registry.ts. */
   notifiers?: ProviderTypes;
+  /** Test hooks of the drift controller (clock, jitter source, retry and deadline of checks). */
+  drift?: Partial<
+    Pick<DriftControllerOptions, 'now' | 'random' | 'deferRetryMs' | 'checkTimeoutMs' | 'remediation'>
+  >;
   /** Test hooks of the preview controller (forge access, clock, not-ready retry). */
   previews?: PreviewsOptions['reconciler'];
 }
@@ -89,6 +96,8 @@ export interface ControllerHandle {
   providers: ReadonlyMap<string, ResolvedProvider>;
   /** The pull-request preview controller (src/preview/). */
   previews: Previews;
+  /** The drift check controller (src/drift/). */
+  drift: DriftController;
   /** Bound port of the preview webhook receiver (0 when off). */
   previewWebhookPort: number;
   isLeader(): boolean;
@@ -120,6 +129,13 @@ function informers(opts: ControllerOptions, kc: KubeConfig, logger: Logger, regi
       ...ours,
       name: 'pullrequestpreviews',
       plural: 'pullrequestpreviews',
+      optional: {},
+    }),
+    // Optional too: a cluster whose CRDs predate DriftDetection runs everything else.
+    detections: new Informer<DriftDetection>({
+      ...ours,
+      name: 'driftdetections',
+      plural: 'driftdetections',
       optional: {},
     }),
     stacks: new Informer<Stack>({
@@ -175,7 +191,7 @@ export async function startController(
 
   // Caches and indexes.
   const inf = informers(opts, kc, logger, registry);
-  const all = [inf.providers, inf.alerts, inf.previews, inf.stacks, inf.updates] as const;
+  const all = [inf.providers, inf.alerts, inf.previews, inf.detections, inf.stacks, inf.updates] as const;
   const redactor = deps.redactor ?? new Redactor();
   const providerIndex = new ProviderIndex(redactor);
   const alertIndex = new AlertIndex();
@@ -315,9 +331,33 @@ export async function startController(
     },
   });
 
+  // Drift checks: DriftDetection → check Stacks → drift events in its status (src/drift).
+  const drift = new DriftController({
+    kubeConfig: kc,
+    detections: inf.detections,
+    stacks: inf.stacks,
+    updates: inf.updates,
+    readChanges: (stack, update) => changeAttacher.changesOf(stack, update),
+    logger: child({ component: 'drift' }),
+    registry,
+    maxChecks: opts.driftMaxChecks,
+    maxChecksPerNamespace: opts.driftMaxChecksPerNamespace,
+    mayWrite: () => elector?.holdsLease() ?? true,
+    remediation: new AdmissionPolicyCheck({
+      kubeConfig: kc,
+      name: REMEDIATION_POLICY_NAME,
+      kind: 'DriftDetection',
+    }),
+    ...deps.drift,
+  });
+
   // Routing: Stack and Update changes → events → matching Alerts → delivery.
   const router = new Router({
     enrich: (stack, ev) => changeAttacher.attach(stack, ev),
+    moreEvents: (stack) =>
+      driftEventsFor(stack, inf.detections.list(stack.metadata.namespace ?? ''), {
+        reportingController: CONTROLLER_NAME,
+      }),
     kubeConfig: kc,
     stacks: inf.stacks,
     updates: inf.updates,
@@ -343,6 +383,7 @@ export async function startController(
         contentType: 'application/merge-patch+json',
       });
     },
+    stuckAfterMs: opts.stackStuckAfterMs,
   });
 
   // Pull-request previews: PullRequestPreview → preview Stacks; results flow through the router.
@@ -385,6 +426,15 @@ export async function startController(
   // A Provider that became usable releases held events sooner than the retry timer.
   providerIndex.onUsable(() => {
     router.resyncAll();
+  });
+  // A DriftDetection's status holds drift events: its Stacks' events are derived again.
+  inf.detections.on('update', (d) => {
+    for (const e of d.status?.stacks ?? [])
+      if (e.lastEvent !== undefined) router.queue.add(`${d.metadata.namespace ?? ''}/${e.name}`);
+  });
+  inf.detections.on('add', (d) => {
+    for (const e of d.status?.stacks ?? [])
+      if (e.lastEvent !== undefined) router.queue.add(`${d.metadata.namespace ?? ''}/${e.name}`);
   });
   // A deleted Stack's entries go (no per-entry liveness scans on writes).
   liveStacks.onDelete((uid) => {
@@ -434,6 +484,7 @@ export async function startController(
     state.ledgerLoaded = true;
     router.start();
     previews.start();
+    drift.start();
   };
   const startWorkLogged = (): void => {
     startWork().catch((err: unknown) => {
@@ -485,6 +536,7 @@ export async function startController(
     router,
     providers: providerIndex.all,
     previews,
+    drift,
     previewWebhookPort: previews.webhookPort,
     isLeader: () => state.leading,
     ready,
@@ -496,6 +548,7 @@ export async function startController(
         providerQueue.shutdown(deadline),
         alertQueue.shutdown(deadline),
         previews.stop(deadline),
+        drift.stop(deadline),
         router.stop(deadline),
       ]);
       changeAttacher.stop();

@@ -30,8 +30,10 @@ export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   reconcile: ['alert', 'template', 'credential', 'kube', 'api', 'log', 'text'],
   registry: ['forge', 'notifier', 'delivery', 'template', 'credential', 'api'],
   preview: ['forge', 'notifier', 'template', 'credential', 'kube', 'api', 'log', 'text'],
+  drift: ['changes', 'source', 'kube', 'api', 'log', 'text'],
   controller: [
     'preview',
+    'drift',
     'registry',
     'reconcile',
     'alert',

@@ -10,14 +10,14 @@ import type { Registry } from 'prom-client';
 import type { NotificationEvent, PreviewThread } from '../api/event.ts';
 import { GATE_ANNOTATION, parseGate, type EventGate } from '../api/gate.ts';
 import type { Stack, Update } from '../api/pko.ts';
-import { BASE_STACK_ANNOTATION, PULL_REQUEST_LABEL } from '../api/v1alpha1.ts';
+import { BASE_STACK_ANNOTATION, PULL_REQUEST_LABEL, isDriftCheck } from '../api/v1alpha1.ts';
 import type { DeliveryQueue, OfferedEvent } from '../delivery/types.ts';
 import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { parseResourceVersion } from '../delivery/order.ts';
-import { eventsForStack, revisionsToRecord, type DeriveContext } from '../source/derive.ts';
+import { eventsForStack, revisionsToRecord, stuckSince, type DeriveContext } from '../source/derive.ts';
 import { RunCommits, SeenUpdates, V1FailureTexts } from '../source/runs.ts';
 import { eventForAlert, PRE_ENRICH_CHECKS, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
@@ -48,6 +48,19 @@ export interface RouterOptions {
    * previews wrote on the pull request their commit merged ({@link previewThreadOf}). Default: none.
    */
   isPreviewBase?: (namespace: string, name: string) => boolean;
+  /**
+   * Events of the Stack that other objects' status holds (drift checks: src/drift/events.ts),
+   * with the resourceVersion they were observed at; derived with the Stack's own.
+   */
+  moreEvents?: (stack: Stack) => { event: NotificationEvent; observed?: number }[];
+  /**
+   * A PKO v2 Stack Reconciling this long with no run is stuck (`StackStalled` NoProgress,
+   * src/source/derive.ts `stuckSince`), ms; absent: never reported. The Stack is looked at again
+   * when the threshold is reached.
+   */
+  stuckAfterMs?: number;
+  /** Clock of the stuck rule (ms since the epoch); default `Date.now`. */
+  now?: () => number;
   /**
    * Writes the revision of a finished PKO v2 Update into its `notification.pko.dev/commit`
    * annotation (src/source/derive.ts `revisionsToRecord`), so that any replica finds the run's
@@ -294,7 +307,8 @@ export class Router {
   /** Records the commits of the Stack's finished Updates that PKO stops naming (see RouterOptions). */
   #recordRunCommits(stack: Stack): void {
     const record = this.#o.recordRunCommit;
-    if (!record) return;
+    // A drift check Stack's runs are the controller's own and reported as drift (src/drift).
+    if (!record || isDriftCheck(stack)) return;
     const ns = stack.metadata.namespace ?? '';
     for (const { name, revision } of revisionsToRecord(stack, this.#updatesOf(stack), this.#ctx)) {
       const key = `${ns}/${name}`;
@@ -315,7 +329,15 @@ export class Router {
     const updateRv = new Map(
       updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(u.metadata.resourceVersion)]),
     );
-    return eventsForStack(stack, updates, this.#ctx).map((derived) => {
+    // A drift check Stack's runs are the controller's own: reported as drift events of the
+    // Stack it checks (src/drift), never as events of their own.
+    if (isDriftCheck(stack)) return [];
+    const after = this.#o.stuckAfterMs;
+    const ctx: DeriveContext =
+      after === undefined
+        ? this.#ctx
+        : { ...this.#ctx, stuck: { nowMs: (this.#o.now ?? Date.now)(), afterMs: after } };
+    const own = eventsForStack(stack, updates, ctx).map((derived) => {
       const thread = previewThreadOf(stack, derived, this.#o.isPreviewBase);
       const gate = previewGateOf(stack, derived);
       const newer = supersededBy(stack, derived);
@@ -329,16 +351,30 @@ export class Router {
       const observed = (name !== undefined ? updateRv.get(name) : undefined) ?? stackRv;
       return observed !== undefined ? { event, observed } : { event };
     });
+    return [...own, ...(this.#o.moreEvents?.(stack) ?? [])];
   }
 
-  async reconcile(key: string): Promise<undefined> {
+  async reconcile(key: string): Promise<{ requeueAfterMs: number } | undefined> {
     const i = key.indexOf('/');
     const stack = this.#o.stacks.get(key.slice(0, i), key.slice(i + 1));
     if (!stack?.metadata.uid) return undefined;
+    await this.#route(stack);
+    // A Stack waiting with no run is looked at again when it would count as stuck.
+    const after = this.#o.stuckAfterMs;
+    if (after === undefined) return undefined;
+    const ns = stack.metadata.namespace ?? '';
+    const since = stuckSince(stack, (n, name) => this.#o.updates.get(n, name) !== undefined && n === ns);
+    if (since === undefined) return undefined;
+    const due = since + after - (this.#o.now ?? Date.now)();
+    return due > 0 ? { requeueAfterMs: due + 1_000 } : undefined;
+  }
+
+  async #route(stack: Stack): Promise<void> {
+    if (!stack.metadata.uid) return;
     if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
     this.#recordRunCommits(stack);
     let events = this.eventsFor(stack);
-    if (events.length === 0) return undefined;
+    if (events.length === 0) return;
     const enrich = this.#o.enrich;
     if (enrich) {
       // Only events some Alert may take are enriched: a Stack no Alert covers gets no Secret or
@@ -368,6 +404,6 @@ export class Router {
       }
       if (matched.length > 0) this.#o.delivery.offer(alert, stack.metadata.uid, matched);
     }
-    return undefined;
+    return;
   }
 }

@@ -45,7 +45,13 @@ export type RunRef =
    */
   | { kind: 'v1'; commit: string; at: string }
   /** A stall before any run. */
-  | { kind: 'none' };
+  | { kind: 'none' }
+  /**
+   * A drift check (docs/drift.md): the name of the check Stack a DriftDetection created for it.
+   * Its one event (DriftDetected, DriftCheckFailed: phase `failed`; DriftResolved: `succeeded`)
+   * is derived from the DriftDetection's status.
+   */
+  | { kind: 'drift'; check: string };
 
 /**
  * What makes an event the same event whichever watch, relist or restart saw it: the Stack, the
@@ -61,7 +67,7 @@ export interface EventIdentity {
   phase: EventPhase;
 }
 
-/** The run segment of an id: the Update name, `v1:<commit>`, or `-`. */
+/** The run segment of an id: the Update name, `v1:<commit>`, `drift:<check Stack>`, or `-`. */
 export function runName(run: RunRef): string {
   switch (run.kind) {
     case 'update':
@@ -70,6 +76,8 @@ export function runName(run: RunRef): string {
       return `v1:${run.commit}`;
     case 'none':
       return '-';
+    case 'drift':
+      return `drift:${run.check}`;
   }
 }
 

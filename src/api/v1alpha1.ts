@@ -56,6 +56,9 @@ export const EVENT_REASONS = [
   'RefreshSucceeded',
   'RefreshFailed',
   'StackStalled',
+  'DriftDetected',
+  'DriftResolved',
+  'DriftCheckFailed',
 ] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 
@@ -291,4 +294,102 @@ export interface PullRequestPreview {
   metadata: ObjectMeta;
   spec: PullRequestPreviewSpec;
   status?: PullRequestPreviewStatus;
+}
+
+/** `DriftDetection.status.stacks[].result` (docs/drift.md). */
+export const DRIFT_RESULTS = ['Clean', 'Drifted', 'Failed', 'Deferred'] as const;
+export type DriftResult = (typeof DRIFT_RESULTS)[number];
+
+/** A Kubernetes label selector (`metav1.LabelSelector`). */
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: {
+    key: string;
+    operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+    values?: string[];
+  }[];
+}
+
+export interface DriftDetectionSpec {
+  /** Stacks of the namespace by name (at most 100). With `selector`, a Stack matching either is selected. */
+  stackNames?: string[];
+  /** Stacks of the namespace by label. */
+  selector?: LabelSelector;
+  /** Go duration between two checks of one Stack, at least 10m (CRD default `1h`); each check is jittered by up to +10 %. */
+  interval?: string;
+  /** After drift, ask PKO to run the Stack (`pulumi.com/reconciliation-request`); default false. Needs the admission policy (docs/drift.md). */
+  remediate?: boolean;
+  suspend?: boolean;
+}
+
+/** The last drift event of one Stack (what the router derives `Drift*` events from). */
+export interface DriftEventRecord {
+  /** `DriftDetected`, `DriftResolved` or `DriftCheckFailed`. */
+  reason: 'DriftDetected' | 'DriftResolved' | 'DriftCheckFailed';
+  /** Name of the check Stack whose result it reports: the event's run. */
+  check: string;
+  /** RFC 3339: when the check ended. */
+  time: string;
+  /** The event message (redacted, at most 4 KiB). */
+  message: string;
+  /** The commit checked (`status.lastUpdate.lastSuccessfulCommit` of the Stack). */
+  commit?: string;
+}
+
+/** One selected Stack's drift checks. */
+export interface DriftStackStatus {
+  name: string;
+  uid: string;
+  /** The Stack's deployed commit of the last check. */
+  commit?: string;
+  /** RFC 3339. */
+  lastCheckTime?: string;
+  result?: DriftResult;
+  /** Resources that drifted in the last check (Drifted only). */
+  changedResources?: number;
+  /** Why the last check failed or was deferred, or what drifted (bounded). */
+  message?: string;
+  /** RFC 3339: when the next check is due. */
+  nextCheckTime?: string;
+  /** The check in flight: its Stack's name and uid and when it was created. */
+  check?: { name: string; uid: string; startTime: string };
+  /** The last drift event (absent before the first one). */
+  lastEvent?: DriftEventRecord;
+  /** Fingerprint of the drift last reported (resources and properties): a new DriftDetected only when it changes. */
+  driftFingerprint?: string;
+}
+
+export interface DriftDetectionStatus {
+  observedGeneration?: number;
+  conditions?: Condition[];
+  /** Selected Stacks (at most `MAX_DRIFT_STATUS_STACKS`, by name). */
+  stacks?: DriftStackStatus[];
+  /** Selected Stacks beyond that bound (checked all the same; not listed). */
+  stacksOmitted?: number;
+}
+
+export interface DriftDetection {
+  apiVersion: typeof API_VERSION;
+  kind: 'DriftDetection';
+  metadata: ObjectMeta;
+  spec: DriftDetectionSpec;
+  status?: DriftDetectionStatus;
+}
+
+/** Label on a drift check Stack: the name of the DriftDetection that made it. */
+export const DRIFT_CHECK_LABEL = `${GROUP}/drift-detection`;
+/** Label on a drift check Stack: the name of the Stack it checks. */
+export const DRIFT_BASE_LABEL = `${GROUP}/drift-base`;
+
+/**
+ * Whether `s` is a drift check Stack: labelled {@link DRIFT_CHECK_LABEL} and controlled (owner
+ * reference with `controller: true`) by a DriftDetection. Its runs are the controller's own and
+ * yield no events of their own (src/alert/router.ts); they are reported as drift events of the
+ * Stack it checks (docs/drift.md).
+ */
+export function isDriftCheck(s: { metadata: Pick<ObjectMeta, 'labels' | 'ownerReferences'> }): boolean {
+  return (
+    s.metadata.labels?.[DRIFT_CHECK_LABEL] !== undefined &&
+    s.metadata.ownerReferences?.some((r) => r.kind === 'DriftDetection' && r.controller === true) === true
+  );
 }

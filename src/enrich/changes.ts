@@ -459,6 +459,15 @@ export class ChangeAttacher {
     }
   }
 
+  /**
+   * The change set of the finished run `update` of `stack`, read now from its workspace log and
+   * redacted as for events (no cache, no follow; src/drift reads its check Stacks' runs this
+   * way). Never throws.
+   */
+  async changesOf(stack: Stack, update: Update): Promise<EventChanges> {
+    return this.#changes(stack, update);
+  }
+
   async #read(stack: Stack, update: Update, follow?: AbortController): Promise<Read> {
     return { changes: await this.#changes(stack, update, follow) };
   }

@@ -50,6 +50,8 @@ export interface AdmissionPolicyCheckOptions {
   name?: string;
   /** Reuse of one look-up, ms; default {@link ADMISSION_CHECK_TTL_MS}. */
   ttlMs?: number;
+  /** Kind of the objects the policy checks, for messages; default `PullRequestPreview`. */
+  kind?: string;
   now?: () => number;
 }
 
@@ -89,7 +91,7 @@ export class AdmissionPolicyCheck {
     if (!(createdMs >= state.enforcedSinceMs + POLICY_SETTLE_MS)) {
       return {
         allowed: false,
-        why: `the PullRequestPreview was created before ValidatingAdmissionPolicyBinding ${this.#name} was in force (${new Date(state.enforcedSinceMs).toISOString()}), so ${what} never checked; delete and create it again`,
+        why: `the ${this.#o.kind ?? 'PullRequestPreview'} was created before ValidatingAdmissionPolicyBinding ${this.#name} was in force (${new Date(state.enforcedSinceMs).toISOString()}), so ${what} never checked; delete and create it again`,
       };
     }
     return { allowed: true };
@@ -130,7 +132,7 @@ export class AdmissionPolicyCheck {
     const changed = (kind: string, o: Binding | Policy): string | undefined =>
       o.metadata?.generation === 1
         ? undefined
-        : `${kind} ${this.#name} was changed since it was created (metadata.generation ${String(o.metadata?.generation)}): PullRequestPreviews written meanwhile may not have been checked; delete it and create it again as shipped (config/admission), then recreate the PullRequestPreviews`;
+        : `${kind} ${this.#name} was changed since it was created (metadata.generation ${String(o.metadata?.generation)}): ${this.#o.kind ?? 'PullRequestPreview'}s written meanwhile may not have been checked; delete it and create it again as shipped (config/admission), then recreate the ${this.#o.kind ?? 'PullRequestPreview'}s`;
     const binding = await get<Binding>(
       'validatingadmissionpolicybindings',
       'ValidatingAdmissionPolicyBinding',

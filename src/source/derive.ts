@@ -28,7 +28,9 @@
  *   `name`/`type`) `UpdateSucceeded|UpdateFailed` (`Preview*` when `spec.preview`) — v1 has no
  *   run object and no in-flight marker, so no Started; (d) `StackStalled` while `Stalled=True`;
  *   (e) `StackStalled` (reason `UpdateMissing`) while `currentUpdate` names an Update the
- *   controller saw and that is gone (PKO #1292, N20).
+ *   controller saw and that is gone (PKO #1292, N20); (f) with `DeriveContext.stuck`,
+ *   `StackStalled` (reason `NoProgress`) while a PKO v2 Stack has been Reconciling with no run
+ *   in progress for longer than the threshold ({@link stuckSince}; issue 22's "stuck Stack").
  *
  * ## Identity (`id`)
  * `<stack key>/<run>/<phase>`: stack key = the Stack's uid (from the Update's ownerReference of
@@ -60,6 +62,7 @@
  * succeeded`) followed by the PKO message (CLI output for failures) through {@link cleanMessage}.
  * Timestamps come from status (Update start/end time, `lastResyncTime`, condition transition
  * times) or `metadata.creationTimestamp`, never from the clock; `1970-01-01T00:00:00Z` if none.
+ * The one use of a clock is `DeriveContext.stuck`, given by the caller (the NoProgress stall).
  * Severity: `*Failed` and `StackStalled` are `error`, the rest `info`.
  *
  * Case ids (F08, …) are described in docs/cases.md.
@@ -137,6 +140,41 @@ export interface DeriveContext {
    * that was seen and is gone: its run was derived from the Update itself (case N20).
    */
   updateSeen?: (stackUid: string, updateName: string) => boolean;
+  /**
+   * PKO v2: a Stack `Reconciling=True` for at least `afterMs` (since the condition's
+   * `lastTransitionTime`) with no run in progress is stuck at `nowMs` (`StackStalled`, reason
+   * `NoProgress`; see {@link stuckSince}). Absent: no such event (the rest stays clock-free).
+   */
+  stuck?: { nowMs: number; afterMs: number };
+}
+
+/**
+ * When a PKO v2 Stack started waiting with no run in progress, ms since the epoch, or undefined
+ * when it is not waiting so: `Reconciling=True` (its `lastTransitionTime`), not `Stalled`, not a
+ * PKO v1 Stack (whose `lastUpdate` has no `name`: v1 shows no Update to tell a run by), not
+ * waiting out a retry backoff (`RetryingAfterFailure`), and no
+ * current run — `status.currentUpdate` empty, or naming an Update that does not exist
+ * (`updateExists`), e.g. after a restart of this controller PKO #1292's wedge on a missing
+ * Update that was never seen (the seen case is `UpdateMissing`).
+ */
+export function stuckSince(
+  stack: Stack,
+  updateExists: (namespace: string, name: string) => boolean,
+): number | undefined {
+  const status = stack.status ?? {};
+  const conds = status.conditions;
+  const reconciling = condition(conds, 'Reconciling');
+  if (reconciling?.status !== 'True' || condition(conds, 'Stalled')?.status === 'True') return undefined;
+  // Waiting out the backoff after a failed run is PKO's retry, reported by the run's Failed.
+  if (reconciling.reason === 'RetryingAfterFailure') return undefined;
+  const last = status.lastUpdate;
+  if (last !== undefined && (last.name === undefined || last.name === '') && last.state !== undefined)
+    return undefined;
+  const current = status.currentUpdate?.name;
+  if (current !== undefined && current !== '' && updateExists(stack.metadata.namespace ?? '', current))
+    return undefined;
+  const since = Date.parse(reconciling.lastTransitionTime ?? '');
+  return Number.isNaN(since) ? undefined : since;
 }
 
 const STACK_API_VERSION = `${STACK_GROUP}/${STACK_VERSION}`;
@@ -593,6 +631,48 @@ export function eventsFromStack(
             condition(conds, 'Reconciling')?.lastTransitionTime,
             stack.metadata.creationTimestamp,
           ),
+        },
+        metadata,
+      ),
+    );
+  }
+
+  // A Stack reconciling with no run for longer than the threshold (PKO waiting on a workspace
+  // that never gets ready, or wedged on a missing Update it was never seen to create): one
+  // StackStalled (reason NoProgress) per wait — its id names the current run (or none) and the
+  // generation — no longer implied once the Stack moves.
+  const wedgedOnSeen = events.some(
+    (e) => e.identity.phase.kind === 'stalled' && e.identity.phase.reason === 'UpdateMissing',
+  );
+  const since = ctx.stuck !== undefined && !wedgedOnSeen ? stuckSince(stack, opts.updateExists) : undefined;
+  if (ctx.stuck !== undefined && since !== undefined && ctx.stuck.nowMs - since >= ctx.stuck.afterMs) {
+    const metadata: Record<string, string> = {};
+    sourceMetadata(metadata, stack, undefined, ctx);
+    const name = current?.name;
+    if (name !== undefined && name !== '') put(metadata, 'updateName', name);
+    const minutes = Math.floor((ctx.stuck.nowMs - since) / 60_000);
+    const waiting =
+      name !== undefined && name !== ''
+        ? `status.currentUpdate names Update ${name}, which does not exist`
+        : 'no run has started';
+    events.push(
+      makeEvent(
+        subject,
+        ctx,
+        {
+          run: name !== undefined && name !== '' ? { kind: 'update', name } : { kind: 'none' },
+          phase: {
+            kind: 'stalled',
+            reason: 'NoProgress',
+            generation: status.observedGeneration ?? stack.metadata.generation ?? 0,
+          },
+          reason: 'StackStalled',
+          message: cleanMessage(
+            `Stack ${label} stalled (NoProgress): Reconciling since ${new Date(since).toISOString()} (${String(minutes)} min) and ${waiting}`,
+          ),
+          // When it became stuck (the threshold reached), not when the wait began: an Alert
+          // created during the wait still gets it (src/delivery/dispatcher.ts beforeAlert).
+          timestamp: new Date(since + ctx.stuck.afterMs).toISOString(),
         },
         metadata,
       ),

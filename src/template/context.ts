@@ -60,7 +60,7 @@ export const CONTEXT_KEYS = [
 ] as const;
 export type ContextKey = (typeof CONTEXT_KEYS)[number];
 
-export type Operation = 'preview' | 'update' | 'destroy' | 'refresh';
+export type Operation = 'preview' | 'update' | 'destroy' | 'refresh' | 'drift';
 export type Phase = 'started' | 'succeeded' | 'failed' | 'stalled';
 export type StatusState = 'pending' | 'success' | 'failure';
 
@@ -135,12 +135,17 @@ const OPERATION_TITLES: Record<Operation, string> = {
   update: 'Update',
   destroy: 'Destroy',
   refresh: 'Refresh',
+  drift: 'Drift check',
 };
 const EMOJI: Record<Phase, string> = { started: '⏳', succeeded: '✅', failed: '❌', stalled: '⚠️' };
 
 /** Operation and phase of an event reason (`UpdateFailed` → update/failed; `StackStalled` → null/stalled). */
 export function reasonParts(reason: string): { operation: Operation | null; phase: Phase } {
   if (reason === 'StackStalled') return { operation: null, phase: 'stalled' };
+  // Drift checks (docs/drift.md): drift or a failed check is a failure of the deployed commit.
+  if (reason === 'DriftResolved') return { operation: 'drift', phase: 'succeeded' };
+  if (reason === 'DriftDetected' || reason === 'DriftCheckFailed')
+    return { operation: 'drift', phase: 'failed' };
   const m = /^(Preview|Update|Destroy|Refresh)(Started|Succeeded|Failed)$/.exec(reason);
   const op = m?.[1];
   const ph = m?.[2];
@@ -148,10 +153,10 @@ export function reasonParts(reason: string): { operation: Operation | null; phas
   return { operation: op === undefined ? null : (OPERATIONS[op] ?? null), phase };
 }
 
-/** Commit status state of an event reason: *Started → pending, *Succeeded → success, else failure. */
+/** Commit status state of an event reason: *Started → pending, *Succeeded and DriftResolved → success, else failure. */
 export function stateOf(reason: string): StatusState {
   if (reason.endsWith('Started')) return 'pending';
-  if (reason.endsWith('Succeeded')) return 'success';
+  if (reason.endsWith('Succeeded') || reason === 'DriftResolved') return 'success';
   return 'failure';
 }
 
@@ -220,7 +225,11 @@ export function buildContext(ev: NotificationEvent, opts: ContextOptions): Templ
   const title =
     operation === null
       ? `Stack ${label} stalled`
-      : `${OPERATION_TITLES[operation]} of stack ${label} ${phase}`;
+      : ev.reason === 'DriftDetected'
+        ? `Drift detected in stack ${label}`
+        : ev.reason === 'DriftResolved'
+          ? `Drift resolved in stack ${label}`
+          : `${OPERATION_TITLES[operation]} of stack ${label} ${phase}`;
   // A preview Stack's comment and its base Stack's deployment share the base Stack's marker.
   const markerId = markerIdFor(
     opts.clusterName,

@@ -9,6 +9,7 @@ import { parse } from 'yaml';
 import {
   AUTHOR_ASSOCIATIONS,
   DELIVERY_RESULTS,
+  DRIFT_RESULTS,
   EVENT_REASONS,
   GIT_PROVIDER_TYPES,
   GROUP,
@@ -99,11 +100,13 @@ function typeLists(schema: Schema): string[][] {
 const provider = loadCrd('notification.pko.dev_providers.yaml');
 const alert = loadCrd('notification.pko.dev_alerts.yaml');
 const preview = loadCrd('notification.pko.dev_pullrequestpreviews.yaml');
+const drift = loadCrd('notification.pko.dev_driftdetections.yaml');
 
 describe.each([
   ['Provider', provider],
   ['Alert', alert],
   ['PullRequestPreview', preview],
+  ['DriftDetection', drift],
 ])('%s CRD conventions', (kind, crd) => {
   it('is namespaced v1alpha1 in our group, with status subresource, category and short name', () => {
     expect(crd.spec.group).toBe(GROUP);
@@ -287,5 +290,25 @@ describe('PullRequestPreview CRD matches src/api/v1alpha1.ts', () => {
   });
   it('status previews states are the PreviewEntry states', () => {
     expect(at(rootSchema(preview), 'status.previews.[].state').enum).toEqual([...PREVIEW_STATES]);
+  });
+});
+
+describe('DriftDetection CRD matches src/api/v1alpha1.ts and src/drift/plan.ts', () => {
+  const spec = at(rootSchema(drift), 'spec');
+  it('defaults: interval 1h, no remediation, not suspended', () => {
+    expect(at(spec, 'interval').default).toBe('1h');
+    expect(at(spec, 'remediate').default).toBe(false);
+    expect(at(spec, 'suspend').default).toBe(false);
+  });
+  it('refuses an interval under 10m with a CEL rule (the floor of src/drift/plan.ts)', () => {
+    const rules = at(spec, 'interval')['x-kubernetes-validations'] ?? [];
+    expect(rules.map((r) => r.rule)).toContain("duration(self) >= duration('10m')");
+  });
+  it('status results are DRIFT_RESULTS; event reasons are the Drift* EVENT_REASONS', () => {
+    const status = at(rootSchema(drift), 'status');
+    expect(at(status, 'stacks.[].result').enum).toEqual([...DRIFT_RESULTS]);
+    expect(at(status, 'stacks.[].lastEvent.reason').enum).toEqual(
+      EVENT_REASONS.filter((r) => r.startsWith('Drift')),
+    );
   });
 });

@@ -203,6 +203,8 @@ describe('Helm chart', () => {
         'ServiceAccount/pko-notification-controller',
         'ValidatingAdmissionPolicy/pko-notification-controller-preview-overrides',
         'ValidatingAdmissionPolicyBinding/pko-notification-controller-preview-overrides',
+        'ValidatingAdmissionPolicy/pko-notification-controller-drift-remediation',
+        'ValidatingAdmissionPolicyBinding/pko-notification-controller-drift-remediation',
       ].sort(),
     );
     const pod = podSpec(find(objs, 'Deployment'));
@@ -224,7 +226,10 @@ describe('Helm chart', () => {
     const other = await helmTemplate({ release: 'shard1', namespace: 'team-ops' });
     for (const o of other) {
       if (o.kind.startsWith('ValidatingAdmissionPolicy'))
-        expect(o.metadata.name).toBe('pko-notification-controller-preview-overrides');
+        expect([
+          'pko-notification-controller-preview-overrides',
+          'pko-notification-controller-drift-remediation',
+        ]).toContain(o.metadata.name);
       else expect(o.metadata.name, o.kind).toMatch(/^shard1-pko-notification-controller/);
       if (o.metadata.namespace !== undefined) expect(o.metadata.namespace).toBe('team-ops');
     }

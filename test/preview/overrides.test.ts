@@ -10,6 +10,7 @@ import { parse } from 'yaml';
 import type { Stack } from '../../src/api/pko.ts';
 import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
 import { ADMISSION_POLICY_NAME } from '../../src/preview/admission.ts';
+import { REMEDIATION_POLICY_NAME } from '../../src/drift/controller.ts';
 import {
   CONTROLLER_SPEC_FIELDS,
   MAX_SECRET_ENV_REFS,
@@ -407,7 +408,7 @@ describe('CRD and admission policy agree with src/preview/stack.ts', () => {
     }
   });
 
-  it('the controller may read exactly that policy and binding (config/rbac/role.yaml)', () => {
+  it('the controller may read exactly that policy and binding, and the drift remediation one (config/rbac/role.yaml)', () => {
     const role = parse(readFileSync(new URL('../../config/rbac/role.yaml', import.meta.url), 'utf8')) as {
       rules: { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] }[];
     };
@@ -416,7 +417,7 @@ describe('CRD and admission policy agree with src/preview/stack.ts', () => {
       {
         apiGroups: ['admissionregistration.k8s.io'],
         resources: ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'],
-        resourceNames: [ADMISSION_POLICY_NAME],
+        resourceNames: [ADMISSION_POLICY_NAME, REMEDIATION_POLICY_NAME],
         verbs: ['get'],
       },
     ]);

@@ -19,12 +19,20 @@
  *   namespace.
  * - Gitea's signed webhooks drive the PullRequestPreview (its poll is a backstop).
  *
- * The steps are `it` blocks of one scenario, in order, sharing the pull request: later steps
- * (merge, gate) are added as further `it` blocks.
+ * The steps are `it` blocks of one scenario, in order, sharing the pull requests: the base up;
+ * PR 1's preview and a second push; a fork's PR; PR 1 merged (the base Stack's real `up` of the
+ * merge commit edits PR 1's comment to "Deployed"); `spec.gate` failing a PR that deletes `b` and
+ * passing once `b` is back; and `spec.startTimeout` reporting a PR whose workspace cannot install
+ * (a plugin version not in the plugin cache) with the reason PKO's Workspace gives.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from 'vitest';
-import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
+import {
+  PatchStrategy,
+  RbacAuthorizationV1Api,
+  setHeaderOptions,
+  type V1PolicyRule,
+} from '@kubernetes/client-node';
 import { loadConfig } from '../../src/config.ts';
 import { startController, type ControllerHandle } from '../../src/controller.ts';
 import { Redactor } from '../../src/credential/redact.ts';
@@ -49,6 +57,7 @@ import {
   createStack,
   operatorLock,
   realPkoBinaries,
+  requestReconcile,
   stackSpecBase,
   startPkoV2,
   startRealPkoPlane,
@@ -89,6 +98,10 @@ const state: {
   head2?: string;
   commentId?: number;
   mainSha?: string;
+  /** The fork pull request's head. */
+  forkHead?: string;
+  /** The merge commit of PR 1 on main. */
+  mergeSha?: string;
   /** The base Stack's `spec.projectRepo` (through the TLS front). */
   projectRepo?: string;
 } = {};
@@ -455,6 +468,7 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
         message: 'change b, add e',
         as: alice,
       });
+      state.forkHead = forkHead;
       const pr = await gitea.openPull(ORG, REPO, {
         head: `${alice.username}:main`,
         title: 'From a fork',
@@ -494,6 +508,269 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       const first = (await botComments(state.pr?.number ?? 0)).map((c) => c.id);
       expect(first).toEqual([state.commentId]);
       expect(pko.standIn.errors).toEqual([]);
+    },
+    STEP_MS,
+  );
+  it(
+    "merging PR 1: the base Stack's real up of the merge commit edits the PR's same comment to what it deployed",
+    async () => {
+      onTestFailed(() => {
+        console.error(`--- run log (tail) ---\n${log.tail(160)}`);
+      });
+      const pr = state.pr;
+      if (!pr || state.commentId === undefined || state.head2 === undefined)
+        throw new Error('the PR steps did not pass');
+      // Gitea answers 405 while it computes mergeability: mergePull retries.
+      const merged = await gitea.mergePull(ORG, REPO, pr.number);
+      expect(merged.merged).toBe(true);
+      const mergeSha = merged.merge_commit_sha;
+      if (mergeSha === null)
+        throw new Error(`Gitea shows PR ${String(pr.number)} merged without a merge commit`);
+      state.mergeSha = mergeSha;
+      expect(await gitea.branchSha(ORG, REPO, 'main')).toBe(mergeSha);
+      // PKO polls the branch every minute (resyncFrequencySeconds); ask it at once instead.
+      await requestReconcile(plane.admin, NS, 'app');
+      const stack = await until(
+        'app deployed the merge commit',
+        async () => {
+          const s = await getStack(plane.admin, NS, 'app');
+          return s.status?.lastUpdate?.lastSuccessfulCommit === mergeSha && s;
+        },
+        { timeoutMs: RUN_MS, intervalMs: 500, log },
+      );
+      expect(stack.status?.lastUpdate?.state).toBe('succeeded');
+      // The merge commit's own status, under the base Stack's context: what the up applied
+      // (main had a and b; the merge changes a and adds c and d).
+      const done = await until(
+        'success status of app on the merge commit',
+        async () => (await statuses(mergeSha, contextOf('app'))).find((s) => s.status === 'success'),
+        { timeoutMs: RUN_MS, log },
+      );
+      expect(done.description).toMatch(/^\+2 created, ~1 updated\b/);
+      const deployed = await until(
+        "PR 1's comment edited to the deployment",
+        async () => (await botComments(pr.number)).find((c) => c.body.includes('Deployed')),
+        { timeoutMs: RUN_MS, log },
+      );
+      mark('merged comment');
+      log.add(`comment ${String(deployed.id)}:\n${deployed.body}`);
+      // The same comment the previews wrote, and still the only one of ours on the PR.
+      expect(deployed.id).toBe(state.commentId);
+      expect(deployed.body).toContain(
+        `**Deployed ${mergeSha.slice(0, 7)}**: +2 created, ~1 updated · this pull request was merged; this comment showed its preview before.`,
+      );
+      expect(deployed.body).toMatch(/`c` \(`pkotest:index:Value`\)/);
+      expect(deployed.body).toMatch(/`d` \(`pkotest:index:Value`\)/);
+      expect(deployed.body).toMatch(/`a` \(`pkotest:index:Value`\)/);
+      expect(deployed.body).toContain('~ value: "one" => "two"');
+      expect(deployed.body).toContain(mergeSha);
+      // The preview's text is gone: the comment says what was applied, not what would be.
+      expect(deployed.body).not.toContain('to create');
+      expect(deployed.body).not.toContain(state.head2);
+      // The PR is merged: the controller deletes its preview Stack.
+      await until(
+        'preview Stack of PR 1 deleted',
+        async () => (await stackOrNone(previewStack(pr.number))) === undefined,
+        {
+          timeoutMs: RUN_MS,
+          log,
+        },
+      );
+      mark('merged preview deleted');
+      // Besides it, the controller's notice that the preview stopped (docs/previews.md: a pull
+      // request that is closed or retargeted is told its preview Stack was deleted).
+      const notice = await until(
+        "PR 1's notice that its preview stopped",
+        async () => (await botComments(pr.number)).find((c) => c.body.includes('**Preview stopped**')),
+        { timeoutMs: RUN_MS, log },
+      );
+      expect(notice.body).toContain(`Preview Stack \`${previewStack(pr.number)}\` was deleted.`);
+      expect((await botComments(pr.number)).map((c) => c.id).sort((a, b) => a - b)).toEqual([
+        state.commentId,
+        notice.id,
+      ]);
+      expect(pko.standIn.errors).toEqual([]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "a gate on deletes fails the preview's commit status of a PR that deletes `b`; restoring `b` passes it",
+    async () => {
+      onTestFailed(() => {
+        console.error(`--- run log (tail) ---\n${log.tail(160)}`);
+      });
+      if (state.mergeSha === undefined || state.forkHead === undefined)
+        throw new Error('the merge step did not pass');
+      await obj.custom.patchNamespacedCustomObject(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: NS,
+          plural: 'pullrequestpreviews',
+          name: 'previews',
+          body: { spec: { gate: { operations: ['delete', 'replace'] } } },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      // The existing preview (the fork's) is re-annotated with the gate, without a new run.
+      const fork = previewStack(2);
+      const annotated = await until(
+        `${fork} annotated with the gate`,
+        async () => {
+          const s = await stackOrNone(fork);
+          return s?.metadata.annotations?.['notification.pko.dev/gate'] !== undefined && s;
+        },
+        { timeoutMs: RUN_MS, log },
+      );
+      expect(JSON.parse(annotated.metadata.annotations?.['notification.pko.dev/gate'] ?? '')).toMatchObject({
+        operations: ['delete', 'replace'],
+      });
+      expect(annotated.metadata.generation).toBe(1);
+
+      await gitea.createBranch(ORG, REPO, 'drop-b', 'main', alice);
+      const dropHead = await gitea.writeFile(ORG, REPO, {
+        branch: 'drop-b',
+        file: 'Pulumi.yaml',
+        content: program({ a: 'two', c: 'see', d: 'dee' }),
+        message: 'drop b',
+        as: alice,
+      });
+      const pr = await gitea.openPull(ORG, REPO, { head: 'drop-b', title: 'Drop b', as: alice });
+      const name = previewStack(pr.number);
+      const ctx = contextOf(name);
+      const failed = await until(
+        `failure status of ${name} on the head that deletes b`,
+        async () => (await statuses(dropHead, ctx)).find((s) => s.status !== 'pending'),
+        { timeoutMs: RUN_MS, log },
+      );
+      mark('gate failure status');
+      expect([failed.status, failed.description]).toEqual([
+        'failure',
+        'gate: 1 to delete: pkotest:index:Value::b',
+      ]);
+      const gated = await until(
+        'the gated preview comment',
+        async () => (await botComments(pr.number)).find((c) => c.body.includes('to delete')),
+        { timeoutMs: RUN_MS, log },
+      );
+      log.add(`comment ${String(gated.id)}:\n${gated.body}`);
+      expect(gated.body).toContain('**🚧 gate: 1 to delete: pkotest:index:Value::b**');
+      expect(gated.body).toContain('-1 to delete');
+      expect(gated.body).toMatch(/`b` \(`pkotest:index:Value`\)/);
+      expect(gated.body).toContain(dropHead);
+
+      // b comes back (and e is added): nothing gated is planned, the status is the ordinary one.
+      const restoreHead = await gitea.writeFile(ORG, REPO, {
+        branch: 'drop-b',
+        file: 'Pulumi.yaml',
+        content: program({ a: 'two', b: 'bee', c: 'see', d: 'dee', e: 'ee' }),
+        message: 'keep b after all, add e',
+        as: alice,
+      });
+      const passed = await until(
+        `status of ${name} on the head that restores b`,
+        async () => (await statuses(restoreHead, ctx)).find((s) => s.status !== 'pending'),
+        { timeoutMs: RUN_MS, log },
+      );
+      mark('gate passes');
+      expect([passed.status, passed.description]).toEqual([
+        'success',
+        '+1 to create · Preview of stack dev succeeded',
+      ]);
+      const edited = await until(
+        'the comment edited for the restoring head',
+        async () =>
+          (await botComments(pr.number)).find(
+            (c) => c.body.includes(restoreHead) && c.body.includes('to create'),
+          ),
+        { timeoutMs: RUN_MS, log },
+      );
+      log.add(`comment ${String(edited.id)}:\n${edited.body}`);
+      expect(edited.id).toBe(gated.id);
+      expect(edited.body).not.toContain('gate:');
+      expect(edited.body).toContain('+1 to create');
+      // The fork's preview ran once: the gate's annotation made no new run.
+      expect((await getStack(plane.admin, NS, fork)).metadata.generation).toBe(1);
+      expect((await statuses(state.forkHead, contextOf(fork))).map((s) => s.status)).toEqual([
+        'pending',
+        'success',
+      ]);
+      expect(pko.standIn.errors).toEqual([]);
+    },
+    STEP_MS,
+  );
+  it(
+    "a PR whose workspace cannot install is reported after startTimeout with the reason PKO's Workspace gives",
+    async () => {
+      onTestFailed(() => {
+        console.error(`--- run log (tail) ---\n${log.tail(160)}`);
+      });
+      await obj.custom.patchNamespacedCustomObject(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: NS,
+          plural: 'pullrequestpreviews',
+          name: 'previews',
+          body: { spec: { startTimeout: '1m' } },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      await gitea.createBranch(ORG, REPO, 'new-plugin', 'main', alice);
+      // A plugin version the workspace's plugin cache does not hold: `pulumi install` would
+      // download it, which fails offline, and PKO's Workspace never becomes ready.
+      const head = await gitea.writeFile(ORG, REPO, {
+        branch: 'new-plugin',
+        file: 'Pulumi.yaml',
+        content: program({ a: 'two', b: 'bee' }).replaceAll(
+          `version: ${REALPKO_VERSIONS.pkotest}`,
+          'version: 99.0.0',
+        ),
+        message: 'pkotest 99',
+        as: alice,
+      });
+      const opened = Date.now();
+      const pr = await gitea.openPull(ORG, REPO, { head: 'new-plugin', title: 'pkotest 99', as: alice });
+      const name = previewStack(pr.number);
+      const failed = await until(
+        `failure status of ${name} on a head PKO never runs`,
+        async () => (await statuses(head, contextOf(name))).find((s) => s.status === 'failure'),
+        { timeoutMs: RUN_MS, log },
+      );
+      mark('not started status');
+      const waitedMs = Date.now() - opened;
+      log.add(`not started after ${String(waitedMs)} ms: ${failed.description}`);
+      expect(waitedMs).toBeGreaterThanOrEqual(60_000);
+      // The reason is the real Workspace's Ready condition, as PKO wrote it.
+      const ws = (await obj.custom.getNamespacedCustomObject({
+        group: 'auto.pulumi.com',
+        version: 'v1alpha1',
+        namespace: NS,
+        plural: 'workspaces',
+        name,
+      })) as {
+        status?: { conditions?: { type: string; status: string; reason: string; message?: string }[] };
+      };
+      const ready = ws.status?.conditions?.find((c) => c.type === 'Ready');
+      log.add(`Workspace ${name} Ready: ${JSON.stringify(ready)}`);
+      expect(ready?.status).toBe('False');
+      const said = `Workspace ${name} Ready=False (${ready?.reason ?? ''})`;
+      expect(failed.description).toMatch(/^preview not started after 1m: /);
+      expect(failed.description).toContain(said);
+      const stack = await getStack(plane.admin, NS, name);
+      expect(stack.status?.lastUpdate?.lastAttemptedCommit).not.toBe(head);
+      expect(stack.status?.currentUpdate?.commit).not.toBe(head);
+      const notice = await until(
+        'the "Preview not running" notice',
+        async () => (await botComments(pr.number)).find((c) => c.body.includes('**Preview not running**')),
+        { timeoutMs: RUN_MS, log },
+      );
+      log.add(`comment ${String(notice.id)}:\n${notice.body}`);
+      expect(notice.body).toContain(
+        `**Preview not running**: preview Stack \`${name}\` has waited 1m for PKO to run commit ${head.slice(0, 7)}: ${said}`,
+      );
+      expect((await botComments(pr.number)).map((c) => c.id)).toEqual([notice.id]);
     },
     STEP_MS,
   );
