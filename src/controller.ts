@@ -41,7 +41,7 @@ import { AlertIndex } from './alert/routed.ts';
 import { Router } from './alert/router.ts';
 import { ChangeAttacher } from './enrich/changes.ts';
 import { LiveStacks, slimStack } from './source/stacks.ts';
-import { RUN_COMMIT_ANNOTATION } from './source/derive.ts';
+import { RUN_COMMIT_ANNOTATION, RUN_OBSERVED_ANNOTATION } from './source/derive.ts';
 import { kubeRequest, objectPath } from './kube/client.ts';
 import { Ledger } from './delivery/ledger.ts';
 import { Dispatcher } from './delivery/lanes.ts';
@@ -368,7 +368,7 @@ export async function startController(
     registry,
     isPreviewBase: (ns, name) => inf.previews.list(ns).some((p) => p.spec.stackRef.name === name),
     // Only while the Lease is surely ours, like the dispatcher's sends.
-    recordRunCommit: async (ns, name, revision) => {
+    recordRunCommit: async (ns, name, revision, resourceVersion) => {
       if (elector !== undefined && !elector.holdsLease()) throw new Error('not holding the Lease');
       await kubeRequest<unknown>(kc, {
         method: 'PATCH',
@@ -379,7 +379,13 @@ export async function startController(
           namespace: ns,
           name,
         }),
-        body: { metadata: { annotations: { [RUN_COMMIT_ANNOTATION]: revision } } },
+        // Conditioned on the version read: the one stored is the one PKO wrote last.
+        body: {
+          metadata: {
+            resourceVersion,
+            annotations: { [RUN_COMMIT_ANNOTATION]: revision, [RUN_OBSERVED_ANNOTATION]: resourceVersion },
+          },
+        },
         contentType: 'application/merge-patch+json',
       });
     },

@@ -102,6 +102,14 @@ import { cleanMessage } from '../text.ts';
  * for it (raw, as PKO wrote it). Read back by every replica, for the Update's whole life.
  */
 export const RUN_COMMIT_ANNOTATION = 'notification.pko.dev/commit';
+/**
+ * Written with {@link RUN_COMMIT_ANNOTATION}: the Update's `metadata.resourceVersion` just before
+ * that write (PKO's last one). The write itself changes the resourceVersion, which is the run's
+ * place in the delivery order and how the ledger tells a folded (done) run from a new one
+ * (docs/delivery.md, "Order", "The ledger"): a process started later takes the run as observed at
+ * this value, as it would have without the annotation ({@link updateObservedAt}).
+ */
+export const RUN_OBSERVED_ANNOTATION = 'notification.pko.dev/observed-resource-version';
 /** Longest {@link RUN_COMMIT_ANNOTATION} value read; a longer one is ignored (anyone may write it). */
 const MAX_ANNOTATED_REVISION = 256;
 
@@ -109,6 +117,18 @@ const MAX_ANNOTATED_REVISION = 256;
 export function annotatedRevision(u: Update): string | undefined {
   const v = u.metadata.annotations?.[RUN_COMMIT_ANNOTATION];
   return v !== undefined && v !== '' && v.length <= MAX_ANNOTATED_REVISION ? v : undefined;
+}
+
+/**
+ * The resourceVersion at which an Update counts as observed: its own, or the smaller
+ * {@link RUN_OBSERVED_ANNOTATION} when set (a decimal etcd revision; anything else is ignored).
+ */
+export function updateObservedAt(u: Update): string | undefined {
+  const own = u.metadata.resourceVersion;
+  const before = u.metadata.annotations?.[RUN_OBSERVED_ANNOTATION];
+  if (before === undefined || !/^[1-9][0-9]{0,19}$/.test(before)) return own;
+  if (own === undefined || !/^[0-9]+$/.test(own)) return before;
+  return BigInt(before) < BigInt(own) ? before : own;
 }
 
 /** The revision PKO writes into an Update's `spec.message` (`New commit detected: "<rev>"`), if any. */
@@ -818,12 +838,12 @@ export function revisionsToRecord(
   stack: Stack,
   updates: readonly Update[],
   ctx: DeriveContext,
-): { name: string; revision: string }[] {
+): { name: string; revision: string; resourceVersion: string }[] {
   const uid = stack.metadata.uid;
   if (uid === undefined || uid === '') return [];
   const sorted = updates.filter((u) => (u.metadata.name ?? '') !== '').sort(compareUpdates);
   const recorded = recordedRevisions(stack, sorted);
-  const out: { name: string; revision: string }[] = [];
+  const out: { name: string; revision: string; resourceVersion: string }[] = [];
   for (const u of sorted) {
     const name = u.metadata.name ?? '';
     const outcome = outcomeOf(u);
@@ -832,8 +852,14 @@ export function revisionsToRecord(
     if (annotatedRevision(u) !== undefined || revisionFromUpdateMessage(u.spec?.message) !== undefined)
       continue;
     const revision = ctx.updateCommit?.(uid, name) ?? recorded.get(name);
-    if (revision !== undefined && revision !== '' && revision.length <= MAX_ANNOTATED_REVISION)
-      out.push({ name, revision });
+    const resourceVersion = u.metadata.resourceVersion ?? '';
+    if (
+      revision !== undefined &&
+      revision !== '' &&
+      revision.length <= MAX_ANNOTATED_REVISION &&
+      resourceVersion !== ''
+    )
+      out.push({ name, revision, resourceVersion });
   }
   return out;
 }

@@ -3,11 +3,13 @@ import type { Stack, Update } from '../../src/api/pko.ts';
 import { runKey } from '../../src/api/event.ts';
 import {
   RUN_COMMIT_ANNOTATION,
+  RUN_OBSERVED_ANNOTATION,
   eventsForStack,
   eventsFromStack,
   eventsFromUpdate,
   recordedRevisions,
   revisionsToRecord,
+  updateObservedAt,
 } from '../../src/source/derive.ts';
 import {
   FAILED_MESSAGE,
@@ -764,6 +766,7 @@ describe('the commit the leader records on a finished Update (notification.pko.d
     const u = update(outcome, 'up', 'app-dev-first');
     u.spec = { ...u.spec, message: 'Initial stack update' };
     u.metadata.creationTimestamp = '2026-08-20T10:00:00Z';
+    u.metadata.resourceVersion = '1200';
     return u;
   };
   const lastIsFirst = (): Stack => {
@@ -783,7 +786,7 @@ describe('the commit the leader records on a finished Update (notification.pko.d
 
   it('chooses a finished commit-less run whose commit is known, once', () => {
     expect(revisionsToRecord(lastIsFirst(), [first('succeeded')], ctx)).toEqual([
-      { name: 'app-dev-first', revision: A },
+      { name: 'app-dev-first', revision: A, resourceVersion: '1200' },
     ]);
     const annotated = first('succeeded');
     annotated.metadata.annotations = { [RUN_COMMIT_ANNOTATION]: A };
@@ -810,7 +813,7 @@ describe('the commit the leader records on a finished Update (notification.pko.d
     expect(revisionsToRecord(movedOn, [first('succeeded')], ctx)).toEqual([]);
     // What this process remembers from the Stack counts.
     expect(revisionsToRecord(movedOn, [first('succeeded')], { ...ctx, updateCommit: () => A })).toEqual([
-      { name: 'app-dev-first', revision: A },
+      { name: 'app-dev-first', revision: A, resourceVersion: '1200' },
     ]);
   });
 
@@ -833,5 +836,22 @@ describe('the commit the leader records on a finished Update (notification.pko.d
     annotated.metadata.annotations = { [RUN_COMMIT_ANNOTATION]: 'x'.repeat(257) };
     const ignored = eventsForStack(movedOn, [annotated], ctx);
     expect(ignored.find((e) => e.id.endsWith('app-dev-first/succeeded'))?.metadata.revision).toBeUndefined();
+  });
+});
+
+describe('updateObservedAt: the resourceVersion an annotated Update counts as observed at', () => {
+  const at = (rv: string | undefined, before?: string): Update => {
+    const u = update('succeeded');
+    if (rv !== undefined) u.metadata.resourceVersion = rv;
+    if (before !== undefined) u.metadata.annotations = { [RUN_OBSERVED_ANNOTATION]: before };
+    return u;
+  };
+  it('the version before our annotation, never a larger or unusable one', () => {
+    expect(updateObservedAt(at('1300'))).toBe('1300');
+    expect(updateObservedAt(at('1300', '1200'))).toBe('1200');
+    expect(updateObservedAt(at('1300', '1400'))).toBe('1300');
+    expect(updateObservedAt(at('1300', 'abc'))).toBe('1300');
+    expect(updateObservedAt(at('1300', '0'))).toBe('1300');
+    expect(updateObservedAt(at(undefined, '1200'))).toBe('1200');
   });
 });
