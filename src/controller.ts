@@ -41,6 +41,8 @@ import { AlertIndex } from './alert/routed.ts';
 import { Router } from './alert/router.ts';
 import { ChangeAttacher } from './enrich/changes.ts';
 import { LiveStacks, slimStack } from './source/stacks.ts';
+import { RUN_COMMIT_ANNOTATION, RUN_OBSERVED_ANNOTATION } from './source/derive.ts';
+import { kubeRequest, objectPath } from './kube/client.ts';
 import { Ledger } from './delivery/ledger.ts';
 import { Dispatcher } from './delivery/lanes.ts';
 import { ProviderHealth } from './delivery/health.ts';
@@ -366,6 +368,28 @@ export async function startController(
     reportingController: CONTROLLER_NAME,
     registry,
     isPreviewBase: (ns, name) => inf.previews.list(ns).some((p) => p.spec.stackRef.name === name),
+    // Only while the Lease is surely ours, like the dispatcher's sends.
+    recordRunCommit: async (ns, name, revision, resourceVersion) => {
+      if (elector !== undefined && !elector.holdsLease()) throw new Error('not holding the Lease');
+      await kubeRequest<unknown>(kc, {
+        method: 'PATCH',
+        path: objectPath({
+          group: UPDATE_GROUP,
+          version: UPDATE_VERSION,
+          plural: UPDATE_PLURAL,
+          namespace: ns,
+          name,
+        }),
+        // Conditioned on the version read: the one stored is the one PKO wrote last.
+        body: {
+          metadata: {
+            resourceVersion,
+            annotations: { [RUN_COMMIT_ANNOTATION]: revision, [RUN_OBSERVED_ANNOTATION]: resourceVersion },
+          },
+        },
+        contentType: 'application/merge-patch+json',
+      });
+    },
     stuckAfterMs: opts.stackStuckAfterMs,
   });
 

@@ -12,12 +12,18 @@ import { GATE_ANNOTATION, parseGate, type EventGate } from '../api/gate.ts';
 import type { Stack, Update } from '../api/pko.ts';
 import { BASE_STACK_ANNOTATION, PULL_REQUEST_LABEL, isDriftCheck } from '../api/v1alpha1.ts';
 import type { DeliveryQueue, OfferedEvent } from '../delivery/types.ts';
-import { kubeRequest, objectPath, errorMessage } from '../kube/client.ts';
+import { kubeRequest, objectPath, errorMessage, errorStatusCode } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { parseResourceVersion } from '../delivery/order.ts';
-import { eventsForStack, stuckSince, type DeriveContext } from '../source/derive.ts';
+import {
+  eventsForStack,
+  revisionsToRecord,
+  stuckSince,
+  updateObservedAt,
+  type DeriveContext,
+} from '../source/derive.ts';
 import { RunCommits, SeenUpdates, V1FailureTexts } from '../source/runs.ts';
 import { eventForAlert, PRE_ENRICH_CHECKS, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
@@ -61,6 +67,20 @@ export interface RouterOptions {
   stuckAfterMs?: number;
   /** Clock of the stuck rule (ms since the epoch); default `Date.now`. */
   now?: () => number;
+  /**
+   * Writes the revision of a finished PKO v2 Update into its `notification.pko.dev/commit`
+   * annotation (src/source/derive.ts `revisionsToRecord`), so that any replica finds the run's
+   * commit once the Stack no longer names it. Called at most once per Update by this process, as
+   * leader, with the Update's current `resourceVersion`: the write must be conditioned on it and
+   * store it in `notification.pko.dev/observed-resource-version`. Rejects on failure (logged; a
+   * 409 is tried again on the Stack's next reconcile). Default: not recorded.
+   */
+  recordRunCommit?: (
+    namespace: string,
+    name: string,
+    revision: string,
+    resourceVersion: string,
+  ) => Promise<void>;
 }
 
 /** The Stack an Update belongs to: its ownerReference of kind Stack, else PKO's `pulumi.com/stack-name` label. */
@@ -161,6 +181,8 @@ export class Router {
   readonly #commits = new RunCommits();
   /** PKO v2 Updates seen, remembered after they are gone (N20). */
   readonly #seenUpdates = new SeenUpdates();
+  /** `namespace/name` of the Updates whose commit this process recorded (or tried to); forgotten with the Update. */
+  readonly #recorded = new Set<string>();
 
   constructor(opts: RouterOptions) {
     this.#o = opts;
@@ -209,6 +231,7 @@ export class Router {
       let set = this.#updatesByStack.get(key);
       if (!deleted) this.#seenUpdates.observe(u);
       if (deleted) {
+        this.#recorded.delete(`${u.metadata.namespace ?? ''}/${name}`);
         set?.delete(name);
         if (set?.size === 0) this.#updatesByStack.delete(key);
       } else {
@@ -284,16 +307,49 @@ export class Router {
    * it names when that Update is known, else the Stack — the order delivery follows
    * (src/delivery/order.ts; the dispatcher keeps the smallest seen per run).
    */
-  eventsFor(stack: Stack): { event: NotificationEvent; observed?: number }[] {
+  #updatesOf(stack: Stack): Update[] {
     const ns = stack.metadata.namespace ?? '';
     const updates: Update[] = [];
     for (const name of this.#updatesByStack.get(`${ns}/${stack.metadata.name ?? ''}`) ?? []) {
       const u = this.#o.updates.get(ns, name);
       if (u) updates.push(u);
     }
+    return updates;
+  }
+
+  /** Records the commits of the Stack's finished Updates that PKO stops naming (see RouterOptions). */
+  #recordRunCommits(stack: Stack): void {
+    const record = this.#o.recordRunCommit;
+    // A drift check Stack's runs are the controller's own and reported as drift (src/drift).
+    if (!record || isDriftCheck(stack)) return;
+    const ns = stack.metadata.namespace ?? '';
+    for (const { name, revision, resourceVersion } of revisionsToRecord(
+      stack,
+      this.#updatesOf(stack),
+      this.#ctx,
+    )) {
+      const key = `${ns}/${name}`;
+      if (this.#recorded.has(key)) continue;
+      this.#recorded.add(key);
+      record(ns, name, revision, resourceVersion).catch((err: unknown) => {
+        // PKO wrote the Update since it was read: the next reconcile sees the newer version.
+        if (errorStatusCode(err) === 409) {
+          this.#recorded.delete(key);
+          return;
+        }
+        this.#o.logger.warn(
+          { update: key, err: errorMessage(err) },
+          'cannot record the commit of a finished Update: a replica that did not see its run current may report it without a commit',
+        );
+      });
+    }
+  }
+
+  eventsFor(stack: Stack): { event: NotificationEvent; observed?: number }[] {
+    const updates = this.#updatesOf(stack);
     const stackRv = parseResourceVersion(stack.metadata.resourceVersion);
     const updateRv = new Map(
-      updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(u.metadata.resourceVersion)]),
+      updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(updateObservedAt(u))]),
     );
     // A drift check Stack's runs are the controller's own: reported as drift events of the
     // Stack it checks (src/drift), never as events of their own.
@@ -338,6 +394,7 @@ export class Router {
   async #route(stack: Stack): Promise<void> {
     if (!stack.metadata.uid) return;
     if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
+    this.#recordRunCommits(stack);
     let events = this.eventsFor(stack);
     if (events.length === 0) return;
     const enrich = this.#o.enrich;

@@ -51,7 +51,10 @@
  *
  * ## Other fields
  * Metadata (absent keys omitted): `revision` (raw PKO commit field; for an Update the Stack's
- * `currentUpdate.commit` or `lastUpdate.lastAttemptedCommit` whose `name` is this Update),
+ * `currentUpdate.commit` or `lastUpdate.lastAttemptedCommit` whose `name` is this Update, else
+ * `New commit detected: "<rev>"` in its `spec.message`, else the commit remembered for it
+ * (`DeriveContext.updateCommit`), else what PKO still records for it ({@link recordedRevisions});
+ * without any, `noCommitReason` says that PKO named it only while the run was current or last),
  * `commit` ({@link parseRevision}), `repository` (`spec.projectRepo`, or for a Flux GitRepository
  * source `ctx.fluxRepositoryURL`), `branch` (`spec.branch` without `refs/heads/`, or the ref of a
  * Flux revision), `stack` (`spec.stack`), `updateName`, `updateType`, `permalink`, `failures`,
@@ -92,6 +95,41 @@ import {
   v1Outcome,
 } from './runs.ts';
 import { cleanMessage } from '../text.ts';
+
+/**
+ * Annotation the leader writes on a finished PKO v2 Update whose commit PKO names only while the
+ * run is the Stack's current or last one ({@link revisionsToRecord}): the revision the Stack named
+ * for it (raw, as PKO wrote it). Read back by every replica, for the Update's whole life.
+ */
+export const RUN_COMMIT_ANNOTATION = 'notification.pko.dev/commit';
+/**
+ * Written with {@link RUN_COMMIT_ANNOTATION}: the Update's `metadata.resourceVersion` just before
+ * that write (PKO's last one). The write itself changes the resourceVersion, which is the run's
+ * place in the delivery order and how the ledger tells a folded (done) run from a new one
+ * (docs/delivery.md, "Order", "The ledger"): a process started later takes the run as observed at
+ * this value, as it would have without the annotation ({@link updateObservedAt}).
+ */
+export const RUN_OBSERVED_ANNOTATION = 'notification.pko.dev/observed-resource-version';
+/** Longest {@link RUN_COMMIT_ANNOTATION} value read; a longer one is ignored (anyone may write it). */
+const MAX_ANNOTATED_REVISION = 256;
+
+/** The revision in an Update's {@link RUN_COMMIT_ANNOTATION}, if usable. */
+export function annotatedRevision(u: Update): string | undefined {
+  const v = u.metadata.annotations?.[RUN_COMMIT_ANNOTATION];
+  return v !== undefined && v !== '' && v.length <= MAX_ANNOTATED_REVISION ? v : undefined;
+}
+
+/**
+ * The resourceVersion at which an Update counts as observed: its own, or the smaller
+ * {@link RUN_OBSERVED_ANNOTATION} when set (a decimal etcd revision; anything else is ignored).
+ */
+export function updateObservedAt(u: Update): string | undefined {
+  const own = u.metadata.resourceVersion;
+  const before = u.metadata.annotations?.[RUN_OBSERVED_ANNOTATION];
+  if (before === undefined || !/^[1-9][0-9]{0,19}$/.test(before)) return own;
+  if (own === undefined || !/^[0-9]+$/.test(own)) return before;
+  return BigInt(before) < BigInt(own) ? before : own;
+}
 
 /** The revision PKO writes into an Update's `spec.message` (`New commit detected: "<rev>"`), if any. */
 export function revisionFromUpdateMessage(message: string | undefined): string | undefined {
@@ -276,9 +314,16 @@ function makeEvent(
   ctx: DeriveContext,
   fields: { run: RunRef; phase: EventPhase; reason: EventReason; message: string; timestamp: string },
   metadata: Record<string, string>,
+  /** Why there is no commit when no revision is known at all (default: parseRevision's reason). */
+  unrecorded?: string,
 ): NotificationEvent {
   const identity = { stack: subject.key, run: fields.run, phase: fields.phase };
-  const noCommit = metadata.commit === undefined ? parseRevision(metadata.revision).reason : undefined;
+  const noCommit =
+    metadata.commit === undefined
+      ? metadata.revision === undefined && unrecorded !== undefined
+        ? unrecorded
+        : parseRevision(metadata.revision).reason
+      : undefined;
   return {
     identity,
     id: eventId(identity),
@@ -377,12 +422,20 @@ export function eventsFromUpdate(
       : lastIsThis
         ? last.lastAttemptedCommit
         : (revisionFromUpdateMessage(update.spec?.message) ??
+          annotatedRevision(update) ??
           (theStack?.metadata.uid !== undefined
             ? ctx.updateCommit?.(theStack.metadata.uid, updateName)
             : undefined));
 
   const metadata: Record<string, string> = {};
   sourceMetadata(metadata, theStack, revision, ctx);
+  // No commit for a run whose Update message does not name one ("Initial stack update", "New
+  // stack generation: N", "Sync request: …", a retry or resync of such a run): PKO v2 names it only
+  // while the run is the Stack's current or last one. Say so instead of "no revision recorded".
+  const unrecorded =
+    revision === undefined && theStack !== undefined
+      ? `PKO names the commit of run ${updateName} (${JSON.stringify(update.spec?.message ?? '')}) only while it is the Stack's current or last run, and this controller did not see it then`
+      : undefined;
   put(metadata, 'stack', theStack?.spec?.stack ?? update.spec?.stackName);
   put(metadata, 'updateName', updateName);
   put(metadata, 'updateType', type);
@@ -403,6 +456,7 @@ export function eventsFromUpdate(
         timestamp: timeOf(created, status.startTime, condition(conds, 'Progressing')?.lastTransitionTime),
       },
       { ...metadata },
+      unrecorded,
     ),
   ];
   if (done && (failed?.status === 'True' || failed?.status === 'False')) {
@@ -424,6 +478,7 @@ export function eventsFromUpdate(
           timestamp: timeOf(status.endTime, complete.lastTransitionTime, created),
         },
         metadata,
+        unrecorded,
       ),
     );
   }
@@ -699,6 +754,117 @@ function outcomeOf(u: Update): 'succeeded' | 'failed' | 'aborted' | undefined {
 }
 
 /**
+ * The revisions PKO v2 still records somewhere durable for the Stack's Updates (`sorted`: the
+ * Stack's Updates in creation order, {@link compareUpdates}), by Update name — also for runs the
+ * Stack no longer names:
+ * - the Stack's `currentUpdate.commit` / `lastUpdate.lastAttemptedCommit` for its current and last
+ *   run, and an Update's `spec.message` `New commit detected: "<rev>"`;
+ * - a retry or resync (`Backoff time elapsed` after a failed run, `Resync time elapsed` after a
+ *   succeeded one) runs the same commit as the Update before it: PKO's stack controller starts one
+ *   only when the last run's `lastAttemptedCommit` (failed) or `lastSuccessfulCommit` (succeeded)
+ *   is the source's current commit. Known on either side, the revision holds for both;
+ * - when the last run failed, `lastUpdate.lastSuccessfulCommit` is the commit of the newest
+ *   succeeded Update before it (PKO carries it over from the last success; Updates disappear
+ *   oldest first, 24 h after they finish, so the newest succeeded one still listed is that run).
+ * Only Updates owned by this Stack (ownerReference uid) take part. A run that none of these
+ * reaches (a first run, "Initial stack update", followed by a run of a new commit; a run of a new
+ * generation or sync request likewise) has no revision recorded by PKO once the Stack moved on.
+ */
+export function recordedRevisions(stack: Stack, sorted: readonly Update[]): Map<string, string> {
+  const uid = stack.metadata.uid;
+  const own = sorted.filter((u) =>
+    u.metadata.ownerReferences?.some((r) => r.kind === 'Stack' && r.uid === uid),
+  );
+  const cur = stack.status?.currentUpdate;
+  const last = stack.status?.lastUpdate;
+  const revs = new Map<string, string>();
+  const nameOf = (u: Update): string => u.metadata.name ?? '';
+  for (const u of own) {
+    const name = nameOf(u);
+    const r =
+      cur?.name === name && cur.commit
+        ? cur.commit
+        : last?.name === name && last.lastAttemptedCommit
+          ? last.lastAttemptedCommit
+          : (revisionFromUpdateMessage(u.spec?.message) ?? annotatedRevision(u));
+    if (r !== undefined && r !== '') revs.set(name, r);
+  }
+  if (last?.state === 'failed' && last.lastSuccessfulCommit && last.name) {
+    const k = own.findIndex((u) => nameOf(u) === last.name);
+    for (let j = k - 1; j >= 0; j--) {
+      const u = own[j];
+      if (u === undefined || outcomeOf(u) !== 'succeeded') continue;
+      if (!revs.has(nameOf(u))) revs.set(nameOf(u), last.lastSuccessfulCommit);
+      break;
+    }
+  }
+  // Pairs (previous, continuation) that PKO ran on the same commit.
+  const links: [string, string][] = [];
+  for (let i = 1; i < own.length; i++) {
+    const prev = own[i - 1];
+    const u = own[i];
+    if (prev === undefined || u === undefined) continue;
+    const m = u.spec?.message ?? '';
+    const outcome = outcomeOf(prev);
+    if (
+      (m.startsWith('Backoff time elapsed') && outcome === 'failed') ||
+      (m.startsWith('Resync time elapsed') && outcome === 'succeeded')
+    )
+      links.push([nameOf(prev), nameOf(u)]);
+  }
+  for (let changed = true; changed;) {
+    changed = false;
+    for (const [a, b] of links) {
+      const ra = revs.get(a);
+      const rb = revs.get(b);
+      if (ra !== undefined && rb === undefined) revs.set(b, ra);
+      else if (rb !== undefined && ra === undefined) revs.set(a, rb);
+      else continue;
+      changed = true;
+    }
+  }
+  return revs;
+}
+
+/**
+ * The finished Updates of `stack` whose revision the leader should record in
+ * {@link RUN_COMMIT_ANNOTATION}: owned by the Stack, done with a result (succeeded or failed —
+ * an aborted run yields no event), not annotated yet, with a `spec.message` that does not name the
+ * commit, and whose revision is known now — from the Stack (current or last run), from what this
+ * process remembers (`ctx.updateCommit`), or from {@link recordedRevisions}. Running Updates are
+ * never chosen: PKO still writes their status.
+ */
+export function revisionsToRecord(
+  stack: Stack,
+  updates: readonly Update[],
+  ctx: DeriveContext,
+): { name: string; revision: string; resourceVersion: string }[] {
+  const uid = stack.metadata.uid;
+  if (uid === undefined || uid === '') return [];
+  const sorted = updates.filter((u) => (u.metadata.name ?? '') !== '').sort(compareUpdates);
+  const recorded = recordedRevisions(stack, sorted);
+  const out: { name: string; revision: string; resourceVersion: string }[] = [];
+  for (const u of sorted) {
+    const name = u.metadata.name ?? '';
+    const outcome = outcomeOf(u);
+    if (outcome !== 'succeeded' && outcome !== 'failed') continue;
+    if (!u.metadata.ownerReferences?.some((r) => r.kind === 'Stack' && r.uid === uid)) continue;
+    if (annotatedRevision(u) !== undefined || revisionFromUpdateMessage(u.spec?.message) !== undefined)
+      continue;
+    const revision = ctx.updateCommit?.(uid, name) ?? recorded.get(name);
+    const resourceVersion = u.metadata.resourceVersion ?? '';
+    if (
+      revision !== undefined &&
+      revision !== '' &&
+      revision.length <= MAX_ANNOTATED_REVISION &&
+      resourceVersion !== ''
+    )
+      out.push({ name, revision, resourceVersion });
+  }
+  return out;
+}
+
+/**
  * Every event a Stack and its Updates imply, as users count runs (src/source/runs.ts; README,
  * "Event model: PKO v1 and v2"):
  * - each Update that starts a run yields its Started and its result ({@link eventsFromUpdate});
@@ -722,6 +888,15 @@ export function eventsForStack(
     .filter((u) => u.metadata.name !== undefined && u.metadata.name !== '')
     .slice()
     .sort(compareUpdates);
+  // A run the Stack has moved past: the commit remembered from the Stack (ctx), else the one PKO
+  // still records elsewhere (recordedRevisions).
+  const recorded = recordedRevisions(stack, sorted);
+  const stackUid = stack.metadata.uid;
+  const runCtx: DeriveContext = {
+    ...ctx,
+    updateCommit: (uid, name) =>
+      ctx.updateCommit?.(uid, name) ?? (uid === stackUid ? recorded.get(name) : undefined),
+  };
   let prev: Update | undefined;
   /** Outcome of the current run's latest finished attempt, and the result event reported for it. */
   let streak: { outcome: 'succeeded' | 'failed'; event: NotificationEvent | undefined } | undefined;
@@ -736,7 +911,7 @@ export function eventsForStack(
       // A retry or resync of the previous Update. When that one is gone (TTL: 24 h after it
       // finished), the run was reported while it existed: nothing new here.
       const joined = prev !== undefined;
-      for (const ev of joined ? eventsFromUpdate(u, stack, ctx) : []) {
+      for (const ev of joined ? eventsFromUpdate(u, stack, runCtx) : []) {
         if (ev.identity.phase.kind === 'started') continue;
         if (streak !== undefined && streak.outcome === done) {
           // The same result again: one event for the streak, carrying the latest message.
@@ -749,7 +924,7 @@ export function eventsForStack(
       if (!joined && done) streak = { outcome: done, event: undefined };
     } else {
       streak = undefined;
-      for (const ev of eventsFromUpdate(u, stack, ctx)) {
+      for (const ev of eventsFromUpdate(u, stack, runCtx)) {
         byId.set(ev.id, ev);
         if (done && ev.identity.phase.kind !== 'started') streak = { outcome: done, event: ev };
       }
@@ -758,6 +933,7 @@ export function eventsForStack(
   }
   const known = new Set(sorted.map((u) => `${u.metadata.namespace ?? ''}/${u.metadata.name ?? ''}`));
   const updateExists = (namespace: string, name: string): boolean => known.has(`${namespace}/${name}`);
-  for (const ev of eventsFromStack(stack, ctx, { updateExists })) if (!byId.has(ev.id)) byId.set(ev.id, ev);
+  for (const ev of eventsFromStack(stack, runCtx, { updateExists }))
+    if (!byId.has(ev.id)) byId.set(ev.id, ev);
   return [...byId.values()];
 }

@@ -220,8 +220,9 @@ describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
       path: secrets,
       body: { metadata: { name: 'x' }, stringData: { a: 'b' } },
     });
-    // The preview controller creates, patches and deletes preview Stacks; PKO's status of any
-    // Stack and its Updates stay out of reach.
+    // The preview controller creates, patches and deletes preview Stacks; the leader patches a
+    // finished Update's commit annotation; PKO's status of any Stack and its Updates stay out of
+    // reach.
     await denied("write a Stack's status (PKO's own)", {
       method: 'PATCH',
       path: `${objectPath({
@@ -234,7 +235,19 @@ describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
       body: { status: { observedGeneration: 1 } },
       contentType: 'application/merge-patch+json',
     });
-    await denied('write an Update (PKO objects other than preview Stacks are read-only)', {
+    await denied("write an Update's status (PKO's own)", {
+      method: 'PATCH',
+      path: `${objectPath({
+        group: 'auto.pulumi.com',
+        version: 'v1alpha1',
+        plural: 'updates',
+        namespace: tenant,
+        name: 'x',
+      })}/status`,
+      body: { status: { observedGeneration: 1 } },
+      contentType: 'application/merge-patch+json',
+    });
+    await denied('create an Update (Updates: only a finished one’s commit annotation is patched)', {
       method: 'POST',
       path: objectPath({
         group: 'auto.pulumi.com',

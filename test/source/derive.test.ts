@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import type { Stack } from '../../src/api/pko.ts';
+import type { Stack, Update } from '../../src/api/pko.ts';
 import { runKey } from '../../src/api/event.ts';
-import { eventsFromStack, eventsFromUpdate } from '../../src/source/derive.ts';
+import {
+  RUN_COMMIT_ANNOTATION,
+  RUN_OBSERVED_ANNOTATION,
+  eventsForStack,
+  eventsFromStack,
+  eventsFromUpdate,
+  recordedRevisions,
+  revisionsToRecord,
+  updateObservedAt,
+} from '../../src/source/derive.ts';
 import {
   FAILED_MESSAGE,
   NS,
@@ -620,5 +629,229 @@ describe('commit of a run the Stack has moved past', () => {
     );
     expect(revisionFromUpdateMessage('Initial stack update')).toBeUndefined();
     expect(revisionFromUpdateMessage(undefined)).toBeUndefined();
+  });
+});
+
+describe('commit of a first run once the Stack has moved on (PKO v2, stress round 0)', () => {
+  const A = 'a'.repeat(40);
+  const B = 'b'.repeat(40);
+  /** A done Update as PKO v2.9 writes it (test/support and /work/shared/pko-traces/v2.9.0-real). */
+  const run = (
+    name: string,
+    outcome: 'succeeded' | 'failed' | 'aborted',
+    message: string,
+    created: string,
+  ): Update => {
+    const u = update(outcome, 'up', name);
+    u.metadata.creationTimestamp = created;
+    u.spec = { ...u.spec, message };
+    if (u.status && outcome === 'succeeded') u.status.message = JSON.stringify(message);
+    return u;
+  };
+  const stackAfter = (last: NonNullable<NonNullable<Stack['status']>['lastUpdate']>): Stack => {
+    const s = v2FailedStack();
+    s.status = {
+      observedGeneration: 3,
+      conditions: [cond('Ready', 'True', 'ProcessingCompleted')],
+      lastUpdate: last,
+    };
+    return s;
+  };
+  const commitsOf = (evs: ReturnType<typeof eventsForStack>): Record<string, string | undefined> =>
+    Object.fromEntries(evs.map((e) => [e.id.slice(STACK_UID.length + 1), e.metadata.commit]));
+  const first = (outcome: 'succeeded' | 'failed'): Update =>
+    run('app-dev-first', outcome, 'Initial stack update', '2026-08-20T10:00:00Z');
+
+  it('a succeeded first run followed by a new commit: PKO records its commit nowhere; the note says so', () => {
+    const second = run('app-dev-second', 'succeeded', `New commit detected: "${B}"`, '2026-08-20T10:05:00Z');
+    const stack = stackAfter({
+      generation: 3,
+      name: 'app-dev-second',
+      type: 'up',
+      state: 'succeeded',
+      lastAttemptedCommit: B,
+      lastSuccessfulCommit: B,
+    });
+    const evs = eventsForStack(stack, [first('succeeded'), second], ctx);
+    const lost = evs.find((e) => e.id.endsWith('app-dev-first/succeeded'));
+    expect(lost?.metadata.commit).toBeUndefined();
+    expect(lost?.noCommitReason).toBe(
+      `PKO names the commit of run app-dev-first ("Initial stack update") only while it is the Stack's current or last run, and this controller did not see it then`,
+    );
+    // What a process that saw the first run current remembers (RunCommits) is used.
+    const seen = eventsForStack(stack, [first('succeeded'), second], { ...ctx, updateCommit: () => A });
+    expect(seen.find((e) => e.id.endsWith('app-dev-first/succeeded'))?.metadata.commit).toBe(A);
+  });
+
+  it('a failed first run and its retry that succeeded: the retry ran the same commit', () => {
+    const retry = run('app-dev-retry', 'succeeded', 'Backoff time elapsed: 10s', '2026-08-20T10:05:00Z');
+    const stack = stackAfter({
+      generation: 3,
+      name: 'app-dev-retry',
+      type: 'up',
+      state: 'succeeded',
+      lastAttemptedCommit: A,
+      lastSuccessfulCommit: A,
+    });
+    const evs = eventsForStack(stack, [first('failed'), retry], ctx);
+    expect(commitsOf(evs)).toEqual({
+      'app-dev-first/started': A,
+      'app-dev-first/failed': A,
+      'app-dev-retry/succeeded': A,
+    });
+  });
+
+  it('a succeeded first run, then a failed new commit: lastSuccessfulCommit is the first run’s', () => {
+    const second = run('app-dev-second', 'failed', `New commit detected: "${B}"`, '2026-08-20T10:05:00Z');
+    const stack = stackAfter({
+      generation: 3,
+      name: 'app-dev-second',
+      type: 'up',
+      state: 'failed',
+      lastAttemptedCommit: B,
+      lastSuccessfulCommit: A,
+      failures: 0,
+    });
+    const evs = eventsForStack(stack, [first('succeeded'), second], ctx);
+    expect(commitsOf(evs)).toEqual({
+      'app-dev-first/started': A,
+      'app-dev-first/succeeded': A,
+      'app-dev-second/started': B,
+      'app-dev-second/failed': B,
+    });
+  });
+
+  it('through a resync: the newest success before the failed run, and the run it resynced', () => {
+    const resync = run('app-dev-resync', 'succeeded', 'Resync time elapsed: 1m0s', '2026-08-20T10:05:00Z');
+    const third = run('app-dev-third', 'failed', `New commit detected: "${B}"`, '2026-08-20T10:10:00Z');
+    const stack = stackAfter({
+      generation: 3,
+      name: 'app-dev-third',
+      type: 'up',
+      state: 'failed',
+      lastAttemptedCommit: B,
+      lastSuccessfulCommit: A,
+      failures: 0,
+    });
+    const evs = eventsForStack(stack, [third, first('succeeded'), resync], ctx);
+    expect(commitsOf(evs)['app-dev-first/succeeded']).toBe(A);
+  });
+
+  it('no link across an aborted run, nor to an Update of another Stack', () => {
+    const aborted = run('app-dev-aborted', 'aborted', 'Initial stack update', '2026-08-20T10:03:00Z');
+    const retry = run('app-dev-retry', 'succeeded', 'Backoff time elapsed: 10s', '2026-08-20T10:05:00Z');
+    const stack = stackAfter({
+      generation: 3,
+      name: 'app-dev-retry',
+      type: 'up',
+      state: 'succeeded',
+      lastAttemptedCommit: A,
+      lastSuccessfulCommit: A,
+    });
+    const firstRun = first('failed');
+    expect(recordedRevisions(stack, [firstRun, aborted, retry]).get('app-dev-first')).toBeUndefined();
+    const other = first('failed');
+    other.metadata.ownerReferences = [
+      { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: 'x', uid: 'other' },
+    ];
+    expect(recordedRevisions(stack, [other, retry]).has('app-dev-first')).toBe(false);
+    expect(recordedRevisions(stack, [firstRun, retry]).get('app-dev-first')).toBe(A);
+  });
+});
+
+describe('the commit the leader records on a finished Update (notification.pko.dev/commit)', () => {
+  const A = 'a'.repeat(40);
+  const B = 'b'.repeat(40);
+  const first = (outcome: 'running' | 'succeeded' | 'aborted'): Update => {
+    const u = update(outcome, 'up', 'app-dev-first');
+    u.spec = { ...u.spec, message: 'Initial stack update' };
+    u.metadata.creationTimestamp = '2026-08-20T10:00:00Z';
+    u.metadata.resourceVersion = '1200';
+    return u;
+  };
+  const lastIsFirst = (): Stack => {
+    const s = v2FailedStack();
+    s.status = {
+      observedGeneration: 3,
+      lastUpdate: {
+        name: 'app-dev-first',
+        type: 'up',
+        state: 'succeeded',
+        lastAttemptedCommit: A,
+        lastSuccessfulCommit: A,
+      },
+    };
+    return s;
+  };
+
+  it('chooses a finished commit-less run whose commit is known, once', () => {
+    expect(revisionsToRecord(lastIsFirst(), [first('succeeded')], ctx)).toEqual([
+      { name: 'app-dev-first', revision: A, resourceVersion: '1200' },
+    ]);
+    const annotated = first('succeeded');
+    annotated.metadata.annotations = { [RUN_COMMIT_ANNOTATION]: A };
+    expect(revisionsToRecord(lastIsFirst(), [annotated], ctx)).toEqual([]);
+  });
+
+  it('never a running or aborted Update, one whose message names its commit, or one whose commit is unknown', () => {
+    const running = v2RunningStack('app-dev-first', A);
+    expect(revisionsToRecord(running, [first('running')], ctx)).toEqual([]);
+    expect(revisionsToRecord(lastIsFirst(), [first('aborted')], ctx)).toEqual([]);
+    const named = update('succeeded', 'up', 'app-dev-first');
+    expect(revisionsToRecord(lastIsFirst(), [named], ctx)).toEqual([]);
+    const movedOn = v2FailedStack();
+    movedOn.status = {
+      observedGeneration: 3,
+      lastUpdate: {
+        name: 'app-dev-second',
+        type: 'up',
+        state: 'succeeded',
+        lastAttemptedCommit: B,
+        lastSuccessfulCommit: B,
+      },
+    };
+    expect(revisionsToRecord(movedOn, [first('succeeded')], ctx)).toEqual([]);
+    // What this process remembers from the Stack counts.
+    expect(revisionsToRecord(movedOn, [first('succeeded')], { ...ctx, updateCommit: () => A })).toEqual([
+      { name: 'app-dev-first', revision: A, resourceVersion: '1200' },
+    ]);
+  });
+
+  it('every replica derives the run’s commit from the annotation once the Stack moved on; an oversized one is ignored', () => {
+    const movedOn = v2FailedStack();
+    movedOn.status = {
+      observedGeneration: 3,
+      lastUpdate: {
+        name: 'app-dev-second',
+        type: 'up',
+        state: 'succeeded',
+        lastAttemptedCommit: B,
+        lastSuccessfulCommit: B,
+      },
+    };
+    const annotated = first('succeeded');
+    annotated.metadata.annotations = { [RUN_COMMIT_ANNOTATION]: A };
+    const evs = eventsForStack(movedOn, [annotated], ctx);
+    expect(evs.find((e) => e.id.endsWith('app-dev-first/succeeded'))?.metadata.commit).toBe(A);
+    annotated.metadata.annotations = { [RUN_COMMIT_ANNOTATION]: 'x'.repeat(257) };
+    const ignored = eventsForStack(movedOn, [annotated], ctx);
+    expect(ignored.find((e) => e.id.endsWith('app-dev-first/succeeded'))?.metadata.revision).toBeUndefined();
+  });
+});
+
+describe('updateObservedAt: the resourceVersion an annotated Update counts as observed at', () => {
+  const at = (rv: string | undefined, before?: string): Update => {
+    const u = update('succeeded');
+    if (rv !== undefined) u.metadata.resourceVersion = rv;
+    if (before !== undefined) u.metadata.annotations = { [RUN_OBSERVED_ANNOTATION]: before };
+    return u;
+  };
+  it('the version before our annotation, never a larger or unusable one', () => {
+    expect(updateObservedAt(at('1300'))).toBe('1300');
+    expect(updateObservedAt(at('1300', '1200'))).toBe('1200');
+    expect(updateObservedAt(at('1300', '1400'))).toBe('1300');
+    expect(updateObservedAt(at('1300', 'abc'))).toBe('1300');
+    expect(updateObservedAt(at('1300', '0'))).toBe('1300');
+    expect(updateObservedAt(at(undefined, '1200'))).toBe('1200');
   });
 });

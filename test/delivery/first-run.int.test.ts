@@ -1,0 +1,152 @@
+/**
+ * A Stack's first run delivered by a controller that starts only after the Stack moved on (the
+ * stress suite's round-0 NoCommit losses, made deterministic): PKO v2 names the commit of a run
+ * such as "Initial stack update" only while it is the Stack's current or last run, so the
+ * controller here starts after the second run finished, and must find the first run's commit
+ * where PKO still records it (src/source/derive.ts `recordedRevisions`), or say why not.
+ */
+import { randomBytes } from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
+import { Objects, startInProcess } from '../support/controller.ts';
+import { PkoSimulator } from '../support/pko.ts';
+import { gitHubContract, startGitHubServer } from '../forge/github/server.ts';
+import { RUN_COMMIT_ANNOTATION } from '../../src/source/derive.ts';
+
+const sha = (): string => randomBytes(20).toString('hex');
+
+beforeAll(() => {
+  gitHubContract(); // load GitHub's OpenAPI description once, outside the tests' timeouts
+}, 60_000);
+
+/** GitHub, a Provider and an Alert; the Stack's runs happen before the controller starts. */
+async function setUp(prefix: string, runs: (sim: PkoSimulator) => Promise<void>) {
+  const token = `ghp_${randomBytes(12).toString('hex')}`;
+  const gh = await startGitHubServer({ basePath: '/api/v3', tokens: { [token]: 'pko-bot' } });
+  const ns = await createTestNamespace(prefix);
+  const obj = new Objects(ns);
+  await obj.secret('gh', { token });
+  await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+  await obj.alert('gh', { providerRef: { name: 'gh' }, eventSources: [{ kind: 'Stack' }] });
+  const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+  await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+  await runs(sim);
+  const ctl = await startInProcess(ns, {
+    flags: ['--github-write-pacing=false', `--cluster-name=${prefix}`],
+  });
+  const states = (c: string): string[] => gh.statuses('acme/app', c).map((s) => s.state);
+  return { gh, ctl, states };
+}
+
+describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)', () => {
+  it('first run succeeded, the next commit failed: the first run’s status comes from lastSuccessfulCommit', async () => {
+    const c1 = sha();
+    const c2 = sha();
+    const { gh, ctl, states } = await setUp('first-lsc', async (sim) => {
+      const r1 = await sim.startRun('app', { type: 'up', commit: c1 });
+      expect(r1.message).toBe('Initial stack update');
+      await sim.finishRun(r1, 'succeeded');
+      await sim.finishRun(await sim.startRun('app', { type: 'up', commit: c2 }), 'failed');
+    });
+    try {
+      await waitFor(() => Promise.resolve(states(c1).includes('success') && states(c2).includes('failure')), {
+        timeoutMs: 60_000,
+        what: 'a success status on the first run’s commit and a failure on the second',
+      });
+    } finally {
+      await ctl.stop();
+      await gh.close();
+    }
+  }, 120_000);
+
+  it('first run failed and its retry succeeded: the failure status names the retry’s commit', async () => {
+    const c1 = sha();
+    const { gh, ctl, states } = await setUp('first-retry', async (sim) => {
+      await sim.finishRun(await sim.startRun('app', { type: 'up', commit: c1 }), 'failed');
+      const retry = await sim.startRun('app', { type: 'up', commit: c1 });
+      expect(retry.message).toMatch(/^Backoff time elapsed/);
+      await sim.finishRun(retry, 'succeeded');
+    });
+    try {
+      await waitFor(() => Promise.resolve(states(c1).includes('failure') && states(c1).includes('success')), {
+        timeoutMs: 60_000,
+        what: 'the first run’s failure and its retry’s success on the same commit',
+      });
+    } finally {
+      await ctl.stop();
+      await gh.close();
+    }
+  }, 120_000);
+
+  it('first run succeeded, the next commit succeeded: PKO records the first commit nowhere, and the skip says so', async () => {
+    const c1 = sha();
+    const c2 = sha();
+    let first = '';
+    const { gh, ctl, states } = await setUp('first-gap', async (sim) => {
+      const r1 = await sim.startRun('app', { type: 'up', commit: c1 });
+      first = r1.name;
+      await sim.finishRun(r1, 'succeeded');
+      await sim.finishRun(await sim.startRun('app', { type: 'up', commit: c2 }), 'succeeded');
+    });
+    try {
+      const note = `PKO names the commit of run ${first} ("Initial stack update") only while it is the Stack's current or last run, and this controller did not see it then`;
+      await waitFor(
+        () =>
+          Promise.resolve(
+            states(c2).includes('success') &&
+              ctl.logs
+                .parsed()
+                .some((l) => l['skipReason'] === 'NoCommit' && String(l['msg']).includes(note)),
+          ),
+        { timeoutMs: 60_000, what: 'the second run’s status and the first run’s NoCommit with its note' },
+      );
+      expect(states(c1)).toEqual([]);
+    } finally {
+      await ctl.stop();
+      await gh.close();
+    }
+  }, 120_000);
+
+  it('first run succeeded, the next commit succeeded, seen by a leader that stopped: its annotation carries the commit to the next one', async () => {
+    const token = `ghp_${randomBytes(12).toString('hex')}`;
+    const gh = await startGitHubServer({ basePath: '/api/v3', tokens: { [token]: 'pko-bot' } });
+    // While the first controller runs, GitHub answers 429 with a long retry-after: nothing lands.
+    let blocked = true;
+    gh.throttle({ status: 429, retryAfter: 3600, count: 1_000_000, match: () => blocked });
+    const ns = await createTestNamespace('first-annotated');
+    const obj = new Objects(ns);
+    await obj.secret('gh', { token });
+    await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+    await obj.alert('gh', { providerRef: { name: 'gh' }, eventSources: [{ kind: 'Stack' }] });
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+    const flags = ['--github-write-pacing=false', '--cluster-name=first-annotated'];
+    const states = (c: string): string[] => gh.statuses('acme/app', c).map((x) => x.state);
+    const c1 = sha();
+    const c2 = sha();
+    const first = await startInProcess(ns, { flags });
+    let second: Awaited<ReturnType<typeof startInProcess>> | undefined;
+    try {
+      await obj.waitReady('alerts', 'gh');
+      const r1 = await sim.startRun('app', { type: 'up', commit: c1 });
+      await sim.finishRun(r1, 'succeeded');
+      await waitFor(
+        async () => (await sim.getUpdate(r1.name)).metadata.annotations?.[RUN_COMMIT_ANNOTATION] === c1,
+        { timeoutMs: 60_000, what: 'the first run’s commit in its Update’s annotation' },
+      );
+      await first.stop();
+      expect(states(c1)).toEqual([]);
+      await sim.finishRun(await sim.startRun('app', { type: 'up', commit: c2 }), 'succeeded');
+      blocked = false;
+      second = await startInProcess(ns, { flags });
+      await waitFor(() => Promise.resolve(states(c1).includes('success') && states(c2).includes('success')), {
+        timeoutMs: 60_000,
+        what: 'success statuses on both commits from the controller started after both runs',
+      });
+    } finally {
+      await first.stop();
+      await second?.stop();
+      await gh.close();
+    }
+  }, 180_000);
+});
