@@ -3,12 +3,12 @@
  * the same objects as `kubectl apply -k config/default` (test/controller.test.ts compares the
  * two object by object): Namespace, the Provider and Alert CRDs, ServiceAccount, ClusterRole +
  * binding, the leader-election Role + binding, Deployment, metrics Service, PodDisruptionBudget,
- * the PullRequestPreview admission policy + binding, and optionally a Prometheus Operator
- * ServiceMonitor.
+ * the admission policies + bindings (PullRequestPreview overrides, DriftDetection remediation),
+ * and optionally a Prometheus Operator ServiceMonitor.
  *
  * Read from the repository, so there is one copy of each: the CRDs (`crds/*.yaml`), the RBAC
  * rules (`config/rbac/role.yaml`, `config/rbac/leader_election_role.yaml`) and the admission
- * policy and binding (`config/admission/*.yaml`). Everything else is typed here, with the knobs
+ * policies and bindings (`config/admission/*.yaml`). Everything else is typed here, with the knobs
  * of {@link ControllerArgs}.
  */
 import { readFileSync, readdirSync } from 'node:fs';
@@ -288,34 +288,38 @@ export class PkoNotificationController extends pulumi.ComponentResource {
         inNs,
       ),
     );
-    // PullRequestPreview admission (docs/previews.md, "Admission"): cluster-scoped, not moved by `namespace`.
-    const policyDoc = admission<k8s.types.input.admissionregistration.v1.ValidatingAdmissionPolicySpec>(
-      'preview_overrides_policy.yaml',
-    );
-    const policy = add(
-      new k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-        `${name}-preview-overrides-policy`,
-        {
-          metadata: { name: policyDoc.metadata.name, labels },
-          spec: policyDoc.spec,
-        },
-        { parent: this, dependsOn: crdResources },
-      ),
-    );
-    const bindingDoc =
-      admission<k8s.types.input.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec>(
-        'preview_overrides_binding.yaml',
+    // Admission policies of config/admission, cluster-scoped, not moved by `namespace`:
+    // PullRequestPreview overrides (docs/previews.md, "Admission") and DriftDetection remediation
+    // (docs/drift.md). Each binding is created after its policy.
+    for (const [policyFile, bindingFile, id] of [
+      ['preview_overrides_policy.yaml', 'preview_overrides_binding.yaml', 'preview-overrides'],
+      ['drift_remediation_policy.yaml', 'drift_remediation_binding.yaml', 'drift-remediation'],
+    ] as const) {
+      const policyDoc =
+        admission<k8s.types.input.admissionregistration.v1.ValidatingAdmissionPolicySpec>(policyFile);
+      const policy = add(
+        new k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+          `${name}-${id}-policy`,
+          {
+            metadata: { name: policyDoc.metadata.name, labels },
+            spec: policyDoc.spec,
+          },
+          { parent: this, dependsOn: crdResources },
+        ),
       );
-    add(
-      new k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-        `${name}-preview-overrides-binding`,
-        {
-          metadata: { name: bindingDoc.metadata.name, labels },
-          spec: bindingDoc.spec,
-        },
-        { parent: this, dependsOn: [policy] },
-      ),
-    );
+      const bindingDoc =
+        admission<k8s.types.input.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec>(bindingFile);
+      add(
+        new k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+          `${name}-${id}-binding`,
+          {
+            metadata: { name: bindingDoc.metadata.name, labels },
+            spec: bindingDoc.spec,
+          },
+          { parent: this, dependsOn: [policy] },
+        ),
+      );
+    }
     if (args.serviceMonitor === true) {
       add(
         new k8s.apiextensions.CustomResource(
