@@ -59,6 +59,7 @@ describe('config/default', () => {
         'ClusterRoleBinding/pko-notification-controller',
         'CustomResourceDefinition/alerts.notification.pko.dev',
         'CustomResourceDefinition/deliveryledgers.notification.pko.dev',
+        'CustomResourceDefinition/driftdetections.notification.pko.dev',
         'CustomResourceDefinition/providers.notification.pko.dev',
         'CustomResourceDefinition/pullrequestpreviews.notification.pko.dev',
         'Deployment/pko-notification-controller',
@@ -68,7 +69,9 @@ describe('config/default', () => {
         'RoleBinding/pko-notification-controller-leader-election',
         'Service/pko-notification-controller-metrics',
         'ServiceAccount/pko-notification-controller',
+        'ValidatingAdmissionPolicy/pko-notification-controller-drift-remediation',
         'ValidatingAdmissionPolicy/pko-notification-controller-preview-overrides',
+        'ValidatingAdmissionPolicyBinding/pko-notification-controller-drift-remediation',
         'ValidatingAdmissionPolicyBinding/pko-notification-controller-preview-overrides',
       ].sort(),
     );

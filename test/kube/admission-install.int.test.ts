@@ -28,12 +28,16 @@ describe('installAdmissionObjects (npm start)', () => {
     const suffix = randomBytes(4).toString('hex');
     const name = `pko-nc-install-test-${suffix}`;
     const shipped = await readAdmissionObjects(await yamlFilesIn(DIR));
-    expect(shipped.map((o) => o.kind).sort()).toEqual([
-      'ValidatingAdmissionPolicy',
-      'ValidatingAdmissionPolicyBinding',
+    expect(shipped.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      'ValidatingAdmissionPolicy/pko-notification-controller-drift-remediation',
+      'ValidatingAdmissionPolicy/pko-notification-controller-preview-overrides',
+      'ValidatingAdmissionPolicyBinding/pko-notification-controller-drift-remediation',
+      'ValidatingAdmissionPolicyBinding/pko-notification-controller-preview-overrides',
     ]);
-    // Renamed copies; the binding's policyName follows, and it only warns (never denies here).
-    const objects = shipped.map((o) => ({
+    // Renamed copies of one pair; the binding's policyName follows, and it only warns (never
+    // denies here).
+    const pair = shipped.filter((o) => o.metadata.name === 'pko-notification-controller-preview-overrides');
+    const objects = pair.map((o) => ({
       ...o,
       metadata: { name },
       spec:
