@@ -124,6 +124,8 @@ interface UserEntry {
   impersonate: string | undefined;
   impersonateUID: string | undefined;
   exec: ExecConfig | undefined;
+  /** Why this user cannot be used (thrown when the current context picks it). */
+  invalid: string | undefined;
 }
 
 interface ContextEntry {
@@ -235,43 +237,14 @@ function parseKubeconfig(text: string, dir: string): ParsedFile {
       proxyURL: str(body, 'proxy-url', where),
     };
   });
+  // An unusable user fails only when the current context picks it (kubectl too loads a file
+  // whose other users it could not serve).
   const users = namedList(doc, 'users', 'user').map(({ name, body, where }): UserEntry => {
-    if (body['auth-provider'] !== undefined && body['auth-provider'] !== null) {
-      const ap = body['auth-provider'];
-      const provider = isObj(ap) && typeof ap.name === 'string' ? ap.name : '';
-      throw new Error(
-        `${where}: auth-provider${provider !== '' ? ` ${provider}` : ''} is not supported (kubectl removed the in-tree auth providers in Kubernetes 1.26); use an exec credential plugin (e.g. gke-gcloud-auth-plugin, kubelogin) or a token`,
-      );
+    try {
+      return parseUser(name, body, where, dir);
+    } catch (err) {
+      return { ...emptyUser(name), invalid: (err as Error).message };
     }
-    for (const key of ['as-groups', 'as-user-extra']) {
-      if (body[key] !== undefined && body[key] !== null)
-        throw new Error(`${where}: ${key} impersonation is not supported; use as (Impersonate-User) only`);
-    }
-    const execRaw = body.exec;
-    if (execRaw !== undefined && execRaw !== null && !isObj(execRaw))
-      throw new Error(`${where}: exec must be a map`);
-    const user: UserEntry = {
-      name,
-      token: str(body, 'token', where),
-      tokenFile: absolute(dir, str(body, 'tokenFile', where)),
-      certFile: absolute(dir, str(body, 'client-certificate', where)),
-      certData: base64(body, 'client-certificate-data', where),
-      keyFile: absolute(dir, str(body, 'client-key', where)),
-      keyData: base64(body, 'client-key-data', where),
-      username: str(body, 'username', where),
-      password: str(body, 'password', where),
-      impersonate: str(body, 'as', where),
-      impersonateUID: str(body, 'as-uid', where),
-      exec: isObj(execRaw) ? parseExec(execRaw, dir, where) : undefined,
-    };
-    // client-go's validation: one of bearer token and basic auth.
-    if (
-      (user.token !== undefined || user.tokenFile !== undefined) &&
-      (user.username !== undefined || user.password !== undefined)
-    ) {
-      throw new Error(`${where}: both a token and username/password are set; only one is allowed`);
-    }
-    return user;
   });
   const contexts = namedList(doc, 'contexts', 'context').map(({ name, body, where }) => ({
     name,
@@ -282,19 +255,50 @@ function parseKubeconfig(text: string, dir: string): ParsedFile {
   return { clusters, users, contexts, currentContext: typeof cc === 'string' ? cc : '' };
 }
 
-/** Reads and parses one file. @throws Error naming the file. */
+/** One `users[]` entry. @throws Error for settings that cannot be served. */
+function parseUser(name: string, body: Obj, where: string, dir: string): UserEntry {
+  if (body['auth-provider'] !== undefined && body['auth-provider'] !== null) {
+    const ap = body['auth-provider'];
+    const provider = isObj(ap) && typeof ap.name === 'string' ? ap.name : '';
+    throw new Error(
+      `${where}: auth-provider${provider !== '' ? ` ${provider}` : ''} is not supported (kubectl removed the in-tree auth providers in Kubernetes 1.26); use an exec credential plugin (e.g. gke-gcloud-auth-plugin, kubelogin) or a token`,
+    );
+  }
+  for (const key of ['as-groups', 'as-user-extra']) {
+    if (body[key] !== undefined && body[key] !== null)
+      throw new Error(`${where}: ${key} impersonation is not supported; use as (Impersonate-User) only`);
+  }
+  const execRaw = body.exec;
+  if (execRaw !== undefined && execRaw !== null && !isObj(execRaw))
+    throw new Error(`${where}: exec must be a map`);
+  const user: UserEntry = {
+    name,
+    token: str(body, 'token', where),
+    tokenFile: absolute(dir, str(body, 'tokenFile', where)),
+    certFile: absolute(dir, str(body, 'client-certificate', where)),
+    certData: base64(body, 'client-certificate-data', where),
+    keyFile: absolute(dir, str(body, 'client-key', where)),
+    keyData: base64(body, 'client-key-data', where),
+    username: str(body, 'username', where),
+    password: str(body, 'password', where),
+    impersonate: str(body, 'as', where),
+    impersonateUID: str(body, 'as-uid', where),
+    exec: isObj(execRaw) ? parseExec(execRaw, dir, where) : undefined,
+    invalid: undefined,
+  };
+  // client-go's validation: one of bearer token and basic auth.
+  if (
+    (user.token !== undefined || user.tokenFile !== undefined) &&
+    (user.username !== undefined || user.password !== undefined)
+  ) {
+    throw new Error(`${where}: both a token and username/password are set; only one is allowed`);
+  }
+  return user;
+}
+
+/** Reads and parses one file. @throws Error (the caller names the file). */
 function readKubeconfigFile(file: string): ParsedFile {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
-  }
-  try {
-    return parseKubeconfig(text, dirname(resolve(file)));
-  } catch (err) {
-    throw new Error(`${file}: ${(err as Error).message}`, { cause: err });
-  }
+  return parseKubeconfig(readFileSync(file, 'utf8'), dirname(resolve(file)));
 }
 
 /** kubectl's merge: the first file to set a name wins it; the first non-empty current-context wins. */
@@ -601,6 +605,7 @@ function fromParsed(parsed: ParsedFile, now: () => number): KubeConfig | null {
   if (cluster === undefined) return null;
   // A context without a user (or naming a missing one) sends no credentials, as in kubectl.
   const user = parsed.users.find((u) => u.name === ctx.user) ?? emptyUser(ctx.user);
+  if (user.invalid !== undefined) throw new Error(user.invalid);
   return new LoadedKubeConfig(cluster, user, now);
 }
 
@@ -618,13 +623,15 @@ function emptyUser(name: string): UserEntry {
     impersonate: undefined,
     impersonateUID: undefined,
     exec: undefined,
+    invalid: undefined,
   };
 }
 
 /**
  * Loads one kubeconfig file (`--kubeconfig`).
  * @returns null when its current context names no cluster.
- * @throws Error naming the file for unreadable files, YAML errors and unsupported settings.
+ * @throws Error for unreadable files, YAML errors and unsupported settings of the current
+ *   context's cluster or user (the caller names the file).
  */
 export function loadKubeConfigFile(file: string, opts: LoaderOptions = {}): KubeConfig | null {
   return fromParsed(readKubeconfigFile(file), opts.now ?? Date.now);
@@ -642,7 +649,15 @@ export function loadDefaultKubeConfig(
   const env = opts.env ?? process.env;
   const list = (env.KUBECONFIG ?? '').split(delimiter).filter((f) => f !== '');
   const files = list.length > 0 ? list : [join(opts.home ?? homedir(), '.kube', 'config')];
-  const parsed = files.filter((f) => existsSync(f)).map(readKubeconfigFile);
+  const parsed = files
+    .filter((f) => existsSync(f))
+    .map((f) => {
+      try {
+        return readKubeconfigFile(f);
+      } catch (err) {
+        throw new Error(`${f}: ${(err as Error).message}`, { cause: err });
+      }
+    });
   if (parsed.length === 0) return null;
   return fromParsed(merge(parsed), opts.now ?? Date.now);
 }

@@ -175,6 +175,14 @@ describe('user credentials', () => {
       /only one is allowed/,
     );
   });
+
+  it('loads a file whose other users it cannot serve', async () => {
+    const doc = JSON.parse(kubeconfig({ 'certificate-authority-data': b64(pki.caPem) }, { token: 'ok' })) as {
+      users: unknown[];
+    };
+    doc.users.push({ name: 'old-gke', user: { 'auth-provider': { name: 'gcp' } } });
+    expect((await call(load(JSON.stringify(doc)))).authorization).toBe('Bearer ok');
+  });
 });
 
 describe('exec credential plugins', () => {
