@@ -71,6 +71,8 @@ export interface InformerOptions<T extends KubeObject> {
    * how often a missing kind is looked for again (default 15 000).
    */
   optional?: { recheckMs?: number };
+  /** A watch without a byte for this long is cut and resumed, ms. Default {@link WATCH_IDLE_MS}. */
+  watchIdleMs?: number;
 }
 
 export type InformerEvent = 'add' | 'update' | 'delete';
@@ -547,7 +549,7 @@ export class Informer<T extends KubeObject> {
         idleTimer = setTimeout(() => {
           cut.by ??= 'idle';
           request.abort();
-        }, WATCH_IDLE_MS);
+        }, this.opts.watchIdleMs ?? WATCH_IDLE_MS);
     };
     try {
       const body = await kubeStream(this.opts.kubeConfig, {
