@@ -407,9 +407,10 @@ class LoadedKubeConfig implements KubeConfig {
     const u = this.#user;
     let cert = u.certData ?? (u.certFile !== undefined ? this.#file(u.certFile) : undefined);
     let key = u.keyData ?? (u.keyFile !== undefined ? this.#file(u.keyFile) : undefined);
-    if (u.token !== undefined) target.setHeaderParam('Authorization', `Bearer ${u.token}`);
-    else if (u.tokenFile !== undefined)
+    // client-go: a tokenFile wins over a token (the file is what rotates).
+    if (u.tokenFile !== undefined)
       target.setHeaderParam('Authorization', `Bearer ${this.#file(u.tokenFile).toString('utf8').trim()}`);
+    else if (u.token !== undefined) target.setHeaderParam('Authorization', `Bearer ${u.token}`);
     else if (u.username !== undefined || u.password !== undefined) {
       const basic = Buffer.from(`${u.username ?? ''}:${u.password ?? ''}`).toString('base64');
       target.setHeaderParam('Authorization', `Basic ${basic}`);
