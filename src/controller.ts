@@ -5,7 +5,7 @@
  * (docs/architecture.md shows the same graph). `main.ts` only parses flags and calls
  * `startController`; tests call it in-process against the real API server.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from './kube/kubeconfig.ts';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { Alert, DriftDetection, Provider, PullRequestPreview } from './api/v1alpha1.ts';
 import { GROUP, VERSION } from './api/v1alpha1.ts';

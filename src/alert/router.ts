@@ -5,7 +5,7 @@
  * (./matcher.ts), and offer the matches to delivery, which drops what the ledger says is done.
  * Recomputing writes nothing.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Registry } from 'prom-client';
 import type { NotificationEvent, PreviewThread } from '../api/event.ts';
 import { GATE_ANNOTATION, parseGate, type EventGate } from '../api/gate.ts';

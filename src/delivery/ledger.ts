@@ -25,7 +25,7 @@
  * anything is sent; afterwards the store answers from memory only.
  */
 import { createHash } from 'node:crypto';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Registry } from 'prom-client';
 import { API_VERSION, GROUP, VERSION } from '../api/v1alpha1.ts';
 import { KubeApiError, errorMessage, kubeRequest, objectPath } from '../kube/client.ts';

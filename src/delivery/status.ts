@@ -4,7 +4,7 @@
  * the next attempt is due (docs/delivery.md, "What kubectl shows"). Batched: at most one status
  * write per Alert per `intervalMs`, whatever the event rate.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { DeliveryOutcome } from '../api/v1alpha1.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { patchStatus } from '../kube/status.ts';

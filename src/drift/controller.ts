@@ -18,7 +18,7 @@
  * Stack (`pulumi.com/reconciliation-request`) only while the admission policy of config/admission
  * guards who may set it (./admission.ts in src/preview: the confused deputy, docs/drift.md).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Registry } from 'prom-client';
 import type { EventChanges } from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';

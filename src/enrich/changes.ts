@@ -20,7 +20,7 @@
  * `changes.unavailable`, a sentence starting `no change details:` that says why (the permission
  * to grant, the pod gone, PKO v1, …).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { NotificationEvent, EventChanges } from '../api/event.ts';
 import type { Stack, Update } from '../api/pko.ts';
 import { ChangeSetParser } from '../changes/parse.ts';

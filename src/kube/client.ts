@@ -1,66 +1,81 @@
 /**
  * Kubernetes client plumbing: loading the kubeconfig, building REST paths, and one small JSON
- * request function that every piece of `src/kube/` uses.
+ * request function (plus a streaming GET) that every piece of `src/` uses to talk to the API
+ * server.
  *
- * Why a raw request function next to client-node's generated APIs: the informer must LIST any
- * resource by (group, version, plural) — core and custom alike — with paging and an abort
- * signal, and the leader elector needs a per-request deadline shorter than its renew deadline.
- * The generated clients take neither a signal nor a timeout and turn every failure into an
- * `ApiException` whose message embeds response headers. `kubeRequest` authenticates exactly like
- * client-node does (`KubeConfig.applySecurityAuthentication`: TLS, tokens, exec plugins, proxy)
- * and returns short, secret-free errors carrying the HTTP code and the Status reason.
+ * Why not a generated client: the informer must LIST any resource by (group, version, plural) —
+ * core and custom alike — with paging and an abort signal, and the leader elector needs a
+ * per-request deadline shorter than its renew deadline; and `@kubernetes/client-node` costs
+ * +80 MiB RSS per process (issue 21, see src/kube/kubeconfig.ts). `kubeRequest` authenticates
+ * through `KubeConfig.applySecurityAuthentication` (TLS, tokens, exec plugins, proxy) and returns
+ * short, secret-free errors carrying the HTTP code and the Status reason.
  */
 import { existsSync } from 'node:fs';
-import { KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { fetch, type Dispatcher } from 'undici';
 import { readBounded } from '../text.ts';
+import {
+  SERVICE_ACCOUNT_DIR,
+  isLoadedKubeConfig,
+  loadDefaultKubeConfig,
+  loadInCluster,
+  loadKubeConfigFile,
+  type KubeConfig,
+} from './kubeconfig.ts';
+
+export type { KubeConfig } from './kubeconfig.ts';
 
 /**
- * One connection pool per KubeConfig. `applySecurityAuthentication` builds a fresh undici Agent
- * on every call (client-node 2.0.1), which would mean a new TLS handshake per request for status
- * patches, Events and Lease renewals. Headers (tokens, exec plugins) are still applied per
- * request; only the TLS/proxy settings are taken from the first call for that KubeConfig.
+ * One connection pool per KubeConfig made elsewhere (tests pass client-node's, whose
+ * `applySecurityAuthentication` builds a fresh undici Agent on every call — a new TLS handshake
+ * per request). Only the TLS/proxy settings of the first call are kept; headers are applied per
+ * request. Ours (src/kube/kubeconfig.ts) keep their own pool and renew it when a certificate
+ * changes, so they are not cached here.
  */
 const dispatchers = new WeakMap<KubeConfig, Dispatcher | undefined>();
 
-/** Where client-node's `loadFromCluster` reads the service-account token (fixed by Kubernetes). */
-const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+/** Where the in-cluster loader reads the service-account token (fixed by Kubernetes). */
+const SERVICE_ACCOUNT_TOKEN = `${SERVICE_ACCOUNT_DIR}/token`;
 
 export interface LoadKubeConfigOptions {
   /** Explicit kubeconfig file (a `--kubeconfig` flag). Wins over everything else. */
   kubeconfig?: string | undefined;
   /**
-   * Prefix for the service-account files (tests only; client-node's `loadFromCluster(prefix)`).
-   * Default '' — the real `/var/run/secrets/kubernetes.io/serviceaccount/`.
+   * Prefix for the service-account files (tests only). Default '' — the real
+   * `/var/run/secrets/kubernetes.io/serviceaccount/`.
    */
   inClusterPathPrefix?: string;
+  /** Environment for `KUBERNETES_SERVICE_HOST`/`_PORT` and `KUBECONFIG` (tests). Default `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /** Home directory holding `.kube/config` (tests). Default `os.homedir()`. */
+  home?: string;
+  /** Clock for credential-file refreshes and plugin credential expiry, ms (tests). */
+  now?: () => number;
 }
 
 /**
- * Loads the client configuration, trying in order:
+ * Loads the client configuration (src/kube/kubeconfig.ts), trying in order:
  * 1. `opts.kubeconfig` (must exist and name a current cluster, else throws);
- * 2. in-cluster: the service-account token file exists → `KubeConfig.loadFromCluster()`
- *    (server from `KUBERNETES_SERVICE_HOST`/`_PORT`, read by client-node);
- * 3. `KUBECONFIG` (first file, others merged) or `~/.kube/config`, via `loadFromDefault()`.
- *
- * client-node's `loadFromDefault` silently falls back to `http://localhost:8080` when nothing is
- * found; that fallback is treated as "nothing found".
+ * 2. in-cluster: the service-account token file exists → server from
+ *    `KUBERNETES_SERVICE_HOST`/`_PORT`, the token re-read as it rotates;
+ * 3. `KUBECONFIG` (files merged as kubectl does) or `~/.kube/config`.
  *
  * @throws Error naming every source tried, when none yields a current cluster.
  */
 export function loadKubeConfig(opts: LoadKubeConfigOptions): KubeConfig {
-  const kc = new KubeConfig();
+  const loader = {
+    ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.env ? { env: opts.env } : {}),
+  };
   if (opts.kubeconfig !== undefined && opts.kubeconfig !== '') {
     const file = opts.kubeconfig;
     if (!existsSync(file)) throw new Error(`kubeconfig file ${file} does not exist`);
+    let kc: KubeConfig | null;
     try {
-      kc.loadFromFile(file);
+      kc = loadKubeConfigFile(file, loader);
     } catch (err) {
       throw new Error(`cannot load kubeconfig file ${file}: ${errorMessage(err)}`, { cause: err });
     }
-    if (kc.getCurrentCluster() === null) {
-      throw new Error(`kubeconfig file ${file} has no current context with a cluster`);
-    }
+    if (kc === null) throw new Error(`kubeconfig file ${file} has no current context with a cluster`);
     return kc;
   }
 
@@ -68,9 +83,8 @@ export function loadKubeConfig(opts: LoadKubeConfigOptions): KubeConfig {
   const prefix = opts.inClusterPathPrefix ?? '';
   const tokenFile = `${prefix}${SERVICE_ACCOUNT_TOKEN}`;
   if (existsSync(tokenFile)) {
-    kc.loadFromCluster(prefix);
-    const server = kc.getCurrentCluster()?.server ?? '';
-    if (!server.includes('undefined')) return kc;
+    const kc = loadInCluster({ ...loader, prefix });
+    if (kc !== null) return kc;
     tried.push(
       `in-cluster (${tokenFile} exists but KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are unset)`,
     );
@@ -78,25 +92,20 @@ export function loadKubeConfig(opts: LoadKubeConfigOptions): KubeConfig {
     tried.push(`in-cluster (no service-account token at ${tokenFile})`);
   }
 
-  const fallback = new KubeConfig();
+  let kc: KubeConfig | null;
   try {
-    fallback.loadFromDefault();
+    kc = loadDefaultKubeConfig({ ...loader, ...(opts.home !== undefined ? { home: opts.home } : {}) });
   } catch (err) {
     throw new Error(
       `no Kubernetes configuration found: tried ${tried.join('; ')}; KUBECONFIG or ~/.kube/config failed to load: ${errorMessage(err)}`,
       { cause: err },
     );
   }
-  const cluster = fallback.getCurrentCluster();
-  const isLocalhostFallback =
-    fallback.getCurrentContext() === 'loaded-context' &&
-    cluster?.name === 'cluster' &&
-    cluster.server === 'http://localhost:8080';
-  if (cluster === null || isLocalhostFallback) {
+  if (kc === null) {
     tried.push('KUBECONFIG and ~/.kube/config (none found or no current context)');
     throw new Error(`no Kubernetes configuration found: tried --kubeconfig (not given); ${tried.join('; ')}`);
   }
-  return fallback;
+  return kc;
 }
 
 /** Identifies a resource collection or one object of it. `group` '' is the core group. */
@@ -169,11 +178,25 @@ async function prepare(
   for (const [k, v] of Object.entries(req.query ?? {})) {
     if (v !== undefined) url.searchParams.set(k, String(v));
   }
-  const ctx = new RequestContext(url.toString(), req.method);
-  await kc.applySecurityAuthentication(ctx);
-  const headers: Record<string, string> = { ...ctx.getHeaders(), Accept: req.accept ?? 'application/json' };
+  const headers: Record<string, string> = {};
+  let dispatcher: Dispatcher | undefined;
+  try {
+    await kc.applySecurityAuthentication({
+      setHeaderParam(key, value) {
+        headers[key] = value;
+      },
+      setDispatcher(d) {
+        dispatcher = d;
+      },
+    });
+  } catch (err) {
+    // A credential file that cannot be read, a failing credential plugin: no request was sent.
+    throw new KubeApiError(`${what}: credentials: ${errorMessage(err)}`, 0);
+  }
+  headers.Accept = req.accept ?? 'application/json';
   if (req.body !== undefined) headers['Content-Type'] = req.contentType ?? 'application/json';
-  if (!dispatchers.has(kc)) dispatchers.set(kc, ctx.getDispatcher());
+  if (isLoadedKubeConfig(kc)) return { url, headers, dispatcher };
+  if (!dispatchers.has(kc)) dispatchers.set(kc, dispatcher);
   return { url, headers, dispatcher: dispatchers.get(kc) };
 }
 
@@ -204,9 +227,14 @@ export async function kubeRequest<T>(kc: KubeConfig, req: KubeRequest): Promise<
   const what = `${req.method} ${req.path}`;
   const { url, headers, dispatcher } = await prepare(kc, req, what);
 
+  // A timer cleared when the request ends, not AbortSignal.timeout: that one fires after every
+  // finished request too and builds a DOMException each time (~1 % of a busy controller's CPU).
   const timeoutMs = req.timeoutMs ?? 30_000;
-  const timeout = AbortSignal.timeout(timeoutMs);
-  const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
+  const deadline = new AbortController();
+  const timer = setTimeout(() => {
+    deadline.abort();
+  }, timeoutMs);
+  const signal = req.signal ? AbortSignal.any([req.signal, deadline.signal]) : deadline.signal;
   let status: number;
   let text: string;
   try {
@@ -220,9 +248,11 @@ export async function kubeRequest<T>(kc: KubeConfig, req: KubeRequest): Promise<
     status = res.status;
     text = await res.text();
   } catch (err) {
-    if (timeout.aborted) throw new KubeApiError(`${what}: timed out after ${timeoutMs} ms`, 0);
+    if (deadline.signal.aborted) throw new KubeApiError(`${what}: timed out after ${timeoutMs} ms`, 0);
     if (req.signal?.aborted === true) throw new KubeApiError(`${what}: aborted`, 0, 'Aborted');
     throw new KubeApiError(`${what}: ${errorMessage(err)}`, 0);
+  } finally {
+    clearTimeout(timer);
   }
   if (status >= 200 && status < 300) {
     if (text === '') return undefined as T;
@@ -295,7 +325,7 @@ export async function kubeStream(
   throw statusError(what, res.status, text);
 }
 
-/** HTTP status of a failed call (`KubeApiError`, client-node `ApiException`/watch errors), else 0. */
+/** HTTP status of a failed call (`KubeApiError`; `code` of other clients' errors), else 0. */
 export function errorStatusCode(err: unknown): number {
   if (typeof err !== 'object' || err === null) return 0;
   const e = err as { statusCode?: unknown; code?: unknown };

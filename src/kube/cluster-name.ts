@@ -7,7 +7,7 @@
  * same manifests never share a context. Reading it needs `get` on `namespaces/kube-system`
  * (config/rbac/role.yaml); when that is refused the controller does not start.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from './kubeconfig.ts';
 import { errorMessage, errorStatusCode, kubeRequest } from './client.ts';
 
 /** Hex digits of the `kube-system` UID kept in a derived name (32 bits: a fleet of clusters does not collide). */

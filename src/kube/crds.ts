@@ -6,15 +6,27 @@
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  ApiException,
-  ApiextensionsV1Api,
-  loadAllYaml,
-  type KubeConfig,
-  type V1CustomResourceDefinition,
-} from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { errorMessage, errorStatusCode, kubeRequest, objectPath } from './client.ts';
+import { errorMessage, errorStatusCode, kubeRequest, objectPath, type KubeConfig } from './client.ts';
+
+/** A CustomResourceDefinition as read from YAML (apiextensions.k8s.io/v1), the fields used here. */
+export interface CustomResourceDefinition {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; resourceVersion?: string };
+  spec?: unknown;
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+/** Path of the CRD collection, or of one CRD. */
+function crdPath(name?: string): string {
+  return objectPath({
+    group: 'apiextensions.k8s.io',
+    version: 'v1',
+    plural: 'customresourcedefinitions',
+    ...(name !== undefined ? { name } : {}),
+  });
+}
 
 /** Every `*.yaml`/`*.yml` file directly in `dir`, sorted; [] when the folder does not exist. */
 export async function yamlFilesIn(dir: string): Promise<string[]> {
@@ -30,19 +42,13 @@ export async function yamlFilesIn(dir: string): Promise<string[]> {
 }
 
 /** Parses the CRD documents of `files` (other kinds are ignored). Throws on YAML errors, naming the file. */
-export async function readCRDs(files: readonly string[]): Promise<V1CustomResourceDefinition[]> {
-  const out: V1CustomResourceDefinition[] = [];
+export async function readCRDs(files: readonly string[]): Promise<CustomResourceDefinition[]> {
+  const out: CustomResourceDefinition[] = [];
   for (const f of files) {
-    // client-node's loader returns typed model objects: its typed API client serialises only the
-    // properties it knows under its own names (`_enum`, `x_kubernetes_*`), so plain parsed YAML
-    // would lose enums, defaults and CEL rules on the way to the server.
-    let docs: unknown[];
-    try {
-      docs = loadAllYaml(await readFile(f, 'utf8'));
-    } catch (err) {
-      throw new Error(`${f}: ${(err as Error).message}`, { cause: err });
-    }
-    for (const obj of docs as (V1CustomResourceDefinition | null)[]) {
+    for (const doc of parseAllDocuments(await readFile(f, 'utf8'))) {
+      const bad = doc.errors[0];
+      if (bad !== undefined) throw new Error(`${f}: ${bad.message}`);
+      const obj = doc.toJS() as CustomResourceDefinition | null;
       if (obj?.kind === 'CustomResourceDefinition') out.push(obj);
     }
   }
@@ -56,30 +62,27 @@ export async function readCRDs(files: readonly string[]): Promise<V1CustomResour
  */
 export async function installCRDs(
   kc: KubeConfig,
-  crds: readonly V1CustomResourceDefinition[],
+  crds: readonly CustomResourceDefinition[],
   timeoutMs = 30_000,
 ): Promise<void> {
-  const api = kc.makeApiClient(ApiextensionsV1Api);
+  const read = (name: string): Promise<CustomResourceDefinition> =>
+    kubeRequest(kc, { method: 'GET', path: crdPath(name) });
   for (const crd of crds) {
     const name = crd.metadata?.name ?? '';
     try {
-      await api.createCustomResourceDefinition({ body: crd });
+      await kubeRequest(kc, { method: 'POST', path: crdPath(), body: crd });
     } catch (err) {
-      if (!(err instanceof ApiException && err.code === 409)) {
-        throw new Error(
-          `installing CRD ${name}: ${err instanceof ApiException ? String(err.body) : String(err)}`,
-          {
-            cause: err,
-          },
-        );
+      if (errorStatusCode(err) !== 409) {
+        throw new Error(`installing CRD ${name}: ${errorMessage(err)}`, { cause: err });
       }
       // Replace at the version just read; another writer in between (a second installer, the
       // API server's own status update) answers 409 Conflict: read again, a few times.
       for (let attempt = 1; ; attempt++) {
-        const current = await api.readCustomResourceDefinition({ name });
+        const current = await read(name);
         try {
-          await api.replaceCustomResourceDefinition({
-            name,
+          await kubeRequest(kc, {
+            method: 'PUT',
+            path: crdPath(name),
             body: {
               ...crd,
               metadata: { ...crd.metadata, resourceVersion: current.metadata?.resourceVersion ?? '' },
@@ -87,7 +90,9 @@ export async function installCRDs(
           });
           break;
         } catch (e) {
-          if (!(e instanceof ApiException && e.code === 409) || attempt >= 5) throw e;
+          if (errorStatusCode(e) !== 409 || attempt >= 5) {
+            throw new Error(`installing CRD ${name}: ${errorMessage(e)}`, { cause: e });
+          }
           await sleep(50 * attempt);
         }
       }
@@ -97,7 +102,7 @@ export async function installCRDs(
   for (const crd of crds) {
     const name = crd.metadata?.name ?? '';
     for (;;) {
-      const got = await api.readCustomResourceDefinition({ name });
+      const got = await read(name);
       if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       if (Date.now() > deadline) throw new Error(`CRD ${name} not Established after ${timeoutMs} ms`);
       await sleep(100);

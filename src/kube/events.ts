@@ -10,7 +10,7 @@
  * `events`.
  */
 import { randomBytes } from 'node:crypto';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from './kubeconfig.ts';
 import type { KubeObject } from '../api/meta.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from './client.ts';

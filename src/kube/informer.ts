@@ -8,14 +8,17 @@
  *   diffs nothing until the watch drops), so there is no periodic level-based resync;
  * - it caches whole objects as received; with 10,000 Stacks whose status carries large outputs
  *   we need a `transform` that strips fields before anything is cached.
- * So this class uses client-node's `Watch` for the streaming connection (auth, TLS, proxy and the
- * line parser are theirs) and our own paged LIST (`kubeRequest`), diff and restart loop.
+ * So this class has its own paged LIST (`kubeRequest`), WATCH (`kubeStream`, one JSON event per
+ * line), diff and restart loop.
  *
  * Loop: LIST (paged, `limit`/`continue`) → diff against the cache (add / update when
  * `resourceVersion` changed / delete for vanished keys) → WATCH from the list's resourceVersion
  * with `allowWatchBookmarks=true` → on a clean end (server timeout, idle timeout) reconnect from
  * the last seen resourceVersion; on 410 Gone (HTTP or an ERROR event) relist; on any other error
- * mark unhealthy, back off (jittered exponential) and relist. Every `relistIntervalMs` a full
+ * mark unhealthy, back off (jittered exponential) and relist. A watch that sends no byte for
+ * {@link WATCH_IDLE_MS} is cut and resumed (client-node's watch did the same after 30 s); a watch
+ * line longer than {@link MAX_WATCH_LINE_BYTES} or not JSON is an error (relist after backoff),
+ * never a silently dropped event. Every `relistIntervalMs` a full
  * LIST + diff runs even when healthy, and `relist` listeners fire after every completed LIST.
  *
  * Optional kinds (`optional`): a kind whose CRD may not be installed — PKO v2's Update is absent on
@@ -25,11 +28,17 @@
  * served, when it starts like any informer — no restart needed, no CRD read permission needed.
  * A required informer treats the same 404 as an error (unhealthy, never synced).
  */
-import { Watch, type KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { KubeObject } from '../api/meta.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage, errorStatusCode, kubeRequest, objectPath } from './client.ts';
+import {
+  errorMessage,
+  errorStatusCode,
+  kubeRequest,
+  kubeStream,
+  objectPath,
+  type KubeConfig,
+} from './client.ts';
 import { jitteredBackoff, sleep, systemClock } from './clock.ts';
 import { counter, gauge } from './metrics.ts';
 
@@ -62,6 +71,8 @@ export interface InformerOptions<T extends KubeObject> {
    * how often a missing kind is looked for again (default 15 000).
    */
   optional?: { recheckMs?: number };
+  /** A watch without a byte for this long is cut and resumed, ms. Default {@link WATCH_IDLE_MS}. */
+  watchIdleMs?: number;
 }
 
 export type InformerEvent = 'add' | 'update' | 'delete';
@@ -90,6 +101,19 @@ interface Waiter {
   reject: (err: Error) => void;
 }
 
+/**
+ * A watch that receives no byte for this long is cut and resumed from the last resourceVersion,
+ * ms. Bookmarks come about once a minute, so an idle resource hits this routinely; it catches
+ * connections that died without a FIN (a NAT or load balancer forgetting them).
+ */
+export const WATCH_IDLE_MS = 30_000;
+
+/**
+ * Longest watch event line accepted, bytes. The API server stores objects up to 1.5 MiB (etcd's
+ * default request limit); a line is one object in JSON plus the event envelope.
+ */
+export const MAX_WATCH_LINE_BYTES = 8 * 1024 * 1024;
+
 /** How often an optional kind that is not served is looked for again, ms. */
 const DEFAULT_RECHECK_MS = 15_000;
 
@@ -104,7 +128,6 @@ type Handlers<T> = {
 export class Informer<T extends KubeObject> {
   private readonly opts: InformerOptions<T>;
   private readonly log: Logger;
-  private readonly watcher: Watch;
   private readonly path: string;
   private readonly handlers: Handlers<T> = { add: [], update: [], delete: [], relist: [] };
   /** namespace ('' for cluster-scoped) → name → object. */
@@ -138,7 +161,6 @@ export class Informer<T extends KubeObject> {
   constructor(opts: InformerOptions<T>) {
     this.opts = opts;
     this.log = opts.logger.child({ informer: opts.name });
-    this.watcher = new Watch(opts.kubeConfig);
     this.path = objectPath({
       group: opts.group,
       version: opts.version,
@@ -498,80 +520,109 @@ export class Informer<T extends KubeObject> {
     return this.opts.transform ? this.opts.transform(obj) : obj;
   }
 
-  /** One WATCH connection, until it ends. Throws on errors other than 410 and idle timeouts. */
-  private watchOnce(): Promise<WatchOutcome> {
+  /**
+   * One WATCH connection, until it ends: 'closed' (the server ended it, or {@link WATCH_IDLE_MS}
+   * without a byte), 'gone' (410) or 'interrupted' (relist or stop). Throws on other errors.
+   */
+  private async watchOnce(): Promise<WatchOutcome> {
     const interrupt = this.interrupt.signal;
     const started = Date.now();
     let events = 0;
-    return new Promise<WatchOutcome>((resolve, reject) => {
-      let settled = false;
-      let connected = false;
-      let request: AbortController | undefined;
-      const finish = (kind: WatchOutcome['kind'] | Error): void => {
-        if (settled) return;
-        settled = true;
-        interrupt.removeEventListener('abort', onInterrupt);
-        request?.abort();
-        if (kind instanceof Error) reject(kind);
-        else resolve({ kind, events, durationMs: Date.now() - started });
-      };
-      const onInterrupt = (): void => {
-        finish('interrupted');
-      };
-      if (interrupt.aborted) {
-        finish('interrupted');
-        return;
-      }
-      interrupt.addEventListener('abort', onInterrupt, { once: true });
-
-      const onEvent = (phase: string, apiObj: unknown): void => {
-        if (settled) return;
-        events++;
-        try {
-          if (this.applyWatchEvent(phase, apiObj) === 'gone') finish('gone');
-        } catch (err) {
-          finish(err instanceof Error ? err : new Error(String(err)));
-        }
-      };
-      const onDone = (err: unknown): void => {
-        if (settled) return;
-        if (err === null || err === undefined) {
-          finish('closed');
-        } else if (connected && err instanceof Error && err.name === 'TimeoutError') {
-          // client-node aborts a watch after 30 s without bytes; bookmarks come about once a
-          // minute, so an idle resource hits this routinely. Resume from the last version.
-          finish('closed');
-        } else if (errorStatusCode(err) === 410) {
-          finish('gone');
-        } else {
-          finish(new Error(`watch ${this.path}: ${errorMessage(err)}`));
-        }
-      };
-      this.watcher
-        .watch(
-          this.path,
-          {
-            resourceVersion: this.resourceVersion,
-            allowWatchBookmarks: true,
-            labelSelector: this.opts.labelSelector,
-            fieldSelector: this.opts.fieldSelector,
-            // Like client-go: 5..10 min so that many clients do not reconnect in lockstep.
-            timeoutSeconds: Math.floor(300 + Math.random() * 300),
-          },
-          onEvent,
-          onDone,
-        )
-        .then(
-          (ctrl) => {
-            request = ctrl;
-            if (settled) ctrl.abort();
-            else connected = true;
-          },
-          (err: unknown) => {
-            finish(new Error(`watch ${this.path}: ${errorMessage(err)}`));
-          },
-        );
+    const outcome = (kind: WatchOutcome['kind']): WatchOutcome => ({
+      kind,
+      events,
+      durationMs: Date.now() - started,
     });
+    if (interrupt.aborted) return outcome('interrupted');
+    const request = new AbortController();
+    /** Why `request` was aborted from here: a relist/stop, or no byte for WATCH_IDLE_MS. */
+    const cut: { by: 'interrupt' | 'idle' | undefined } = { by: undefined };
+    const onInterrupt = (): void => {
+      cut.by ??= 'interrupt';
+      request.abort();
+    };
+    interrupt.addEventListener('abort', onInterrupt, { once: true });
+    let idleTimer: NodeJS.Timeout | undefined;
+    const armIdle = (): void => {
+      if (idleTimer !== undefined) idleTimer.refresh();
+      else
+        idleTimer = setTimeout(() => {
+          cut.by ??= 'idle';
+          request.abort();
+        }, this.opts.watchIdleMs ?? WATCH_IDLE_MS);
+    };
+    try {
+      const body = await kubeStream(this.opts.kubeConfig, {
+        path: this.path,
+        query: {
+          watch: true,
+          resourceVersion: this.resourceVersion,
+          allowWatchBookmarks: true,
+          labelSelector: this.opts.labelSelector,
+          fieldSelector: this.opts.fieldSelector,
+          // Like client-go: 5..10 min so that many clients do not reconnect in lockstep.
+          timeoutSeconds: Math.floor(300 + Math.random() * 300),
+        },
+        accept: 'application/json',
+        signal: request.signal,
+      });
+      armIdle();
+      const reader = body.getReader();
+      const decoder = new TextDecoder();
+      let pending = '';
+      let pendingBytes = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        armIdle();
+        const lastNewline = value.lastIndexOf(0x0a);
+        pendingBytes = lastNewline < 0 ? pendingBytes + value.length : value.length - lastNewline - 1;
+        if (pendingBytes > MAX_WATCH_LINE_BYTES) {
+          this.log.warn(
+            { limitBytes: MAX_WATCH_LINE_BYTES },
+            'watch event line too long; cutting the watch and relisting',
+          );
+          throw new Error(`a watch event is longer than ${MAX_WATCH_LINE_BYTES} bytes`);
+        }
+        const text = pending + decoder.decode(value, { stream: true });
+        let from = 0;
+        for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', from)) {
+          const line = text.slice(from, nl);
+          from = nl + 1;
+          if (line.trim() === '') continue;
+          events++;
+          if (this.applyWatchLine(line) === 'gone') return outcome('gone');
+        }
+        pending = text.slice(from);
+      }
+      if (pending.trim() !== '') {
+        events++;
+        if (this.applyWatchLine(pending) === 'gone') return outcome('gone');
+      }
+      return outcome('closed');
+    } catch (err) {
+      if (cut.by === 'interrupt') return outcome('interrupted');
+      // Resume from the last version, as after a server-side close.
+      if (cut.by === 'idle') return outcome('closed');
+      if (errorStatusCode(err) === 410) return outcome('gone');
+      throw new Error(`watch ${this.path}: ${errorMessage(err)}`, { cause: err });
+    } finally {
+      if (idleTimer !== undefined) clearTimeout(idleTimer);
+      interrupt.removeEventListener('abort', onInterrupt);
+      request.abort();
+    }
+  }
+
+  /** Parses one watch event line and applies it; returns 'gone' for a 410 ERROR event. */
+  private applyWatchLine(line: string): 'gone' | undefined {
+    let event: { type?: unknown; object?: unknown };
+    try {
+      event = JSON.parse(line) as { type?: unknown; object?: unknown };
+    } catch {
+      this.log.warn('watch event is not JSON; cutting the watch and relisting');
+      throw new Error('a watch event is not JSON');
+    }
+    return this.applyWatchEvent(typeof event.type === 'string' ? event.type : '', event.object);
   }
 
   /** Applies one watch event to the cache; returns 'gone' for a 410 ERROR event. */
@@ -579,9 +630,7 @@ export class Informer<T extends KubeObject> {
     if (phase === 'ERROR') {
       const st = (apiObj ?? {}) as WatchStatus;
       if (st.code === 410 || st.reason === 'Expired' || st.reason === 'Gone') return 'gone';
-      throw new Error(
-        `watch ${this.path}: ERROR event ${st.code ?? ''} ${st.reason ?? ''}: ${st.message ?? ''}`.trim(),
-      );
+      throw new Error(`ERROR event ${st.code ?? ''} ${st.reason ?? ''}: ${st.message ?? ''}`.trim());
     }
     const raw = apiObj as T;
     const rv = raw.metadata?.resourceVersion;

@@ -17,7 +17,7 @@
  * Safety needs leaseDuration > renewDeadline (the margin covers request latency); the
  * constructor enforces client-go's bounds. Needs RBAC `get`, `create`, `update` on `leases`.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from './kubeconfig.ts';
 import type { Logger } from '../log.ts';
 import { KubeApiError, errorMessage, errorStatusCode, kubeRequest, objectPath } from './client.ts';
 import { sleep, systemClock, type Clock } from './clock.ts';

@@ -1,7 +1,7 @@
 /**
  * Writing `status` of our objects, and `metav1.Condition` list helpers.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from './kubeconfig.ts';
 import type { Condition } from '../api/meta.ts';
 import { kubeRequest, objectPath } from './client.ts';
 

@@ -24,7 +24,7 @@
  * Nothing here throws for an unreadable log: every failure is a {@link WorkspaceLogResult} with a
  * reason and a message that names what to do (never a token, never log content).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from './kubeconfig.ts';
 import type { ObjectMeta, OwnerReference } from '../api/meta.ts';
 import type { Stack, Update } from '../api/pko.ts';
 import { errorMessage, kubeRequest, kubeStream, KubeApiError, objectPath } from './client.ts';

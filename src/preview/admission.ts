@@ -14,7 +14,7 @@
  * created before was never checked. Everything else is refused with the reason, which the
  * reconciler puts in the Ready condition.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
 import type { SecretEnvRefsVerdict } from './stack.ts';
 

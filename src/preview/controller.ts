@@ -30,7 +30,7 @@
  * Results of the preview runs reach the pull request through the Alert pipeline: preview Stacks
  * carry the pull request label, so their events name it (`metadata.pullRequest`).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { NotificationEvent } from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';
 import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack } from '../api/pko.ts';

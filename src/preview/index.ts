@@ -10,7 +10,7 @@
  * `fairBy`); each sync is bounded (./controller.ts) and its notices go to a separate fair queue
  * (./notices.ts).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { LRUCache } from 'lru-cache';
 import type { Registry } from 'prom-client';
 import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack } from '../api/pko.ts';

@@ -6,7 +6,7 @@
  * once per content; the `templateRef` ConfigMap is watched (./template-configmap-informers.ts), so an edit applies
  * at once.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Alert, Provider } from '../api/v1alpha1.ts';
 import type { Informer } from '../kube/informer.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';

@@ -1,5 +1,5 @@
 /** Shared bits of the Provider and Alert reconcilers: keys, Ready conditions, status writes. */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Condition, KubeObject } from '../api/meta.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { patchStatus, setCondition, findCondition } from '../kube/status.ts';

@@ -10,7 +10,7 @@
  * takes the failure as final. A Provider that is not ready is re-checked every `notReadyRetryMs`,
  * so creating the missing Secret turns it Ready without a restart.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Alert, Provider } from '../api/v1alpha1.ts';
 import type { Informer } from '../kube/informer.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';

@@ -8,7 +8,8 @@
  * Cost: one LIST + WATCH per distinct referenced ConfigMap (Alerts sharing one share it). These
  * informers keep no metrics of their own (one `informer` label per ConfigMap would be unbounded).
  */
-import type { KubeConfig, V1ConfigMap } from '@kubernetes/client-node';
+import type { KubeObject, ObjectMeta } from '../api/meta.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { Informer } from '../kube/informer.ts';
 import type { Logger } from '../log.ts';
 
@@ -23,15 +24,21 @@ export interface TemplateConfigMapsOptions {
 }
 
 interface Watched {
-  informer: Informer<V1ConfigMap & { metadata: NonNullable<V1ConfigMap['metadata']> }>;
+  informer: Informer<ConfigMap>;
   users: Set<string>;
+}
+
+/** A ConfigMap as cached here: metadata and `data`. */
+interface ConfigMap extends KubeObject {
+  metadata: ObjectMeta;
+  data?: Record<string, string>;
 }
 
 const keyOf = (namespace: string, name: string): string => `${namespace}/${name}`;
 
 /** Only what templates need is cached: `data` and the metadata the informer diffs on. */
-function slimConfigMap<T extends V1ConfigMap>(cm: T): T {
-  const { name, namespace, uid, resourceVersion } = cm.metadata ?? {};
+function slimConfigMap<T extends ConfigMap>(cm: T): T {
+  const { name, namespace, uid, resourceVersion } = cm.metadata;
   return {
     apiVersion: cm.apiVersion,
     kind: cm.kind,
@@ -77,7 +84,7 @@ export class TemplateConfigMaps {
     this.#byAlert.set(alertKey, next);
     let w = this.#watched.get(next);
     if (!w) {
-      const informer = new Informer<V1ConfigMap & { metadata: NonNullable<V1ConfigMap['metadata']> }>({
+      const informer = new Informer<ConfigMap>({
         name: 'template-configmap',
         kubeConfig: this.#o.kubeConfig,
         group: '',

@@ -17,7 +17,7 @@ import { loadConfig } from '../../src/config.ts';
 import { startController, type ControllerHandle } from '../../src/controller.ts';
 import { Redactor } from '../../src/credential/redact.ts';
 import { createLogger } from '../../src/log.ts';
-import { kubeRequest, objectPath } from '../../src/kube/client.ts';
+import { kubeRequest, loadKubeConfig, objectPath } from '../../src/kube/client.ts';
 import type { DriftDetection } from '../../src/api/v1alpha1.ts';
 import { LogCapture, Objects } from '../support/controller.ts';
 import { GitRepo, startGitHttpsServer } from '../support/git-repo.ts';
@@ -158,7 +158,8 @@ beforeAll(async () => {
   })();
   const redactor = new Redactor();
   controller = await startController(cfg, {
-    kubeConfig: plane.controller,
+    // The controller's own kubeconfig loader (src/kube/kubeconfig.ts), as in production.
+    kubeConfig: loadKubeConfig({ kubeconfig: plane.cp.kubeconfigFor('controller') }),
     logger: createLogger({ level: 'debug', destination: logs, redactor }),
     redactor,
     notReadyRetryMs: 300,

@@ -18,6 +18,8 @@ import { Redactor } from '../../src/credential/redact.ts';
 import { loadConfig } from '../../src/config.ts';
 import { startController, type ControllerDeps, type ControllerHandle } from '../../src/controller.ts';
 import type { Condition } from '../../src/api/meta.ts';
+import { loadKubeConfig } from '../../src/kube/client.ts';
+import { inject } from 'vitest';
 import { kubeConfig, waitFor } from './cluster.ts';
 
 export const GROUP = 'notification.pko.dev';
@@ -113,7 +115,8 @@ export async function startInProcess(
   if (process.env.PKO_NC_TEST_LOG) logs.on('finish', () => undefined);
   const redactor = new Redactor();
   const handle = await startController(cfg, {
-    kubeConfig: kubeConfig('controller'),
+    // The controller's own loader (src/kube/kubeconfig.ts), as in production.
+    kubeConfig: loadKubeConfig({ kubeconfig: inject('controllerKubeconfig') }),
     logger: createLogger({ level: (opts.logLevel ?? 'debug') as 'debug', destination: logs, redactor }),
     redactor,
     notReadyRetryMs: 300,

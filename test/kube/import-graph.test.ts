@@ -1,0 +1,51 @@
+/**
+ * The controller process loads no module of `@kubernetes/client-node` (issue 21: importing it
+ * costs +80 MiB RSS per process). A child `node` runs the entry point `src/main.ts --help` —
+ * whose static imports are the whole controller — with a resolve hook recording every module,
+ * and the list is checked. The same hook on a process that does import client-node must see it,
+ * so the check cannot pass for a hook that records nothing.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const root = resolve(import.meta.dirname, '..', '..');
+const hook = join(root, 'test', 'support', 'record-imports.ts');
+
+/** URLs of the modules a `node` child with `args` resolved. */
+async function modulesLoaded(args: string[]): Promise<string[]> {
+  const file = join(mkdtempSync(join(tmpdir(), 'pkonc-imports-')), 'modules.txt');
+  await run(process.execPath, ['--import', hook, ...args], {
+    cwd: root,
+    env: { ...process.env, RECORD_IMPORTS_FILE: file },
+    timeout: 60_000,
+  });
+  return readFileSync(file, 'utf8').split('\n');
+}
+
+describe('controller import graph', () => {
+  it('src/main.ts loads the controller without @kubernetes/client-node', async () => {
+    const modules = await modulesLoaded([join(root, 'src', 'main.ts'), '--help']);
+    // The hook saw the controller's own graph …
+    expect(modules.some((m) => m.endsWith('/src/kube/informer.ts'))).toBe(true);
+    expect(modules.some((m) => m.endsWith('/src/controller.ts'))).toBe(true);
+    expect(modules.some((m) => m.includes('/node_modules/undici/'))).toBe(true);
+    // … and nothing of client-node.
+    expect(modules.filter((m) => m.includes('@kubernetes/client-node'))).toEqual([]);
+  }, 90_000);
+
+  it('the recording sees client-node when a process imports it', async () => {
+    const modules = await modulesLoaded([
+      '--input-type=module',
+      '-e',
+      "import { KubeConfig } from '@kubernetes/client-node'; new KubeConfig();",
+    ]);
+    expect(modules.some((m) => m.includes('/node_modules/@kubernetes/client-node/dist/config.js'))).toBe(
+      true,
+    );
+  }, 90_000);
+});
