@@ -67,7 +67,7 @@ import {
   type ExistingPreview,
   type KnownPull,
   type Plan,
-  type Verdict,
+  type PullRequestDecision,
 } from './plan.ts';
 import {
   controllerOf,
@@ -1176,13 +1176,17 @@ function safeDuration(s: string): number {
 }
 
 /** The preview Stack name of a `preview` verdict: the existing Stack's, else the one created. */
-function previewName(prp: PullRequestPreview, v: Verdict, stacks: readonly Stack[]): string {
+function previewName(prp: PullRequestPreview, v: PullRequestDecision, stacks: readonly Stack[]): string {
   const have = stacks.find((s) => Number(s.metadata.labels?.[PULL_REQUEST_LABEL]) === v.pull.number);
   return have?.metadata.name ?? previewStackName(prp.spec.stackRef.name, v.pull.number);
 }
 
 /** The notice text for a verdict (the marker is added by the caller). */
-export function noticeBody(v: Verdict, removedStack: string | undefined, stackName: string): string {
+export function noticeBody(
+  v: PullRequestDecision,
+  removedStack: string | undefined,
+  stackName: string,
+): string {
   switch (v.kind) {
     case 'untrusted':
       return removedStack !== undefined
