@@ -49,7 +49,7 @@ import { ProviderHealth } from './delivery/health.ts';
 import { Sender, type ProviderTypes } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { createProviderTypes, egressDispatcher, egressPolicy } from './registry.ts';
+import { createProviderTypes, egressDispatcher, egressPolicy } from './provider-types.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
 import { DriftController, REMEDIATION_POLICY_NAME, type DriftControllerOptions } from './drift/controller.ts';
@@ -72,7 +72,7 @@ export interface ControllerDeps {
   retry?: Partial<RetryPolicy>;
   /** Known secret values, shared with the logger; default: a new one. */
   redactor?: Redactor;
-  /** Provider type → notifier and limits; default: src/registry.ts. */
+  /** Provider type → notifier and limits; default: src/provider-types.ts. */
   notifiers?: ProviderTypes;
   /** Test hooks of the drift controller (clock, jitter source, retry and deadline of checks). */
   drift?: Partial<
