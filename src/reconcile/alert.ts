@@ -126,7 +126,11 @@ export class AlertReconciler {
         state = {
           ready: false,
           reason: 'InvalidTemplate',
-          message: `${where}${t.line !== null ? ` line ${t.line}` : ''}: ${t.message}`,
+          // A built-in template's failure names it itself, and no ConfigMap: it is not the tenant's.
+          message:
+            t.builtin === true
+              ? t.message
+              : `${where}${t.line !== null ? ` line ${t.line}` : ''}: ${t.message}`,
         };
       } else {
         compiled = c.alert;
