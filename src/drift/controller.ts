@@ -33,7 +33,7 @@ import {
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { counter, gauge } from '../kube/metrics.ts';
-import { kubeTime, setCondition } from '../kube/status.ts';
+import { kubeTime, readyCondition, setCondition, type ReadyState } from '../kube/status.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { boundText, cleanMessage } from '../text.ts';
@@ -541,7 +541,7 @@ export class DriftController {
 
   async #writeStatus(
     dd: DriftDetection,
-    ready: { ready: boolean; reason: string; message: string },
+    ready: ReadyState,
     stacks?: { stacks: DriftStackStatus[]; stacksOmitted: number },
     remediate?: { allowed: true } | { allowed: false; why: string },
   ): Promise<void> {
@@ -549,13 +549,7 @@ export class DriftController {
     const nowDate = new Date(this.#now());
     let conditions: Condition[] = setCondition(
       dd.status?.conditions,
-      {
-        type: 'Ready',
-        status: ready.ready ? 'True' : 'False',
-        reason: ready.reason,
-        message: boundText(ready.message, 1024, 'utf16'),
-        observedGeneration: generation,
-      },
+      readyCondition(ready, generation),
       nowDate,
     );
     if (remediate !== undefined) {

@@ -50,7 +50,7 @@ import type { OpenPullRequest, PreviewForge } from '../forge/types.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
-import { kubeTime, patchStatus, setCondition } from '../kube/status.ts';
+import { kubeTime, patchStatus, readyCondition, setCondition, type ReadyState } from '../kube/status.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { EgressPolicy } from '../notifier/egress.ts';
@@ -1106,22 +1106,12 @@ export class PreviewReconciler {
     }
   }
 
-  async #writeStatus(
-    prp: PullRequestPreview,
-    ready: { ready: boolean; reason: string; message: string },
-    previews?: PreviewEntry[],
-  ): Promise<void> {
+  async #writeStatus(prp: PullRequestPreview, ready: ReadyState, previews?: PreviewEntry[]): Promise<void> {
     const now = this.#now();
     const generation = prp.metadata.generation ?? 0;
     const conditions: Condition[] = setCondition(
       prp.status?.conditions,
-      {
-        type: 'Ready',
-        status: ready.ready ? 'True' : 'False',
-        reason: ready.reason,
-        message: boundText(ready.message, 1024, 'utf16'),
-        observedGeneration: generation,
-      },
+      readyCondition(ready, generation),
       now,
     );
     const status: Record<string, unknown> = { observedGeneration: generation, conditions };
