@@ -29,6 +29,19 @@ export const DRAIN_BYTES = 64 * 1024;
 
 export { readBounded, type BoundedText } from '../text.ts';
 
+/** The JSON object `text` holds, or undefined: not JSON, or JSON of another kind (array, string, null, …). */
+export function jsonObject(text: string): Record<string, unknown> | undefined {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  return data !== null && typeof data === 'object' && !Array.isArray(data)
+    ? (data as Record<string, unknown>)
+    : undefined;
+}
+
 /**
  * Disposes of a body nobody reads: up to {@link DRAIN_BYTES} are read and dropped (nothing is
  * kept), then the rest is cancelled. Never rejects.
