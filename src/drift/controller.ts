@@ -22,7 +22,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { EventChanges } from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';
-import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack, type Update } from '../api/pko.ts';
+import { stackRef, type Stack, type Update } from '../api/pko.ts';
 import {
   DRIFT_CHECK_LABEL,
   GROUP,
@@ -69,14 +69,6 @@ export const DEFAULT_MAX_CHECKS_PER_NAMESPACE = 2;
 export const DRIFT_WORKERS = 2;
 /** Requeue of a DriftDetection with a Stack waiting for a check slot, ms. */
 export const SLOT_RETRY_MS = 5_000;
-
-const stackRef = (namespace: string, name?: string) => ({
-  group: STACK_GROUP,
-  version: STACK_VERSION,
-  plural: STACK_PLURAL,
-  namespace,
-  ...(name !== undefined ? { name } : {}),
-});
 
 /** Whether remediation of a DriftDetection created at `created` is guarded (src/preview/admission.ts). */
 export interface RemediationGuard {

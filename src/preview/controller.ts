@@ -33,7 +33,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { NotificationEvent } from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';
-import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack } from '../api/pko.ts';
+import { STACK_GROUP, STACK_VERSION, stackRef, type Stack } from '../api/pko.ts';
 import { parseDuration } from '../api/duration.ts';
 import {
   API_VERSION,
@@ -166,14 +166,6 @@ function defaultForge(
     ? undefined
     : factory(p, { http: new ProviderHttp(p, egress !== undefined ? { egress } : {}), serialize });
 }
-
-const stackRef = (namespace: string, name?: string) => ({
-  group: STACK_GROUP,
-  version: STACK_VERSION,
-  plural: STACK_PLURAL,
-  namespace,
-  ...(name !== undefined ? { name } : {}),
-});
 
 interface NotReady {
   reason: string;
