@@ -21,7 +21,7 @@ import {
 import type { ControllerOptions } from './config.ts';
 import type { Logger } from './log.ts';
 import { Informer } from './kube/informer.ts';
-import { WorkQueue } from './kube/workqueue.ts';
+import { WorkQueue, type WorkQueueOptions } from './kube/workqueue.ts';
 import { EventRecorder } from './kube/events.ts';
 import { LeaderElector } from './kube/leader.ts';
 import { startServers, type Check } from './kube/health.ts';
@@ -243,20 +243,11 @@ export async function startController(
     templates: builtinsInline(sandbox),
     configMaps,
   });
-  const providerQueue = new WorkQueue({
-    name: 'provider',
-    concurrency: 2,
-    reconcile: (k) => providerReconciler.reconcile(k),
-    logger: child({ queue: 'provider' }),
-    registry,
-  });
-  const alertQueue = new WorkQueue({
-    name: 'alert',
-    concurrency: 2,
-    reconcile: (k) => alertReconciler.reconcile(k),
-    logger: child({ queue: 'alert' }),
-    registry,
-  });
+  // The Provider and Alert queues: two workers each, a log and metrics labelled with the kind.
+  const queueOf = (name: 'provider' | 'alert', reconcile: WorkQueueOptions['reconcile']): WorkQueue =>
+    new WorkQueue({ name, concurrency: 2, reconcile, logger: child({ queue: name }), registry });
+  const providerQueue = queueOf('provider', (k) => providerReconciler.reconcile(k));
+  const alertQueue = queueOf('alert', (k) => alertReconciler.reconcile(k));
 
   // Delivery: ledger, send façade, dispatcher, Alert status.
   const ledger = new Ledger({
