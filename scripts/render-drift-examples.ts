@@ -14,7 +14,7 @@ import type { DriftDetection } from '../src/api/v1alpha1.ts';
 import { parseWorkspaceLog } from '../src/changes/parse.ts';
 import { driftEvent } from '../src/drift/events.ts';
 import { afterCheck, analyzeDrift } from '../src/drift/plan.ts';
-import { limitsFor } from '../src/registry.ts';
+import { limitsFor } from '../src/provider-types.ts';
 import { compileTemplates, renderNotification, type RenderedNotification } from '../src/template/index.ts';
 
 export const EXAMPLE_SHA = '7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b';

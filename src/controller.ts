@@ -21,7 +21,7 @@ import {
 import type { ControllerOptions } from './config.ts';
 import type { Logger } from './log.ts';
 import { Informer } from './kube/informer.ts';
-import { WorkQueue } from './kube/workqueue.ts';
+import { WorkQueue, type WorkQueueOptions } from './kube/workqueue.ts';
 import { EventRecorder } from './kube/events.ts';
 import { LeaderElector } from './kube/leader.ts';
 import { startServers, type Check } from './kube/health.ts';
@@ -49,7 +49,7 @@ import { ProviderHealth } from './delivery/health.ts';
 import { Sender, type ProviderTypes } from './delivery/send.ts';
 import { DeliveryStatusWriter } from './delivery/status.ts';
 import type { RetryPolicy } from './delivery/types.ts';
-import { createProviderTypes, egressDispatcher, egressPolicy } from './registry.ts';
+import { createProviderTypes, egressDispatcher, egressPolicy } from './provider-types.ts';
 import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
 import { DriftController, REMEDIATION_POLICY_NAME, type DriftControllerOptions } from './drift/controller.ts';
@@ -72,7 +72,7 @@ export interface ControllerDeps {
   retry?: Partial<RetryPolicy>;
   /** Known secret values, shared with the logger; default: a new one. */
   redactor?: Redactor;
-  /** Provider type → notifier and limits; default: src/registry.ts. */
+  /** Provider type → notifier and limits; default: src/provider-types.ts. */
   notifiers?: ProviderTypes;
   /** Test hooks of the drift controller (clock, jitter source, retry and deadline of checks). */
   drift?: Partial<
@@ -243,20 +243,11 @@ export async function startController(
     templates: builtinsInline(sandbox),
     configMaps,
   });
-  const providerQueue = new WorkQueue({
-    name: 'provider',
-    concurrency: 2,
-    reconcile: (k) => providerReconciler.reconcile(k),
-    logger: child({ queue: 'provider' }),
-    registry,
-  });
-  const alertQueue = new WorkQueue({
-    name: 'alert',
-    concurrency: 2,
-    reconcile: (k) => alertReconciler.reconcile(k),
-    logger: child({ queue: 'alert' }),
-    registry,
-  });
+  // The Provider and Alert queues: two workers each, a log and metrics labelled with the kind.
+  const queueOf = (name: 'provider' | 'alert', reconcile: WorkQueueOptions['reconcile']): WorkQueue =>
+    new WorkQueue({ name, concurrency: 2, reconcile, logger: child({ queue: name }), registry });
+  const providerQueue = queueOf('provider', (k) => providerReconciler.reconcile(k));
+  const alertQueue = queueOf('alert', (k) => alertReconciler.reconcile(k));
 
   // Delivery: ledger, send façade, dispatcher, Alert status.
   const ledger = new Ledger({

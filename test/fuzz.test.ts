@@ -18,7 +18,7 @@ import { describe, expect, it } from 'vitest';
 import type { NotificationEvent } from '../src/api/event.ts';
 import type { Stack, Update } from '../src/api/pko.ts';
 import { PROVIDER_TYPES, type ProviderType } from '../src/api/v1alpha1.ts';
-import { limitsFor } from '../src/registry.ts';
+import { limitsFor } from '../src/provider-types.ts';
 import { eventsFromStack, eventsFromUpdate } from '../src/source/derive.ts';
 import { measure } from '../src/text.ts';
 import {

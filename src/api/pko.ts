@@ -8,6 +8,24 @@ import type { Condition, ObjectMeta } from './meta.ts';
 export const STACK_GROUP = 'pulumi.com';
 export const STACK_VERSION = 'v1';
 export const STACK_PLURAL = 'stacks';
+
+/**
+ * The Stacks of `namespace`, or its Stack `name`, as the resource reference the API client makes
+ * a REST path of (src/kube/client.ts `objectPath`).
+ */
+export function stackRef(
+  namespace: string,
+  name?: string,
+): { group: string; version: string; plural: string; namespace: string; name?: string } {
+  return {
+    group: STACK_GROUP,
+    version: STACK_VERSION,
+    plural: STACK_PLURAL,
+    namespace,
+    ...(name !== undefined ? { name } : {}),
+  };
+}
+
 export const UPDATE_GROUP = 'auto.pulumi.com';
 export const UPDATE_VERSION = 'v1alpha1';
 export const UPDATE_PLURAL = 'updates';

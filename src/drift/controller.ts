@@ -22,7 +22,7 @@ import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Registry } from 'prom-client';
 import type { EventChanges } from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';
-import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack, type Update } from '../api/pko.ts';
+import { stackRef, type Stack, type Update } from '../api/pko.ts';
 import {
   DRIFT_CHECK_LABEL,
   GROUP,
@@ -33,7 +33,7 @@ import {
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
 import type { Informer } from '../kube/informer.ts';
 import { counter, gauge } from '../kube/metrics.ts';
-import { kubeTime, setCondition } from '../kube/status.ts';
+import { kubeTime, readyCondition, setCondition, type ReadyState } from '../kube/status.ts';
 import { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { boundText, cleanMessage } from '../text.ts';
@@ -69,14 +69,6 @@ export const DEFAULT_MAX_CHECKS_PER_NAMESPACE = 2;
 export const DRIFT_WORKERS = 2;
 /** Requeue of a DriftDetection with a Stack waiting for a check slot, ms. */
 export const SLOT_RETRY_MS = 5_000;
-
-const stackRef = (namespace: string, name?: string) => ({
-  group: STACK_GROUP,
-  version: STACK_VERSION,
-  plural: STACK_PLURAL,
-  namespace,
-  ...(name !== undefined ? { name } : {}),
-});
 
 /** Whether remediation of a DriftDetection created at `created` is guarded (src/preview/admission.ts). */
 export interface RemediationGuard {
@@ -541,7 +533,7 @@ export class DriftController {
 
   async #writeStatus(
     dd: DriftDetection,
-    ready: { ready: boolean; reason: string; message: string },
+    ready: ReadyState,
     stacks?: { stacks: DriftStackStatus[]; stacksOmitted: number },
     remediate?: { allowed: true } | { allowed: false; why: string },
   ): Promise<void> {
@@ -549,13 +541,7 @@ export class DriftController {
     const nowDate = new Date(this.#now());
     let conditions: Condition[] = setCondition(
       dd.status?.conditions,
-      {
-        type: 'Ready',
-        status: ready.ready ? 'True' : 'False',
-        reason: ready.reason,
-        message: boundText(ready.message, 1024, 'utf16'),
-        observedGeneration: generation,
-      },
+      readyCondition(ready, generation),
       nowDate,
     );
     if (remediate !== undefined) {

@@ -6,6 +6,7 @@
  * calls and no clock: callers pass `now` (ms since the epoch) and a random source.
  */
 import { createHash } from 'node:crypto';
+import { controlledBy, controllerReference } from '../api/meta.ts';
 import { STACK_GROUP, STACK_VERSION, type Stack } from '../api/pko.ts';
 import {
   API_VERSION,
@@ -215,15 +216,7 @@ export function checkStack(
         [DRIFT_CHECK_LABEL]: dd.metadata.name ?? '',
         [DRIFT_BASE_LABEL]: base.metadata.name ?? '',
       },
-      ownerReferences: [
-        {
-          apiVersion: API_VERSION,
-          kind: 'DriftDetection',
-          name: dd.metadata.name ?? '',
-          uid: dd.metadata.uid ?? '',
-          controller: true,
-        },
-      ],
+      ownerReferences: [controllerReference(API_VERSION, 'DriftDetection', dd)],
     },
     spec,
   };
@@ -231,12 +224,7 @@ export function checkStack(
 
 /** Whether `s` is a check Stack controlled by the DriftDetection with `uid` (labels alone prove nothing). */
 export function checkOwnedBy(s: Stack, uid: string): boolean {
-  return (
-    uid !== '' &&
-    s.metadata.ownerReferences?.some(
-      (r) => r.kind === 'DriftDetection' && r.uid === uid && r.controller === true,
-    ) === true
-  );
+  return controlledBy(s.metadata, 'DriftDetection', uid);
 }
 
 /** One resource that differs from the deployed state. */

@@ -99,13 +99,22 @@ const RING_LINES = 200;
 // ---------------------------------------------------------------------------------------------
 // Binary lookup
 
-async function isExecutable(file: string): Promise<boolean> {
+/** Whether this process may access `file` as `mode` says (`fsConstants.X_OK`, `R_OK`). */
+async function mayAccess(file: string, mode: number): Promise<boolean> {
   try {
-    await access(file, fsConstants.X_OK);
+    await access(file, mode);
     return true;
   } catch {
     return false;
   }
+}
+
+function isExecutable(file: string): Promise<boolean> {
+  return mayAccess(file, fsConstants.X_OK);
+}
+
+function isReadable(file: string): Promise<boolean> {
+  return mayAccess(file, fsConstants.R_OK);
 }
 
 /** Repository root, resolved from this file (works from src/ and from a dist/ build). */
@@ -120,7 +129,7 @@ function tailLines(text: string, n: number): string {
 /** Runs `bash scripts/envtest-build.sh`; resolves to the folder it prints last on stdout. */
 async function runBuildScript(log?: (line: string) => void): Promise<string> {
   const script = path.join(repoRoot(), 'scripts', 'envtest-build.sh');
-  if (!(await isExecutableOrReadable(script))) {
+  if (!(await isReadable(script))) {
     throw new Error(`envtest: build script ${script} not found`);
   }
   return new Promise((resolve, reject) => {
@@ -175,15 +184,6 @@ async function runBuildScript(log?: (line: string) => void): Promise<string> {
       );
     });
   });
-}
-
-async function isExecutableOrReadable(file: string): Promise<boolean> {
-  try {
-    await access(file, fsConstants.R_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -724,7 +724,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     );
     const saKey = path.join(tmp, 'sa.key');
     const saPub = path.join(tmp, 'sa.pub');
-    if (!(persistent && (await isExecutableOrReadable(saKey)) && (await isExecutableOrReadable(saPub)))) {
+    if (!(persistent && (await isReadable(saKey)) && (await isReadable(saPub)))) {
       const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
       await writeFile(saKey, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
       await writeFile(saPub, publicKey.export({ type: 'spki', format: 'pem' }));

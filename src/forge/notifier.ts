@@ -15,7 +15,7 @@ import type { ProviderLimits, RenderedNotification } from '../template/rendered.
 import { resolveRepository, type ForgeRepo } from './address.ts';
 import { commentKey, newCommentCache, upsertStickyComment } from './comment.ts';
 import { newStatusCache, syncCommitStatus } from './status.ts';
-import type { ForgeAdapter, NativeStatus, SendContext } from './types.ts';
+import type { ForgeAdapter, NativeStatus, ForgeSendContext } from './types.ts';
 
 /**
  * The repository an event goes to (`resolveRepository` from ./address.ts with the Provider's
@@ -179,7 +179,7 @@ export function forgeNotifier<R, P extends { id: string }>(
       const repo = adapter.repository(ev);
       const repoKey = adapter.repoKey(repo);
       let prs: Promise<P[]> | undefined;
-      const ctx: SendContext<R, P> = {
+      const ctx: ForgeSendContext<R, P> = {
         ev,
         repo,
         sha,

@@ -9,7 +9,7 @@ import type { NotificationEvent } from '../api/event.ts';
 import type { ProviderHttp } from '../notifier/http.ts';
 import { newCommentCache, commentKey, upsertStickyComment } from './comment.ts';
 import type { ForgeNotifierOptions } from './notifier.ts';
-import type { ForgeAdapter, PreviewForge, PullRequestDiscovery, SendContext } from './types.ts';
+import type { ForgeAdapter, PreviewForge, PullRequestDiscovery, ForgeSendContext } from './types.ts';
 import { ProviderError } from '../notifier/errors.ts';
 
 /** A stand-in event that carries only the repository (the adapter resolves repositories from events). */
@@ -47,7 +47,7 @@ export function previewForge<R, P extends { id: string }>(
       secretValues: http.secretValues,
     });
   };
-  const ctxFor = (repoURL: string, sha: string, signal: AbortSignal | undefined): SendContext<R, P> => {
+  const ctxFor = (repoURL: string, sha: string, signal: AbortSignal | undefined): ForgeSendContext<R, P> => {
     const ev = repositoryEvent(repoURL);
     const repo = adapter.repository(ev);
     return { ev, repo, sha, signal, pullRequests: () => Promise.resolve([]) };

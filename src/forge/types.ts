@@ -41,7 +41,7 @@ export interface ForgeComment {
 }
 
 /** Per-send state handed to the parts: the event, the repository, the commit, the signal, the memoised pull requests. */
-export interface SendContext<R, P> {
+export interface ForgeSendContext<R, P> {
   ev: NotificationEvent;
   repo: R;
   sha: string;
@@ -70,17 +70,17 @@ export interface StatusPart<R, P> {
    */
   readPolicy: 'perCommit' | 'perContext';
   /** The newest status of `context` on `ctx.sha`, reading all pages; undefined when none. */
-  readStatus(ctx: SendContext<R, P>, context: string): Promise<StatusSnapshot | undefined>;
+  readStatus(ctx: ForgeSendContext<R, P>, context: string): Promise<StatusSnapshot | undefined>;
   /** Posts the status. */
-  writeStatus(ctx: SendContext<R, P>, status: NativeStatus): Promise<void>;
+  writeStatus(ctx: ForgeSendContext<R, P>, status: NativeStatus): Promise<void>;
 }
 
 /** The sticky pull-request comment. */
 export interface CommentPart<R, P> {
   /** Every comment of `pr`, page by page, with `mine` filled from the Provider's identity. */
-  comments(ctx: SendContext<R, P>, pr: P): AsyncIterable<readonly ForgeComment[]>;
-  createComment(ctx: SendContext<R, P>, pr: P, body: string): Promise<string>;
-  editComment(ctx: SendContext<R, P>, pr: P, ref: string, body: string): Promise<string>;
+  comments(ctx: ForgeSendContext<R, P>, pr: P): AsyncIterable<readonly ForgeComment[]>;
+  createComment(ctx: ForgeSendContext<R, P>, pr: P, body: string): Promise<string>;
+  editComment(ctx: ForgeSendContext<R, P>, pr: P, ref: string, body: string): Promise<string>;
 }
 
 /**
@@ -89,15 +89,15 @@ export interface CommentPart<R, P> {
  */
 export interface PullRequestPart<R, P> {
   /** Open pull requests whose head is `ctx.sha` (the explicit one, when named, is fetched by `pullRequest`). */
-  pullRequestsForCommit(ctx: SendContext<R, P>): Promise<P[]>;
+  pullRequestsForCommit(ctx: ForgeSendContext<R, P>): Promise<P[]>;
   /** The pull request named by `metadata.pullRequest`; undefined when the forge says it does not exist. */
-  pullRequest(ctx: SendContext<R, P>, id: string): Promise<P | undefined>;
+  pullRequest(ctx: ForgeSendContext<R, P>, id: string): Promise<P | undefined>;
   /**
    * The merged pull requests whose merge (merge, squash or rebase commit, or a fast-forwarded
    * head) is `ctx.sha` — for the base Stack's deployment of a merge (docs/previews.md, "One comment
    * follows the change"). Absent: the forge cannot say, and the deployment edits no comment.
    */
-  mergedPullRequests?(ctx: SendContext<R, P>): Promise<P[]>;
+  mergedPullRequests?(ctx: ForgeSendContext<R, P>): Promise<P[]>;
 }
 
 /** Everything the driver needs from one forge. `P` is a pull request as the forge describes it. */

@@ -6,8 +6,13 @@
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
-function existing(registry: Registry | undefined, name: string): unknown {
-  return registry?.getSingleMetric(name);
+/** The metric registered as `name` on `registry`, else the one `create` makes on it (or on none). */
+function registered<M>(
+  registry: Registry | undefined,
+  name: string,
+  create: (registers: Registry[]) => M,
+): M {
+  return (registry?.getSingleMetric(name) as M | undefined) ?? create(registry ? [registry] : []);
 }
 
 export function counter<L extends string>(
@@ -16,10 +21,7 @@ export function counter<L extends string>(
   help: string,
   labelNames: readonly L[],
 ): Counter<L> {
-  return (
-    (existing(registry, name) as Counter<L> | undefined) ??
-    new Counter<L>({ name, help, labelNames, registers: registry ? [registry] : [] })
-  );
+  return registered(registry, name, (registers) => new Counter<L>({ name, help, labelNames, registers }));
 }
 
 export function gauge<L extends string>(
@@ -28,10 +30,7 @@ export function gauge<L extends string>(
   help: string,
   labelNames: readonly L[],
 ): Gauge<L> {
-  return (
-    (existing(registry, name) as Gauge<L> | undefined) ??
-    new Gauge<L>({ name, help, labelNames, registers: registry ? [registry] : [] })
-  );
+  return registered(registry, name, (registers) => new Gauge<L>({ name, help, labelNames, registers }));
 }
 
 export function histogram<L extends string>(
@@ -41,8 +40,9 @@ export function histogram<L extends string>(
   labelNames: readonly L[],
   buckets: number[],
 ): Histogram<L> {
-  return (
-    (existing(registry, name) as Histogram<L> | undefined) ??
-    new Histogram<L>({ name, help, labelNames, buckets, registers: registry ? [registry] : [] })
+  return registered(
+    registry,
+    name,
+    (registers) => new Histogram<L>({ name, help, labelNames, buckets, registers }),
   );
 }

@@ -3,6 +3,7 @@
  */
 import type { KubeConfig } from './kubeconfig.ts';
 import type { Condition } from '../api/meta.ts';
+import { boundText } from '../text.ts';
 import { kubeRequest, objectPath } from './client.ts';
 
 export interface StatusRef {
@@ -52,6 +53,27 @@ export function setCondition(
       : kubeTime(now);
   const next: Condition = { ...c, lastTransitionTime };
   return old === undefined ? [...list, next] : list.map((x) => (x === old ? next : x));
+}
+
+/** What an object's `Ready` condition says: ready or not, a CamelCase reason, a message for people. */
+export interface ReadyState {
+  ready: boolean;
+  reason: string;
+  message: string;
+}
+
+/**
+ * The `Ready` condition for `state` at `generation` (without `lastTransitionTime`: {@link setCondition}
+ * sets it). The message is bounded to 1,024 UTF-16 units (the API server accepts 32,768 bytes).
+ */
+export function readyCondition(state: ReadyState, generation: number): Omit<Condition, 'lastTransitionTime'> {
+  return {
+    type: 'Ready',
+    status: state.ready ? 'True' : 'False',
+    reason: state.reason,
+    message: boundText(state.message, 1024, 'utf16'),
+    observedGeneration: generation,
+  };
 }
 
 /** The condition of `type`, if present. */

@@ -228,6 +228,16 @@ function owned(
   return undefined;
 }
 
+/** A result that passed no line to the sink (`lines`: only `PodReplaced` after a read has some). */
+function unavailable(
+  pod: string,
+  reason: WorkspaceLogUnavailableReason,
+  message: string,
+  lines = 0,
+): WorkspaceLogUnavailable {
+  return { ok: false, reason, pod, lines, message };
+}
+
 interface Ctx {
   o: WorkspaceLogOptions;
   run: WorkspaceRun;
@@ -247,30 +257,26 @@ function fromError(
     const perm: MissingPermission = { verb: 'get', ...permission, namespace: run.namespace };
     const res = perm.apiGroup === '' ? perm.resource : `${perm.resource}.${perm.apiGroup}`;
     return {
-      ok: false,
-      reason: 'Forbidden',
+      ...unavailable(
+        pod,
+        'Forbidden',
+        `cannot read the workspace log of Stack ${run.namespace}/${run.stackName}: the controller may not get ${res} in namespace ${run.namespace}; grant the ClusterRole pko-notification-controller-workspace-logs there with a RoleBinding (config/components/workspace-logs, docs/install.md)`,
+      ),
       permission: perm,
-      pod,
-      lines: 0,
-      message: `cannot read the workspace log of Stack ${run.namespace}/${run.stackName}: the controller may not get ${res} in namespace ${run.namespace}; grant the ClusterRole pko-notification-controller-workspace-logs there with a RoleBinding (config/components/workspace-logs, docs/install.md)`,
     };
   }
   if (ctx.deadline.aborted || ctx.o.signal?.aborted === true) {
-    return {
-      ok: false,
-      reason: 'Timeout',
+    return unavailable(
       pod,
-      lines: 0,
-      message: `reading the workspace log of Stack ${run.namespace}/${run.stackName} timed out`,
-    };
+      'Timeout',
+      `reading the workspace log of Stack ${run.namespace}/${run.stackName} timed out`,
+    );
   }
-  return {
-    ok: false,
-    reason: 'Failed',
+  return unavailable(
     pod,
-    lines: 0,
-    message: `cannot read the workspace log of Stack ${run.namespace}/${run.stackName}: ${errorMessage(err).slice(0, 300)}`,
-  };
+    'Failed',
+    `cannot read the workspace log of Stack ${run.namespace}/${run.stackName}: ${errorMessage(err).slice(0, 300)}`,
+  );
 }
 
 /** The pod after the ownership checks, or the refusal. */
@@ -287,13 +293,12 @@ async function checkedPod(ctx: Ctx): Promise<PodLike | WorkspaceLogUnavailable> 
       ...(accept ? { accept } : {}),
     });
   const ns = run.namespace;
-  const refuse = (why: string): WorkspaceLogUnavailable => ({
-    ok: false,
-    reason: 'NotOwned',
-    pod,
-    lines: 0,
-    message: `refused to read pod ${ns}/${pod}: it is not the workspace pod of Stack ${ns}/${run.stackName} (${why})`,
-  });
+  const refuse = (why: string): WorkspaceLogUnavailable =>
+    unavailable(
+      pod,
+      'NotOwned',
+      `refused to read pod ${ns}/${pod}: it is not the workspace pod of Stack ${ns}/${run.stackName} (${why})`,
+    );
 
   let p: PodLike;
   try {
@@ -318,13 +323,11 @@ async function checkedPod(ctx: Ctx): Promise<PodLike | WorkspaceLogUnavailable> 
     };
   } catch (err) {
     if (err instanceof KubeApiError && err.statusCode === 404) {
-      return {
-        ok: false,
-        reason: 'PodNotFound',
+      return unavailable(
         pod,
-        lines: 0,
-        message: `the workspace pod ${ns}/${pod} of Stack ${run.stackName} does not exist: deleted after the run (workspaceReclaimPolicy: Delete) or not created yet`,
-      };
+        'PodNotFound',
+        `the workspace pod ${ns}/${pod} of Stack ${run.stackName} does not exist: deleted after the run (workspaceReclaimPolicy: Delete) or not created yet`,
+      );
     }
     return fromError(ctx, err, { apiGroup: '', resource: 'pods' });
   }
@@ -422,13 +425,11 @@ export async function readWorkspaceLog(
   try {
     return await readChecked(ctx, sink);
   } catch (err) {
-    return {
-      ok: false,
-      reason: 'Failed',
+    return unavailable(
       pod,
-      lines: 0,
-      message: `reading pod ${run.namespace}/${pod}'s log failed: ${errorMessage(err).slice(0, 300)}`,
-    };
+      'Failed',
+      `reading pod ${run.namespace}/${pod}'s log failed: ${errorMessage(err).slice(0, 300)}`,
+    );
   }
 }
 
@@ -442,13 +443,11 @@ async function readChecked(ctx: Ctx, sink: LogLineSink): Promise<WorkspaceLogRes
   const createdAt = String(checked.metadata.creationTimestamp ?? '');
   const created = Date.parse(createdAt);
   if (!Number.isNaN(created) && created > started) {
-    return {
-      ok: false,
-      reason: 'PodReplaced',
+    return unavailable(
       pod,
-      lines: 0,
-      message: `the workspace pod ${ns}/${pod} was created at ${createdAt}, after the run started at ${run.startTime}: the run's log was in the pod it replaced`,
-    };
+      'PodReplaced',
+      `the workspace pod ${ns}/${pod} was created at ${createdAt}, after the run started at ${run.startTime}: the run's log was in the pod it replaced`,
+    );
   }
   const status = checked.status?.containerStatuses?.find((c) => c.name === WORKSPACE_CONTAINER);
   const containerStart = Date.parse(
@@ -475,13 +474,11 @@ async function readChecked(ctx: Ctx, sink: LogLineSink): Promise<WorkspaceLogRes
     });
   } catch (err) {
     if (err instanceof KubeApiError && err.statusCode === 404) {
-      return {
-        ok: false,
-        reason: 'PodNotFound',
+      return unavailable(
         pod,
-        lines: 0,
-        message: `the workspace pod ${ns}/${pod} went away before its log was read`,
-      };
+        'PodNotFound',
+        `the workspace pod ${ns}/${pod} went away before its log was read`,
+      );
     }
     return fromError(ctx, err, { apiGroup: '', resource: 'pods/log' });
   }
@@ -573,13 +570,12 @@ async function readChecked(ctx: Ctx, sink: LogLineSink): Promise<WorkspaceLogRes
       timeoutMs: o.requestTimeoutMs ?? DEFAULT_LOG_REQUEST_TIMEOUT_MS,
     });
     if (now.metadata.uid !== podUid) {
-      return {
-        ok: false,
-        reason: 'PodReplaced',
+      return unavailable(
         pod,
+        'PodReplaced',
+        `the workspace pod ${ns}/${pod} was replaced while its log was read: the lines read are not trusted`,
         lines,
-        message: `the workspace pod ${ns}/${pod} was replaced while its log was read: the lines read are not trusted`,
-      };
+      );
     }
   } catch (err) {
     // Gone after the read (workspaceReclaimPolicy: Delete right after the run): the lines came from the checked pod.
@@ -589,29 +585,15 @@ async function readChecked(ctx: Ctx, sink: LogLineSink): Promise<WorkspaceLogRes
 
   if (lines === 0) {
     if (end === 'eof' || end === 'byteLimit') {
-      return {
-        ok: false,
-        reason: 'LogEmpty',
+      return unavailable(
         pod,
-        lines: 0,
-        message: `the log of pod ${ns}/${pod} holds no line since ${sinceTimeOf(run.startTime)}: rotated by the kubelet, or the run has not logged yet`,
-      };
+        'LogEmpty',
+        `the log of pod ${ns}/${pod} holds no line since ${sinceTimeOf(run.startTime)}: rotated by the kubelet, or the run has not logged yet`,
+      );
     }
     if (end === 'interrupted')
-      return {
-        ok: false,
-        reason: 'Failed',
-        pod,
-        lines: 0,
-        message: `the log of pod ${ns}/${pod} broke off: ${brokeWith}`,
-      };
-    return {
-      ok: false,
-      reason: 'Timeout',
-      pod,
-      lines: 0,
-      message: `no line of pod ${ns}/${pod}'s log arrived before the read ended`,
-    };
+      return unavailable(pod, 'Failed', `the log of pod ${ns}/${pod} broke off: ${brokeWith}`);
+    return unavailable(pod, 'Timeout', `no line of pod ${ns}/${pod}'s log arrived before the read ended`);
   }
   const how: Record<WorkspaceLogEnd, string> = {
     eof: 'to its end',

@@ -29,26 +29,52 @@ export const DRAIN_BYTES = 64 * 1024;
 
 export { readBounded, type BoundedText } from '../text.ts';
 
+/** The JSON object `text` holds, or undefined: not JSON, or JSON of another kind (array, string, null, …). */
+export function jsonObject(text: string): Record<string, unknown> | undefined {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  return data !== null && typeof data === 'object' && !Array.isArray(data)
+    ? (data as Record<string, unknown>)
+    : undefined;
+}
+
 /**
  * Disposes of a body nobody reads: up to {@link DRAIN_BYTES} are read and dropped (nothing is
  * kept), then the rest is cancelled. Never rejects.
  */
 export async function discardBody(body: ReadableStream<Uint8Array> | null): Promise<void> {
   if (body === null) return;
-  const reader = body.getReader();
-  let seen = 0;
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      seen += value.byteLength;
-      if (seen > DRAIN_BYTES) {
-        await reader.cancel();
-        return;
-      }
-    }
+    await readWithin(body, DRAIN_BYTES);
   } catch {
     // The connection failed while draining: nothing to keep either way.
+  }
+}
+
+/**
+ * Reads `body` to its end, its chunks pushed onto `keep` when given; resolves true, or false once
+ * more than `max` bytes arrived (the rest is cancelled unread). Rejects when the read fails.
+ */
+async function readWithin(
+  body: ReadableStream<Uint8Array>,
+  max: number,
+  keep?: Uint8Array[],
+): Promise<boolean> {
+  const reader = body.getReader();
+  let seen = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return true;
+    seen += value.byteLength;
+    if (seen > max) {
+      await reader.cancel();
+      return false;
+    }
+    keep?.push(value);
   }
 }
 
@@ -72,18 +98,7 @@ export async function readAllBounded(
   max: number,
 ): Promise<BoundedBytes> {
   if (body === null) return { bytes: new Uint8Array(0), truncated: false };
-  const reader = body.getReader();
   const chunks: Uint8Array[] = [];
-  let seen = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    seen += value.byteLength;
-    if (seen > max) {
-      await reader.cancel();
-      return { bytes: new Uint8Array(0), truncated: true };
-    }
-    chunks.push(value);
-  }
+  if (!(await readWithin(body, max, chunks))) return { bytes: new Uint8Array(0), truncated: true };
   return { bytes: Buffer.concat(chunks), truncated: false };
 }

@@ -26,6 +26,7 @@
  * (`Retry-After`, rate-limit resets), used by every classification.
  */
 
+import { jsonObject } from './body.ts';
 import { isSignInLocation } from './redirect.ts';
 
 /** The kinds of outcome (see the table in the module comment). */
@@ -114,14 +115,8 @@ function durationSeconds(v: unknown): number | undefined {
  */
 function bodyRetrySeconds(body: string): number | undefined {
   if (body === '' || body.length > 65_536 || !body.includes('retry')) return undefined;
-  let data: unknown;
-  try {
-    data = JSON.parse(body);
-  } catch {
-    return undefined;
-  }
-  if (data === null || typeof data !== 'object' || Array.isArray(data)) return undefined;
-  const d = data as Record<string, unknown>;
+  const d = jsonObject(body);
+  if (d === undefined) return undefined;
   if (typeof d.retry_after === 'number' && Number.isFinite(d.retry_after) && d.retry_after >= 0)
     return d.retry_after;
   const err = d.error;

@@ -151,6 +151,25 @@ function stripUrl(raw: string): string {
 }
 
 /**
+ * Refuses a request body over the service's payload limit (`maxBytes` UTF-8 bytes) that fitting
+ * (./fit-body.ts) could not bring under it.
+ * @throws ProviderError `LIMIT_EXCEEDED`, not retryable: `<what> is over <maxBytes> bytes; not sent`.
+ */
+export function assertPayloadFits(
+  body: string,
+  maxBytes: number,
+  what: string,
+  secretValues: readonly string[],
+): void {
+  if (Buffer.byteLength(body, 'utf8') <= maxBytes) return;
+  throw new ProviderError(`${what} is over ${String(maxBytes)} bytes; not sent`, {
+    code: 'LIMIT_EXCEEDED',
+    retryable: false,
+    secretValues,
+  });
+}
+
+/**
  * Refuses a rendered field over its limit: the renderer fits every field, so a longer one is a
  * bug, refused before any request rather than cut a second time.
  * @throws ProviderError `LIMIT_EXCEEDED`, not retryable, naming the field, its length and the limit.

@@ -21,7 +21,7 @@ import { runKey, type NotificationEvent } from '../api/event.ts';
 import { boundText } from '../text.ts';
 import type { ProviderLimits } from '../template/rendered.ts';
 import { urlValue } from '../template/markup.ts';
-import { assertFits, ProviderError } from './errors.ts';
+import { assertFits, assertPayloadFits } from './errors.ts';
 import { fitBody } from './fit-body.ts';
 import type { NotifierFactory } from './types.ts';
 
@@ -90,16 +90,7 @@ export const googlechat: NotifierFactory = (p, { http }) => {
       const body = fitBody(rendered.message, GOOGLECHAT_MAX_PAYLOAD_BYTES, (text) =>
         googlechatPayload(ev, text, key),
       );
-      if (Buffer.byteLength(body, 'utf8') > GOOGLECHAT_MAX_PAYLOAD_BYTES) {
-        throw new ProviderError(
-          `the Google Chat card is over ${String(GOOGLECHAT_MAX_PAYLOAD_BYTES)} bytes; not sent`,
-          {
-            code: 'LIMIT_EXCEEDED',
-            retryable: false,
-            secretValues: http.secretValues,
-          },
-        );
-      }
+      assertPayloadFits(body, GOOGLECHAT_MAX_PAYLOAD_BYTES, 'the Google Chat card', http.secretValues);
       await http.request(target, {
         method: 'POST',
         headers: { 'Content-Type': 'application/json; charset=UTF-8' },

@@ -1,7 +1,7 @@
 /**
  * Chat and webhook provider types: each one's field limits and, once implemented, its notifier
  * (one file per type in this folder). The git forges are registered in src/forge/registry.ts;
- * src/registry.ts puts both tables together.
+ * src/provider-types.ts puts both tables together.
  *
  * To add a type: write src/notifier/<type>.ts exporting a `NotifierFactory` (see ./slack.ts for the shape: build
  * the JSON payload in code, send it with `http.request`, map the service's error answers to

@@ -22,7 +22,7 @@
 import type { NotificationEvent } from '../api/event.ts';
 import type { ProviderLimits } from '../template/rendered.ts';
 import { urlValue } from '../template/markup.ts';
-import { assertFits, ProviderError } from './errors.ts';
+import { assertFits, assertPayloadFits } from './errors.ts';
 import { fitBody } from './fit-body.ts';
 import type { NotifierFactory } from './types.ts';
 
@@ -144,13 +144,7 @@ export const msteams: NotifierFactory = (p, { http }) => ({
   async send(ev, rendered, signal) {
     assertFits(rendered.message, msteamsLimits.message, 'the Teams message', http.secretValues);
     const body = teamsPayload(ev, rendered.message);
-    if (Buffer.byteLength(body, 'utf8') > MSTEAMS_MAX_PAYLOAD_BYTES) {
-      throw new ProviderError(`the Teams card is over ${String(MSTEAMS_MAX_PAYLOAD_BYTES)} bytes; not sent`, {
-        code: 'LIMIT_EXCEEDED',
-        retryable: false,
-        secretValues: http.secretValues,
-      });
-    }
+    assertPayloadFits(body, MSTEAMS_MAX_PAYLOAD_BYTES, 'the Teams card', http.secretValues);
     // Workflows answer 202 Accepted with an empty body; the flow posts the card afterwards.
     await http.request(p.address, {
       method: 'POST',

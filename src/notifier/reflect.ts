@@ -15,6 +15,7 @@
  */
 
 import { boundText } from '../text.ts';
+import { jsonObject } from './body.ts';
 
 /** Longest message shown, in UTF-16 units (a longer one is cut with `…`). */
 export const MAX_REFLECTED_LENGTH = 200;
@@ -67,14 +68,8 @@ function said(o: Record<string, unknown>): string | undefined {
 export function recognisedMessage(body: string): string | undefined {
   const text = body.trim();
   if (!text.startsWith('{')) return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
-  const m = said(parsed as Record<string, unknown>)?.trim();
+  const parsed = jsonObject(text);
+  const m = parsed === undefined ? undefined : said(parsed)?.trim();
   // A message is text for people: one line after collapsing whitespace, no control characters.
   if (m === undefined || m === '') return undefined;
   const line = m.replace(/[\t\r\n ]+/g, ' ');

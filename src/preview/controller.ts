@@ -33,7 +33,7 @@
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { NotificationEvent } from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';
-import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack } from '../api/pko.ts';
+import { STACK_GROUP, STACK_VERSION, stackRef, type Stack } from '../api/pko.ts';
 import { parseDuration } from '../api/duration.ts';
 import {
   API_VERSION,
@@ -50,7 +50,7 @@ import type { OpenPullRequest, PreviewForge } from '../forge/types.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
-import { kubeTime, patchStatus, setCondition } from '../kube/status.ts';
+import { kubeTime, patchStatus, readyCondition, setCondition, type ReadyState } from '../kube/status.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { EgressPolicy } from '../notifier/egress.ts';
@@ -67,7 +67,7 @@ import {
   type ExistingPreview,
   type KnownPull,
   type Plan,
-  type Verdict,
+  type PullRequestDecision,
 } from './plan.ts';
 import {
   controllerOf,
@@ -166,14 +166,6 @@ function defaultForge(
     ? undefined
     : factory(p, { http: new ProviderHttp(p, egress !== undefined ? { egress } : {}), serialize });
 }
-
-const stackRef = (namespace: string, name?: string) => ({
-  group: STACK_GROUP,
-  version: STACK_VERSION,
-  plural: STACK_PLURAL,
-  namespace,
-  ...(name !== undefined ? { name } : {}),
-});
 
 interface NotReady {
   reason: string;
@@ -1106,22 +1098,12 @@ export class PreviewReconciler {
     }
   }
 
-  async #writeStatus(
-    prp: PullRequestPreview,
-    ready: { ready: boolean; reason: string; message: string },
-    previews?: PreviewEntry[],
-  ): Promise<void> {
+  async #writeStatus(prp: PullRequestPreview, ready: ReadyState, previews?: PreviewEntry[]): Promise<void> {
     const now = this.#now();
     const generation = prp.metadata.generation ?? 0;
     const conditions: Condition[] = setCondition(
       prp.status?.conditions,
-      {
-        type: 'Ready',
-        status: ready.ready ? 'True' : 'False',
-        reason: ready.reason,
-        message: boundText(ready.message, 1024, 'utf16'),
-        observedGeneration: generation,
-      },
+      readyCondition(ready, generation),
       now,
     );
     const status: Record<string, unknown> = { observedGeneration: generation, conditions };
@@ -1176,13 +1158,17 @@ function safeDuration(s: string): number {
 }
 
 /** The preview Stack name of a `preview` verdict: the existing Stack's, else the one created. */
-function previewName(prp: PullRequestPreview, v: Verdict, stacks: readonly Stack[]): string {
+function previewName(prp: PullRequestPreview, v: PullRequestDecision, stacks: readonly Stack[]): string {
   const have = stacks.find((s) => Number(s.metadata.labels?.[PULL_REQUEST_LABEL]) === v.pull.number);
   return have?.metadata.name ?? previewStackName(prp.spec.stackRef.name, v.pull.number);
 }
 
 /** The notice text for a verdict (the marker is added by the caller). */
-export function noticeBody(v: Verdict, removedStack: string | undefined, stackName: string): string {
+export function noticeBody(
+  v: PullRequestDecision,
+  removedStack: string | undefined,
+  stackName: string,
+): string {
   switch (v.kind) {
     case 'untrusted':
       return removedStack !== undefined

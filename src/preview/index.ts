@@ -13,7 +13,7 @@
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { LRUCache } from 'lru-cache';
 import type { Registry } from 'prom-client';
-import { STACK_GROUP, STACK_PLURAL, STACK_VERSION, type Stack } from '../api/pko.ts';
+import { stackRef, type Stack } from '../api/pko.ts';
 import { GROUP, VERSION, type PullRequestPreview } from '../api/v1alpha1.ts';
 import type { ResolvedProvider, SecretReader } from '../credential/provider.ts';
 import { errorMessage, kubeRequest, objectPath } from '../kube/client.ts';
@@ -282,13 +282,7 @@ export class Previews {
           return;
         }
         await annotate(
-          objectPath({
-            group: STACK_GROUP,
-            version: STACK_VERSION,
-            plural: STACK_PLURAL,
-            namespace,
-            name: prp.spec.stackRef.name,
-          }),
+          objectPath(stackRef(namespace, prp.spec.stackRef.name)),
           RECONCILE_REQUEST_ANNOTATION,
           key,
         );

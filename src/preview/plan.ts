@@ -20,14 +20,18 @@ export interface ExistingPreview {
   headSHA: string;
 }
 
-export type Verdict =
+/**
+ * What the sync decided for one open pull request: a preview, waiting for a free preview slot
+ * (`maxPreviews`), or untrusted under `spec.trust` (`reason` says which rule).
+ */
+export type PullRequestDecision =
   | { kind: 'preview'; pull: KnownPull }
   | { kind: 'waiting'; pull: KnownPull; reason: string }
   | { kind: 'untrusted'; pull: KnownPull; reason: string };
 
 export interface Plan {
   /** One verdict per open pull request, by number. */
-  verdicts: Verdict[];
+  verdicts: PullRequestDecision[];
   /** Preview Stacks to create. */
   create: KnownPull[];
   /** Preview Stacks whose pull request has a new head commit. */
@@ -37,7 +41,7 @@ export interface Plan {
    * closed, merged or retargeted), or the verdict that removed it (untrusted now, or waiting
    * after `maxPreviews` was lowered).
    */
-  remove: { preview: ExistingPreview; why: 'gone' | Exclude<Verdict, { kind: 'preview' }> }[];
+  remove: { preview: ExistingPreview; why: 'gone' | Exclude<PullRequestDecision, { kind: 'preview' }> }[];
 }
 
 /** Why `pull` gets no preview under `trust`, or undefined when it is trusted. */
@@ -70,7 +74,7 @@ export function planSync(input: {
 }): Plan {
   const existing = new Map(input.existing.map((e) => [e.number, e]));
   const byNumber = [...input.pulls].sort((a, b) => a.number - b.number);
-  const verdicts = new Map<number, Verdict>();
+  const verdicts = new Map<number, PullRequestDecision>();
   const trusted: KnownPull[] = [];
   for (const pull of byNumber) {
     const reason = untrustedReason(pull, input.trust);

@@ -12,6 +12,7 @@
  * one with another service account, source, workspace or credentials. The same list is enforced
  * at admission (config/admission) and re-checked here on every sync ({@link refusedOverride}).
  */
+import { controlledBy, controllerReference } from '../api/meta.ts';
 import { API_VERSION, type PullRequestPreview } from '../api/v1alpha1.ts';
 import { GATE_ANNOTATION, checkGate } from '../api/gate.ts';
 import { STACK_GROUP, STACK_VERSION, type Stack } from '../api/pko.ts';
@@ -281,15 +282,7 @@ export function previewStack(
         [HEAD_REF_ANNOTATION]: pull.headRef,
         ...controllerAnnotations(prp),
       },
-      ownerReferences: [
-        {
-          apiVersion: API_VERSION,
-          kind: 'PullRequestPreview',
-          name: prp.metadata.name ?? '',
-          uid: prp.metadata.uid ?? '',
-          controller: true,
-        },
-      ],
+      ownerReferences: [controllerReference(API_VERSION, 'PullRequestPreview', prp)],
     },
     spec: previewSpec(base, prp, pull.headSHA),
   };
@@ -301,12 +294,7 @@ export function previewStack(
  * who may write Stacks can set them); only such Stacks are ever patched or deleted.
  */
 export function ownedBy(s: Stack, uid: string): boolean {
-  return (
-    uid !== '' &&
-    s.metadata.ownerReferences?.some(
-      (r) => r.kind === 'PullRequestPreview' && r.uid === uid && r.controller === true,
-    ) === true
-  );
+  return controlledBy(s.metadata, 'PullRequestPreview', uid);
 }
 
 /** `<kind> <name>` of the object that controls `s`, if any (for messages). */

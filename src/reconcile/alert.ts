@@ -17,7 +17,8 @@ import type { AlertIndex } from '../alert/routed.ts';
 import type { AlertTemplates, TemplateCompiler } from '../template/index.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
 import { KubeApiError, kubeRequest, objectPath } from '../kube/client.ts';
-import { keyOf, specChanged, splitKey, writeReady, type ReadyState } from './common.ts';
+import type { ReadyState } from '../kube/status.ts';
+import { keyOf, settleReady, specChanged, splitKey } from './common.ts';
 
 /** Where the Alert reconciler reads template ConfigMaps (./template-configmap-informers.ts `TemplateConfigMaps`). */
 export interface TemplateSource {
@@ -126,7 +127,11 @@ export class AlertReconciler {
         state = {
           ready: false,
           reason: 'InvalidTemplate',
-          message: `${where}${t.line !== null ? ` line ${t.line}` : ''}: ${t.message}`,
+          // A built-in template's failure names it itself, and no ConfigMap: it is not the tenant's.
+          message:
+            t.builtin === true
+              ? t.message
+              : `${where}${t.line !== null ? ` line ${t.line}` : ''}: ${t.message}`,
         };
       } else {
         compiled = c.alert;
@@ -167,22 +172,7 @@ export class AlertReconciler {
           }
         : undefined,
     );
-    const { transitioned } = await writeReady(
-      this.#d.kubeConfig,
-      'alerts',
-      alert,
-      state,
-      (this.#d.now ?? (() => new Date()))(),
-    );
-    if (transitioned && !state.ready) {
-      this.#d.logger.warn({ alert: key, reason: state.reason }, state.message);
-      await this.#d.recorder.event(
-        { apiVersion: alert.apiVersion, kind: 'Alert', metadata: alert.metadata },
-        'Warning',
-        state.reason,
-        state.message,
-      );
-    }
+    await settleReady(this.#d, 'Alert', alert, state, { alert: key });
     // A missing Provider comes back through the Provider informer (it re-queues referencing
     // Alerts), a missing or changed ConfigMap through its watch: nothing to poll.
     return undefined;

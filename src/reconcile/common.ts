@@ -1,9 +1,10 @@
 /** Shared bits of the Provider and Alert reconcilers: keys, Ready conditions, status writes. */
 import type { KubeConfig } from '../kube/kubeconfig.ts';
-import type { Condition, KubeObject } from '../api/meta.ts';
+import type { Condition, KubeObject, ObjectMeta } from '../api/meta.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
-import { patchStatus, setCondition, findCondition } from '../kube/status.ts';
-import { boundText } from '../text.ts';
+import type { EventRecorder } from '../kube/events.ts';
+import { patchStatus, setCondition, findCondition, readyCondition, type ReadyState } from '../kube/status.ts';
+import type { Logger } from '../log.ts';
 
 /** Work-queue key of a namespaced object: `namespace/name`. */
 export function keyOf(obj: KubeObject): string {
@@ -26,17 +27,6 @@ export function splitKey(key: string): { namespace: string; name: string } {
   return { namespace: key.slice(0, i), name: key.slice(i + 1) };
 }
 
-export interface ReadyState {
-  ready: boolean;
-  reason: string;
-  message: string;
-}
-
-/** Condition messages are bounded: the API server accepts up to 32,768 bytes; we keep 1,024 characters. */
-export function boundMessage(s: string): string {
-  return boundText(s, 1024, 'utf16');
-}
-
 /**
  * Writes `observedGeneration` and the `Ready` condition (merge-patch on `/status`) unless they
  * already say the same; returns whether the Ready status changed (for Events on transitions).
@@ -54,21 +44,16 @@ export async function writeReady(
 ): Promise<{ changed: boolean; transitioned: boolean }> {
   const generation = obj.metadata.generation ?? 0;
   const previous = findCondition(obj.status?.conditions, 'Ready');
-  const status = state.ready ? 'True' : 'False';
-  const message = boundMessage(state.message);
+  const ready = readyCondition(state, generation);
   const same =
     obj.status?.observedGeneration === generation &&
-    previous?.status === status &&
-    previous.reason === state.reason &&
-    previous.message === message &&
+    previous?.status === ready.status &&
+    previous.reason === ready.reason &&
+    previous.message === ready.message &&
     previous.observedGeneration === generation &&
     Object.keys(extraStatus).length === 0;
   if (same) return { changed: false, transitioned: false };
-  const conditions = setCondition(
-    obj.status?.conditions,
-    { type: 'Ready', status, reason: state.reason, message, observedGeneration: generation },
-    now,
-  );
+  const conditions = setCondition(obj.status?.conditions, ready, now);
   await patchStatus(
     kc,
     {
@@ -80,5 +65,47 @@ export async function writeReady(
     },
     { observedGeneration: generation, conditions, ...extraStatus },
   );
-  return { changed: true, transitioned: previous?.status !== status || previous.reason !== state.reason };
+  return {
+    changed: true,
+    transitioned: previous?.status !== ready.status || previous.reason !== state.reason,
+  };
+}
+
+/** What {@link settleReady} needs of a reconciler's dependencies. */
+export interface ReadyReporting {
+  kubeConfig: KubeConfig;
+  recorder: EventRecorder;
+  logger: Logger;
+  now?: () => Date;
+}
+
+/**
+ * Writes the `Ready` condition of a Provider or Alert ({@link writeReady}); when it turned not
+ * ready, or changed its reason while not ready, also logs a warning (`logFields`, the reason and
+ * the message) and records a Warning Event with the reason and message on the object.
+ * @returns whether the condition changed status or reason.
+ */
+export async function settleReady(
+  d: ReadyReporting,
+  kind: 'Provider' | 'Alert',
+  obj: {
+    apiVersion: string;
+    metadata: ObjectMeta;
+    status?: { observedGeneration?: number; conditions?: Condition[] };
+  },
+  state: ReadyState,
+  logFields: Record<string, string>,
+): Promise<boolean> {
+  const plural = kind === 'Provider' ? 'providers' : 'alerts';
+  const { transitioned } = await writeReady(d.kubeConfig, plural, obj, state, d.now?.() ?? new Date());
+  if (transitioned && !state.ready) {
+    d.logger.warn({ ...logFields, reason: state.reason }, state.message);
+    await d.recorder.event(
+      { apiVersion: obj.apiVersion, kind, metadata: obj.metadata },
+      'Warning',
+      state.reason,
+      state.message,
+    );
+  }
+  return transitioned;
 }

@@ -17,7 +17,8 @@ import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Logger } from '../log.ts';
 import { resolveProvider, type ResolvedProvider, type SecretReader } from '../credential/provider.ts';
-import { keyOf, specChanged, splitKey, writeReady, type ReadyState } from './common.ts';
+import type { ReadyState } from '../kube/status.ts';
+import { keyOf, settleReady, specChanged, splitKey } from './common.ts';
 
 export interface ProviderReconcilerDeps {
   kubeConfig: KubeConfig;
@@ -128,25 +129,8 @@ export class ProviderReconciler {
               ? 'Provider is ready (suspended: nothing is sent)'
               : 'Provider is ready',
           };
-    const { transitioned } = await writeReady(
-      this.#d.kubeConfig,
-      'providers',
-      provider,
-      state,
-      (this.#d.now ?? (() => new Date()))(),
-    );
-    if (transitioned) {
-      if (state.ready) this.#d.logger.info({ provider: key }, 'provider ready');
-      else this.#d.logger.warn({ provider: key, reason: state.reason }, state.message);
-      if (!state.ready) {
-        await this.#d.recorder.event(
-          { apiVersion: provider.apiVersion, kind: 'Provider', metadata: provider.metadata },
-          'Warning',
-          state.reason,
-          state.message,
-        );
-      }
-    }
+    const transitioned = await settleReady(this.#d, 'Provider', provider, state, { provider: key });
+    if (transitioned && state.ready) this.#d.logger.info({ provider: key }, 'provider ready');
     this.#d.index.set(key, result.ok ? result.provider : undefined);
     if (!result.ok) return { requeueAfterMs: this.#d.notReadyRetryMs ?? 15_000 };
     const s = provider.spec;

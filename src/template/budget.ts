@@ -22,11 +22,37 @@ export class TemplateBudgetError extends Error {
   readonly kind: BudgetKind;
   /** 1-based line of the helper or block where the budget ran out, when known. */
   readonly line: number | null;
-  constructor(kind: BudgetKind, message: string, line: number | null) {
+  /**
+   * The template that ran out is one of the controller's built-in ones, not the tenant's: the
+   * message says so ({@link builtinBudgetMessage}), and there is nothing in the Alert to change.
+   */
+  readonly builtin: boolean;
+  constructor(kind: BudgetKind, message: string, line: number | null, builtin = false) {
     super(message);
     this.kind = kind;
     this.line = line;
+    this.builtin = builtin;
   }
+}
+
+/**
+ * What to say when the built-in template `name` (source `file`, e.g. `templates/message.hbs`) ran
+ * out of its budget (`during`: e.g. ` on the largest event the API allows`). The built-in
+ * templates are checked against the largest event the API allows, so out of time means the
+ * controller is short of CPU, and steps or output a controller bug; neither is the tenant's to fix.
+ */
+export function builtinBudgetMessage(
+  name: string,
+  file: string,
+  err: TemplateBudgetError,
+  during = '',
+): string {
+  const what =
+    err.kind === 'time'
+      ? `went over its render time budget (${String(TEMPLATE_LIMITS.maxRenderMs)} ms)`
+      : `ran out of its render budget (${err.kind})`;
+  const why = err.kind === 'time' ? 'the controller is short of CPU' : 'a controller bug, please report it';
+  return `the built-in template '${name}' (${file}) ${what}${during}${at(err.line)}: ${why}; nothing in the Alert's templates to change`;
 }
 
 export interface BudgetLimits {

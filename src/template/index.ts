@@ -29,7 +29,7 @@ import { eventId, type EventIdentity, type NotificationEvent } from '../api/even
 import type { ProviderType } from '../api/v1alpha1.ts';
 import type { ChangeSet, ResourceChange, StepOp } from '../changes/types.ts';
 import { singleLine } from '../text.ts';
-import { budgeted, RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
+import { budgeted, builtinBudgetMessage, RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
 import { buildContext, withValues, type TemplateContext } from './context.ts';
 import { cleanError, errorLine, errorMessage } from './errors.ts';
 import { ESCAPE_HELPER, escapeHelper, escapeMustaches, MARKUP_DATA_KEY } from './escape.ts';
@@ -358,12 +358,14 @@ function isTemplateName(s: string): s is TemplateName {
  * nesting limit (./limits.ts), a syntax error, an unknown key or helper (strict mode), a partial,
  * a render failure, a render over budget on the worst-case event, or a context template that
  * renders empty. `template` names the template (or ConfigMap key), `line` is 1-based when known.
- * `check.verify: false` skips the test renders (for sources that passed them before).
+ * `check.verify: false` skips the test renders (for sources that passed them before);
+ * `check.deadline` (`performance.now()` ms) is when they must be done by, default
+ * {@link TEMPLATE_LIMITS}`.maxCompileMs` after the call.
  */
 export function compileTemplates(
   overrides: Readonly<Record<string, string>> = {},
   opts: { commitStatusContext?: string } = {},
-  check: { verify?: boolean } = {},
+  check: { verify?: boolean; deadline?: number } = {},
 ): CompileResult {
   const started = performance.now();
   let base: Record<TemplateName, Compiled>;
@@ -426,7 +428,7 @@ export function compileTemplates(
     return { ok: true, set: { templates, builtins: base, overridden, typedMessages } };
   // Test-render every template (built-ins too: they must keep working with the custom ones),
   // under the render budget, within the compile deadline.
-  const deadline = started + TEMPLATE_LIMITS.maxCompileMs;
+  const deadline = check.deadline ?? started + TEMPLATE_LIMITS.maxCompileMs;
   for (const providerType of ['github', 'slack'] as const) {
     for (const ctx of sampleContexts(providerType)) {
       for (const name of TEMPLATE_NAMES) {
@@ -438,14 +440,22 @@ export function compileTemplates(
           const fn = templates[name];
           out = withBudget(budget, () => fn(ctx, markupForTemplate(name, providerType)));
         } catch (err) {
-          const label = sources.get(name)?.label ?? '';
+          const source = sources.get(name);
+          const label = source?.label ?? '';
           if (err instanceof TemplateBudgetError) {
+            const largest =
+              'on the largest event the API allows (64 eventMetadata entries of 1,024 characters, 64 labels, an 8,192-character message)';
             return {
               ok: false,
               template: name,
               line: err.line,
               ...(err.kind === 'time' ? { timedOut: true } : {}),
-              message: `${label}on the largest event the API allows (64 eventMetadata entries of 1,024 characters, 64 labels, an 8,192-character message): ${err.message}`,
+              ...(source === undefined
+                ? {
+                    builtin: true,
+                    message: builtinBudgetMessage(name, `templates/${name}.hbs`, err, ` ${largest}`),
+                  }
+                : { message: `${label}${largest}: ${err.message}` }),
             };
           }
           return {
@@ -501,6 +511,7 @@ export function builtinsInline(sandbox: TemplateCompiler): TemplateCompiler {
             template: r.template,
             line: r.line,
             message: r.message,
+            ...(r.builtin === true ? { builtin: true as const } : {}),
             ...(r.timedOut === true ? { retry: true as const } : {}),
           });
         builtin = { ok: true, templates: inlineTemplates(r.set, sourceKey({})) };

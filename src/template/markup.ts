@@ -250,39 +250,12 @@ export const markdown: Markup = {
     const s = sanitize(raw);
     const url = urlValue(s);
     if (url !== undefined) return url.replace(/&/g, '&amp;');
-    const chars = Array.from(s);
-    let out = '';
-    let lineStart = true;
-    let leadingDigits = false;
-    for (let i = 0; i < chars.length; i++) {
-      const c = chars[i] ?? '';
+    return rewriteChars(Array.from(s), (c, i, chars, { atStart, afterDigits }) => {
       const next = chars[i + 1];
-      if (c === '\n') {
-        out += c;
-        lineStart = true;
-        leadingDigits = false;
-        continue;
-      }
-      const atStart = lineStart;
-      if (lineStart && c !== ' ' && c !== '\t') lineStart = false;
-      if (atStart && /[0-9]/.test(c)) leadingDigits = true;
-      const afterDigits = leadingDigits && (c === '.' || c === ')');
-      if (!/[0-9]/.test(c)) leadingDigits = false;
-      let w: string;
-      if (MD_INLINE.has(c) || (atStart && MD_LINE_START.has(c)) || afterDigits) w = numericRef(c);
-      else w = c;
-      if (MD_SIGILS.has(c) && next !== undefined && /[\p{L}\p{N}_"{<([]/u.test(next)) w += ZWSP;
-      else if (c === ':' && next === '/' && chars[i + 2] === '/') w += ZWSP;
-      else if (
-        c.toLowerCase() === 'w' &&
-        next === '.' &&
-        chars[i - 1]?.toLowerCase() === 'w' &&
-        chars[i - 2]?.toLowerCase() === 'w'
-      )
-        w += ZWSP;
-      out += w;
-    }
-    return out;
+      const w = MD_INLINE.has(c) || (atStart && MD_LINE_START.has(c)) || afterDigits ? numericRef(c) : c;
+      if (MD_SIGILS.has(c) && next !== undefined && /[\p{L}\p{N}_"{<([]/u.test(next)) return w + ZWSP;
+      return breaksLink(chars, i) ? w + ZWSP : w;
+    });
   },
   code(raw) {
     // CommonMark code span (§6.1): a backtick string longer than any run inside, padded with a
@@ -312,8 +285,42 @@ export function markdownCodeBlock(content: string, lang = ''): string {
   return `${fence}${info}\n${content.replace(/\n+$/, '')}\n${fence}`;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Chat services other than Slack
+/** Where a character stands for the line-start syntax of Markdown (lists, headings, quotes). */
+interface LinePlace {
+  /** Nothing but spaces and tabs before it on its line. */
+  atStart: boolean;
+  /** A `.` or `)` right after the digits its line starts with (an ordered-list marker). */
+  afterDigits: boolean;
+}
+
+/**
+ * `chars` with every character but a line break written as `write` says (given its index, all
+ * the characters and its {@link LinePlace}); line breaks are kept as they are.
+ */
+function rewriteChars(
+  chars: readonly string[],
+  write: (c: string, i: number, chars: readonly string[], place: LinePlace) => string,
+): string {
+  let out = '';
+  let lineStart = true;
+  let leadingDigits = false;
+  for (let i = 0; i < chars.length; i++) {
+    const c = chars[i] ?? '';
+    if (c === '\n') {
+      out += c;
+      lineStart = true;
+      leadingDigits = false;
+      continue;
+    }
+    const atStart = lineStart;
+    if (lineStart && c !== ' ' && c !== '\t') lineStart = false;
+    if (atStart && /[0-9]/.test(c)) leadingDigits = true;
+    const afterDigits = leadingDigits && (c === '.' || c === ')');
+    if (!/[0-9]/.test(c)) leadingDigits = false;
+    out += write(c, i, chars, { atStart, afterDigits });
+  }
+  return out;
+}
 
 /** Whether `chars[i]` starts `://` (a URL scheme separator) or is the last `w` of `www.`. */
 function breaksLink(chars: readonly string[], i: number): boolean {
@@ -327,6 +334,9 @@ function breaksLink(chars: readonly string[], i: number): boolean {
   );
 }
 
+// ---------------------------------------------------------------------------------------------
+// Chat services other than Slack
+
 /**
  * Backslash-escaped Markdown (CommonMark §2.4: any ASCII punctuation may be escaped), the way
  * Microsoft Teams Adaptive Cards and Discord read it: every character of `inline` anywhere, and
@@ -335,30 +345,16 @@ function breaksLink(chars: readonly string[], i: number): boolean {
  * autolink). Line breaks are kept.
  */
 function backslashMarkdown(raw: string, inline: ReadonlySet<string>): string {
-  const chars = Array.from(sanitize(raw));
-  let out = '';
-  let lineStart = true;
-  let leadingDigits = false;
-  for (let i = 0; i < chars.length; i++) {
-    const c = chars[i] ?? '';
-    const next = chars[i + 1];
-    if (c === '\n') {
-      out += c;
-      lineStart = true;
-      leadingDigits = false;
-      continue;
-    }
-    const atStart = lineStart;
-    if (lineStart && c !== ' ' && c !== '\t') lineStart = false;
-    if (atStart && /[0-9]/.test(c)) leadingDigits = true;
-    const afterDigits = leadingDigits && (c === '.' || c === ')');
-    if (!/[0-9]/.test(c)) leadingDigits = false;
-    let w = inline.has(c) || (atStart && (c === '-' || c === '+')) || afterDigits ? `\\${c}` : c;
-    if (c === '@' && next !== undefined && /[\p{L}\p{N}_]/u.test(next)) w += ZWSP;
-    else if (breaksLink(chars, i)) w += ZWSP;
-    out += w;
-  }
-  return out;
+  return rewriteChars(Array.from(sanitize(raw)), (c, i, chars, { atStart, afterDigits }) => {
+    const w = inline.has(c) || (atStart && (c === '-' || c === '+')) || afterDigits ? `\\${c}` : c;
+    return breaksMention(chars, i) || breaksLink(chars, i) ? w + ZWSP : w;
+  });
+}
+
+/** Whether `chars[i]` is an `@` before a word character (a mention, or an e-mail autolink). */
+function breaksMention(chars: readonly string[], i: number): boolean {
+  const next = chars[i + 1];
+  return chars[i] === '@' && next !== undefined && /[\p{L}\p{N}_]/u.test(next);
 }
 
 /**
@@ -444,16 +440,10 @@ export const googlechat: Markup = {
     const s = sanitize(raw);
     const url = urlValue(s);
     if (url !== undefined) return htmlEntities(url);
-    const chars = Array.from(s);
-    let out = '';
-    for (let i = 0; i < chars.length; i++) {
-      const c = chars[i] ?? '';
-      let w = htmlEntities(c);
-      if (c === '@' && chars[i + 1] !== undefined && /[\p{L}\p{N}_]/u.test(chars[i + 1] ?? '')) w += ZWSP;
-      else if (breaksLink(chars, i)) w += ZWSP;
-      out += w;
-    }
-    return out;
+    return rewriteChars(Array.from(s), (c, i, chars) => {
+      const w = htmlEntities(c);
+      return breaksMention(chars, i) || breaksLink(chars, i) ? w + ZWSP : w;
+    });
   },
   code(raw) {
     return googlechat.text(raw.replace(/\n/g, ' '));

@@ -20,7 +20,7 @@ import {
 } from '../text.ts';
 import { changesContext } from './changes.ts';
 import { buildContext, markerFor, stateOf, withValues, type TemplateContext } from './context.ts';
-import { RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
+import { builtinBudgetMessage, RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
 import { cleanError, errorMessage } from './errors.ts';
 import { fitContext } from './fit.ts';
 import { TEMPLATE_LIMITS } from './limits.ts';
@@ -55,7 +55,8 @@ type Run = RenderOptions & { deadline: number };
 /**
  * One template under a fresh budget (./budget.ts). A template that fails is replaced by the
  * built-in one (`onTemplateError`); one that runs out of budget is not — the whole render fails
- * with a `TemplateBudgetError` naming the template.
+ * with a `TemplateBudgetError` naming the template: the tenant's by its name, a built-in one as
+ * the built-in, with its file (`builtin` set: nothing for the tenant to change).
  */
 function render(set: TemplateSet, name: TemplateName, ctx: TemplateContext, opts: Run): string {
   const markup = markupForTemplate(name, opts.providerType);
@@ -64,15 +65,25 @@ function render(set: TemplateSet, name: TemplateName, ctx: TemplateContext, opts
   // A chat type's own built-in message (templates/message.<type>.hbs) unless the Alert overrides it.
   const typed = name === 'message' ? set.typedMessages?.[opts.providerType] : undefined;
   const builtin = typed ?? set.builtins[name];
-  const own = typed !== undefined && !set.overridden.includes('message') ? typed : set.templates[name];
+  const builtinFile = `templates/${typed !== undefined ? `message.${opts.providerType}` : name}.hbs`;
+  const tenants = set.overridden.includes(name);
+  const renderBuiltin = (): string => {
+    try {
+      return withBudget(budget(), () => builtin(ctx, markup));
+    } catch (err) {
+      if (!(err instanceof TemplateBudgetError)) throw err;
+      throw new TemplateBudgetError(err.kind, builtinBudgetMessage(name, builtinFile, err), err.line, true);
+    }
+  };
+  if (!tenants) return renderBuiltin();
   try {
-    return withBudget(budget(), () => own(ctx, markup));
+    return withBudget(budget(), () => set.templates[name](ctx, markup));
   } catch (err) {
     if (err instanceof TemplateBudgetError) {
       throw new TemplateBudgetError(err.kind, `template '${name}': ${err.message}`, err.line);
     }
     opts.onTemplateError?.(name, cleanError(errorMessage(err)));
-    return withBudget(budget(), () => builtin(ctx, markup));
+    return renderBuiltin();
   }
 }
 

@@ -25,12 +25,27 @@ export type SandboxRequest =
 
 export type SandboxReply =
   | { id: number; kind: 'compiled'; overridden: TemplateName[] }
-  | { id: number; kind: 'invalid'; template: string; line: number | null; message: string; timedOut: boolean }
+  | {
+      id: number;
+      kind: 'invalid';
+      template: string;
+      line: number | null;
+      message: string;
+      timedOut: boolean;
+      builtin: boolean;
+    }
   | {
       id: number;
       kind: 'rendered';
       rendered: RenderedNotification;
       templateErrors: { template: TemplateName; message: string }[];
     }
-  | { id: number; kind: 'overBudget'; budget: BudgetKind; line: number | null; message: string }
+  | {
+      id: number;
+      kind: 'overBudget';
+      budget: BudgetKind;
+      line: number | null;
+      message: string;
+      builtin: boolean;
+    }
   | { id: number; kind: 'failed'; message: string };

@@ -55,6 +55,7 @@ function handle(req: SandboxRequest): SandboxReply {
           line: r.line,
           message: r.message,
           timedOut: r.timedOut === true,
+          builtin: r.builtin === true,
         };
   }
   let set = sets.get(req.source.key);
@@ -74,7 +75,14 @@ function handle(req: SandboxRequest): SandboxReply {
     return { id: req.id, kind: 'rendered', rendered, templateErrors };
   } catch (err) {
     if (err instanceof TemplateBudgetError) {
-      return { id: req.id, kind: 'overBudget', budget: err.kind, line: err.line, message: err.message };
+      return {
+        id: req.id,
+        kind: 'overBudget',
+        budget: err.kind,
+        line: err.line,
+        message: err.message,
+        builtin: err.builtin,
+      };
     }
     return { id: req.id, kind: 'failed', message: errorMessage(err) };
   }

@@ -31,7 +31,7 @@ import { TEMPLATE_LIMITS } from './limits.ts';
 import { renderNotification } from './render.ts';
 import type { SandboxReply, SandboxRequest, TemplateSource } from './sandbox-protocol.ts';
 import type { RenderedNotification } from './rendered.ts';
-import type { RenderOptions, TemplateName, TemplateSet } from './types.ts';
+import type { RenderOptions, TemplateFailure, TemplateName, TemplateSet } from './types.ts';
 
 /** One Alert's templates, ready to render (what delivery holds). */
 export interface AlertTemplates {
@@ -50,17 +50,13 @@ export interface AlertTemplates {
 
 export type SandboxCompileResult =
   | { ok: true; templates: AlertTemplates }
-  | {
-      ok: false;
-      template: string;
-      line: number | null;
-      message: string;
+  | (TemplateFailure & {
       /**
        * The check did not finish — out of time on a loaded machine, or the worker was replaced —
        * so this is not a verdict on the template: ask again later.
        */
       retry?: true;
-    };
+    });
 
 /** Compiles an Alert's templates (the Alert reconciler's port). */
 export interface TemplateCompiler {
@@ -328,7 +324,13 @@ export class TemplateSandbox implements TemplateCompiler {
       if (reply.kind === 'compiled') {
         result = { ok: true, templates: this.#templates(source, reply.overridden) };
       } else if (reply.kind === 'invalid') {
-        result = { ok: false, template: reply.template, line: reply.line, message: reply.message };
+        result = {
+          ok: false,
+          template: reply.template,
+          line: reply.line,
+          message: reply.message,
+          ...(reply.builtin ? { builtin: true as const } : {}),
+        };
         // Out of time on a loaded machine is not a verdict on the template: check it again next time.
         if (reply.timedOut) return { ...result, retry: true };
       } else {
@@ -367,7 +369,7 @@ export class TemplateSandbox implements TemplateCompiler {
         for (const e of reply.templateErrors) onTemplateError?.(e.template, e.message);
         return reply.rendered;
       case 'overBudget':
-        throw new TemplateBudgetError(reply.budget, reply.message, reply.line);
+        throw new TemplateBudgetError(reply.budget, reply.message, reply.line, reply.builtin);
       default:
         throw new Error(`template render failed: ${replyMessage(reply)}`);
     }

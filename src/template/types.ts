@@ -29,16 +29,27 @@ export interface TemplateSet {
   readonly typedMessages?: Readonly<Partial<Record<ProviderType, Compiled>>>;
 }
 
+/** Templates refused: which one, where, and why (the message says what to change). */
+export interface TemplateFailure {
+  ok: false;
+  /** The template (a {@link TemplateName}), the ConfigMap key when the key is wrong, or `built-in`. */
+  template: string;
+  /** 1-based line, when known. */
+  line: number | null;
+  message: string;
+  /**
+   * A built-in template (none of the tenant's) ran out of its render budget on the test render:
+   * the message says so, and there is nothing in the Alert's templates to change.
+   */
+  builtin?: true;
+}
+
 export type CompileResult =
   | { ok: true; set: TemplateSet }
-  | {
-      ok: false;
-      template: string;
-      line: number | null;
-      message: string;
+  | (TemplateFailure & {
       /** Set when the test render ran out of time: a verdict of the moment (load), not of the template. */
       timedOut?: boolean;
-    };
+    });
 
 export interface RenderOptions {
   /** The controller's cluster name (`--cluster-name`), part of the default commit status context. */

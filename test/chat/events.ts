@@ -1,7 +1,7 @@
 /** Events of one run for chat notifier tests: Started, Succeeded, Failed of an Update. */
 import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
 import type { EventReason, ProviderType } from '../../src/api/v1alpha1.ts';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 import { compileTemplates, renderNotification } from '../../src/template/index.ts';
 import type { RenderedNotification } from '../../src/template/rendered.ts';
 import { sampleEvent } from '../notifier/fixtures.ts';

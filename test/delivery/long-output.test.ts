@@ -10,7 +10,7 @@ import { GIT_PROVIDER_TYPES, type ProviderType } from '../../src/api/v1alpha1.ts
 import type { NotificationEvent } from '../../src/api/event.ts';
 import type { ResolvedProvider } from '../../src/credential/provider.ts';
 import { ProviderHttp } from '../../src/notifier/http.ts';
-import { createNotifier, limitsFor } from '../../src/registry.ts';
+import { createNotifier, limitsFor } from '../../src/provider-types.ts';
 import { eventsFromStack } from '../../src/source/derive.ts';
 import { compileTemplates, renderNotification, type RenderedNotification } from '../../src/template/index.ts';
 import { measure } from '../../src/text.ts';

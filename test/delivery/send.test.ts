@@ -9,7 +9,7 @@ import { ProviderHealth } from '../../src/delivery/health.ts';
 import { Sender, type PreparedSend } from '../../src/delivery/send.ts';
 import { createGitHubNotifier } from '../../src/forge/github/index.ts';
 import { ProviderHttp } from '../../src/notifier/http.ts';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 import { gitHubContract, startGitHubServer, type GitHubContractServer } from '../forge/github/server.ts';
 import { FakeClock } from '../kube/fake-clock.ts';
 import { resolved } from '../notifier/fixtures.ts';

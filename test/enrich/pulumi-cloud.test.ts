@@ -11,7 +11,7 @@ import {
   readCloudChangeSet,
   type CloudRunRef,
 } from '../../src/enrich/pulumi-cloud.ts';
-import { egressDispatcher, egressPolicy } from '../../src/registry.ts';
+import { egressDispatcher, egressPolicy } from '../../src/provider-types.ts';
 import { PulumiCloudServer, step, type EngineEvent } from '../support/pulumi-cloud.ts';
 
 const TOKEN = 'pul-0123456789abcdef0123456789abcdef01234567';

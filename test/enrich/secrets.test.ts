@@ -21,7 +21,7 @@ import {
   stackSecretRefs,
   type SecretRedactor,
 } from '../../src/enrich/secrets.ts';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 import { compileTemplates, renderNotification } from '../../src/template/index.ts';
 import { stackEvent } from '../template/fixtures.ts';
 

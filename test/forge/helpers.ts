@@ -5,7 +5,7 @@ import { API_VERSION, type Provider, type ProviderSpec } from '../../src/api/v1a
 import { resolveProvider, type ResolvedProvider } from '../../src/credential/provider.ts';
 import { ProviderError } from '../../src/notifier/errors.ts';
 import { ProviderHttp } from '../../src/notifier/http.ts';
-import { createNotifier } from '../../src/registry.ts';
+import { createNotifier } from '../../src/provider-types.ts';
 import type { CommitState, Notifier, RenderedNotification } from '../../src/notifier/types.ts';
 import { resolved, sampleEvent } from '../notifier/fixtures.ts';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Condition } from '../../src/api/meta.ts';
-import { findCondition, kubeTime, setCondition } from '../../src/kube/status.ts';
+import { findCondition, kubeTime, readyCondition, setCondition } from '../../src/kube/status.ts';
 
 const t0 = new Date('2026-01-02T03:04:05.678Z');
 const t1 = new Date('2026-01-02T04:00:00.000Z');
@@ -74,5 +74,21 @@ describe('setCondition', () => {
     expect(findCondition(conds, 'Ready')?.status).toBe('Unknown');
     expect(findCondition(conds, 'Other')).toBeUndefined();
     expect(findCondition(undefined, 'Ready')).toBeUndefined();
+  });
+});
+
+describe('readyCondition', () => {
+  it('is the Ready condition of the state at the generation, its message bounded to 1,024 UTF-16 units', () => {
+    expect(readyCondition({ ready: true, reason: 'Succeeded', message: 'ok' }, 4)).toEqual({
+      type: 'Ready',
+      status: 'True',
+      reason: 'Succeeded',
+      message: 'ok',
+      observedGeneration: 4,
+    });
+    const long = readyCondition({ ready: false, reason: 'Failed', message: '€'.repeat(2_000) }, 1);
+    expect(long.status).toBe('False');
+    expect(long.message.length).toBeLessThanOrEqual(1_024);
+    expect(long.message.startsWith('€'.repeat(1_000))).toBe(true);
   });
 });

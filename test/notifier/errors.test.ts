@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  assertPayloadFits,
   bodyExcerpt,
   isRetryableStatus,
   MAX_ERROR_MESSAGE_LENGTH,
@@ -146,5 +147,23 @@ describe('bodyExcerpt', () => {
     expect(ex.length).toBeLessThanOrEqual(200);
     expect(ex).not.toContain('S3CRET');
     expect(ex).toContain('[redacted]');
+  });
+});
+
+describe('assertPayloadFits', () => {
+  it('passes a body within the limit in UTF-8 bytes, refuses a longer one as LIMIT_EXCEEDED, final, redacted', () => {
+    expect(() => {
+      assertPayloadFits('é'.repeat(50), 100, 'the card', []);
+    }).not.toThrow();
+    let err: unknown;
+    try {
+      assertPayloadFits(`s3cret ${'é'.repeat(50)}`, 100, 'the card s3cret', ['s3cret']);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ProviderError);
+    expect(err).toMatchObject({ code: 'LIMIT_EXCEEDED', retryable: false });
+    expect((err as ProviderError).message).toMatch(/^the card .* is over 100 bytes; not sent$/);
+    expect((err as ProviderError).message).not.toContain('s3cret');
   });
 });

@@ -5,7 +5,7 @@ import { ProviderError } from '../../src/notifier/errors.ts';
 import { EVENT_ID_HEADER, genericPayload } from '../../src/notifier/generic.ts';
 import { hmacSignature } from '../../src/notifier/generic-hmac.ts';
 import { ProviderHttp } from '../../src/notifier/http.ts';
-import { createNotifier } from '../../src/registry.ts';
+import { createNotifier } from '../../src/provider-types.ts';
 import type { Notifier } from '../../src/notifier/types.ts';
 import { makeTestPKI, type TestPKI } from '../support/pki.ts';
 import { startProxy, type TestProxy } from '../support/proxy.ts';

@@ -31,7 +31,7 @@ import { stackNameOfUpdate } from '../../src/alert/router.ts';
 import { eventsForStack } from '../../src/source/derive.ts';
 import { V1FailureTexts } from '../../src/source/runs.ts';
 import { compileTemplates, renderNotification } from '../../src/template/index.ts';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 
 interface Recorded {
   type: 'ADDED' | 'MODIFIED' | 'DELETED';

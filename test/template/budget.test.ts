@@ -124,6 +124,70 @@ describe('B01: render budgets', () => {
     expect((err as TemplateBudgetError).message).toMatch(
       /^template 'message': template (needs more than 20,000 helper calls|render took longer than 250 ms)/,
     );
+    expect((err as TemplateBudgetError).builtin).toBe(false);
+  });
+
+  it("a tenant template out of budget is named by its key; a built-in one as the controller's (compile)", () => {
+    // A deadline already past: the first test render runs out of time, as on a CPU-starved controller.
+    const past = { deadline: performance.now() - 1 };
+    const tenant = compileTemplates({ message: '{{#if message}}{{message}}{{/if}}' }, {}, past);
+    expect(tenant.ok).toBe(false);
+    if (tenant.ok) return;
+    expect(tenant.template).toBe('message');
+    expect(tenant.builtin).toBeUndefined();
+    expect(tenant.timedOut).toBe(true);
+    expect(tenant.message).toMatch(
+      /^on the largest event the API allows .*: template render took longer than 250 ms/,
+    );
+
+    const builtin = compileTemplates({}, {}, past);
+    expect(builtin.ok).toBe(false);
+    if (builtin.ok) return;
+    expect(builtin.template).toBe('message');
+    expect(builtin.builtin).toBe(true);
+    expect(builtin.timedOut).toBe(true);
+    expect(builtin.message).toMatch(
+      /^the built-in template 'message' \(templates\/message\.hbs\) went over its render time budget \(250 ms\) on the largest event the API allows .*: the controller is short of CPU; nothing in the Alert's templates to change$/,
+    );
+    expect(builtin.message).not.toMatch(/ConfigMap|make it simpler/);
+
+    // A ConfigMap that overrides another template: the built-in message is still the built-in.
+    const other = compileTemplates({ commitStatusDescription: '{{reason}}' }, {}, past);
+    expect(!other.ok && other.builtin).toBe(true);
+  });
+
+  it("a built-in template out of budget at delivery is named as the built-in, not as the tenant's", () => {
+    // The built-in message replaced by a template that runs out on a large event: what a
+    // built-in running out looks like (the real ones are checked on the largest event).
+    const heavy = compileTemplates({
+      message: '{{#each labels}}{{#each @root.labels}}{{@key}}{{/each}}{{/each}}',
+    });
+    const base = compileTemplates();
+    if (!heavy.ok || !base.ok) throw new Error('templates do not compile');
+    const set = {
+      templates: { ...base.set.templates, message: heavy.set.templates.message },
+      builtins: { ...base.set.builtins, message: heavy.set.templates.message },
+      overridden: [],
+    };
+    let err: unknown;
+    try {
+      renderNotification(set, stackEvent({ labels: labels(300) }), opts);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(TemplateBudgetError);
+    const e = err as TemplateBudgetError;
+    expect(e.builtin).toBe(true);
+    // Steps run out first unless the machine is so loaded that 250 ms pass before 20,000 steps.
+    expect(e.message).toMatch(
+      /^the built-in template 'message' \(templates\/message\.hbs\) (ran out of its render budget \(steps\) \(line 1\): a controller bug, please report it|went over its render time budget \(250 ms\) \(line 1\): the controller is short of CPU); nothing in the Alert's templates to change$/,
+    );
+
+    // The same template as the tenant's: named by its key, with what to change.
+    const own = { ...set, builtins: base.set.builtins, overridden: ['message' as const] };
+    expect(() => renderNotification(own, stackEvent({ labels: labels(300) }), opts)).toThrow(
+      /^template 'message': template (needs more than 20,000 helper calls|render took longer than 250 ms)/,
+    );
   });
 
   it('output is bounded (2,000,000 characters, every level counted)', () => {
@@ -201,9 +265,13 @@ describe('the sandbox (worker threads)', () => {
       message: '{{#each labels}}{{#each @root.labels}}{{@key}}{{/each}}{{/each}}',
     });
     if (!r.ok) throw new Error(r.message);
-    await expect(r.templates.render(stackEvent({ labels: labels(300) }), opts)).rejects.toBeInstanceOf(
-      TemplateBudgetError,
-    );
+    const over: unknown = await r.templates
+      .render(stackEvent({ labels: labels(300) }), opts)
+      .catch((e: unknown) => e);
+    expect(over).toBeInstanceOf(TemplateBudgetError);
+    // The tenant's template, named by its key (the worker's answer keeps whose it is).
+    expect((over as TemplateBudgetError).builtin).toBe(false);
+    expect((over as TemplateBudgetError).message).toMatch(/^template 'message': /);
     expect((await r.templates.render(stackEvent({ labels: labels(3) }), opts)).message).toContain(
       'team.example.com/l2',
     );

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
 import { parseWorkspaceLog } from '../../src/changes/parse.ts';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 import { compileTemplates, renderNotification } from '../../src/template/index.ts';
 
 const SHA = '0c3f5e9a1b2d4c6e8f0a1b2c3d4e5f6a7b8c9d0e';

@@ -9,7 +9,7 @@ import { PROVIDER_TYPES, isGitProviderType, type ProviderType } from '../../src/
 import type { NotificationEvent } from '../../src/api/event.ts';
 import { parseWorkspaceLog } from '../../src/changes/parse.ts';
 import type { ChangeSet } from '../../src/changes/types.ts';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 import {
   compileTemplates,
   renderNotification,

@@ -1,6 +1,6 @@
 import Handlebars from 'handlebars';
 import { describe, expect, it } from 'vitest';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 import {
   compileTemplates,
   renderNotification,

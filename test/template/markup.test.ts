@@ -8,7 +8,7 @@
 import MarkdownIt from 'markdown-it';
 import { describe, expect, it } from 'vitest';
 import { PROVIDER_TYPES, type ProviderType } from '../../src/api/v1alpha1.ts';
-import { hasNotifier, limitsFor } from '../../src/registry.ts';
+import { hasNotifier, limitsFor } from '../../src/provider-types.ts';
 import { compileTemplates, renderNotification, type TemplateSet } from '../../src/template/index.ts';
 import {
   discord,

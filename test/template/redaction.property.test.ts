@@ -28,7 +28,7 @@ import { discordPayload } from '../../src/notifier/discord.ts';
 import { genericPayload } from '../../src/notifier/generic.ts';
 import { googlechatPayload } from '../../src/notifier/googlechat.ts';
 import { teamsPayload } from '../../src/notifier/msteams.ts';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 import {
   compileTemplates,
   renderNotification,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GIT_PROVIDER_TYPES, type ProviderType } from '../../src/api/v1alpha1.ts';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 import { measure } from '../../src/text.ts';
 import { compileTemplates, renderNotification, type TemplateSet } from '../../src/template/index.ts';
 import { bareEvent, COMMIT, fencesBalanced, stackEvent } from './fixtures.ts';

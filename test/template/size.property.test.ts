@@ -15,7 +15,7 @@ import { describe, expect, it } from 'vitest';
 import type { NotificationEvent } from '../../src/api/event.ts';
 import { GIT_PROVIDER_TYPES } from '../../src/api/v1alpha1.ts';
 import { STEP_OPS, type ChangeSet, type ResourceChange, type StepOp } from '../../src/changes/types.ts';
-import { limitsFor } from '../../src/registry.ts';
+import { limitsFor } from '../../src/provider-types.ts';
 import { changesContext } from '../../src/template/changes.ts';
 import {
   changeSummary,

@@ -16,7 +16,7 @@ import type {
   PullRequestDiscovery,
   PullRequestPart,
   PullRequestState,
-  SendContext,
+  ForgeSendContext,
 } from '../types.ts';
 import {
   GITHUB_PAGE_SIZE,
@@ -46,7 +46,7 @@ interface CommitPull {
  */
 function commitPulls(
   c: GitHubClient,
-  ctx: SendContext<GitHubRepo, PullRef>,
+  ctx: ForgeSendContext<GitHubRepo, PullRef>,
   keep: (pr: CommitPull) => boolean,
 ): Promise<PullRef[]> {
   return c.call(async () => {

@@ -19,7 +19,7 @@ import type { CommitState } from '../../template/rendered.ts';
 import type { ForgeRepo } from '../address.ts';
 import { field, str } from '../json.ts';
 import { MAX_PAGES } from '../paging.ts';
-import type { SendContext, StatusPart, StatusSnapshot } from '../types.ts';
+import type { ForgeSendContext, StatusPart, StatusSnapshot } from '../types.ts';
 import { PER_PAGE, type GitLabClient, type MergeRequest } from './client.ts';
 
 /**
@@ -40,7 +40,7 @@ const STATE: Record<CommitState, string> = { pending: 'running', success: 'succe
  * `metadata.branch`, or a merge request's source branch.
  */
 async function targetOf(
-  ctx: SendContext<ForgeRepo, MergeRequest>,
+  ctx: ForgeSendContext<ForgeRepo, MergeRequest>,
 ): Promise<{ ref: string | undefined; pipelineId?: number }> {
   const mrs = await ctx.pullRequests();
   for (const mr of mrs) {

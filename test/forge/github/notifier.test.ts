@@ -15,7 +15,7 @@ import { createGitHubNotifier, type GitHubNotifierOptions } from '../../../src/f
 import { githubLimits } from '../../../src/forge/github/limits.ts';
 import { compileTemplates, renderNotification } from '../../../src/template/index.ts';
 import { ProviderHttp } from '../../../src/notifier/http.ts';
-import { createNotifier, hasNotifier } from '../../../src/registry.ts';
+import { createNotifier, hasNotifier } from '../../../src/provider-types.ts';
 import type { Notifier, RenderedNotification } from '../../../src/notifier/types.ts';
 import { makeTestPKI, type TestPKI } from '../../support/pki.ts';
 import { resolvedFromSecret } from '../helpers.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GIT_PROVIDER_TYPES, MESSAGE_PROVIDER_TYPES, PROVIDER_TYPES } from '../src/api/v1alpha1.ts';
-import { createNotifier, hasNotifier, limitsFor } from '../src/registry.ts';
+import { createNotifier, hasNotifier, limitsFor } from '../src/provider-types.ts';
 import { fits, measure, type FieldLimit } from '../src/text.ts';
 import { resolved } from './notifier/fixtures.ts';
 
@@ -71,7 +71,7 @@ describe('measure / fits', () => {
   });
 });
 
-describe('registry', () => {
+describe('provider types', () => {
   it('every provider type has a notifier', () => {
     for (const t of PROVIDER_TYPES) expect(hasNotifier(t), t).toBe(true);
   });
