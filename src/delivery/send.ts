@@ -1,7 +1,7 @@
 /**
  * The send façade: one event, one Provider — render, credential gate, pacing, notifier. Three
  * collaborators, held as named ports: the templates (src/template), the notifier registry
- * (`ProviderTypes`, implemented by src/registry.ts) and the Provider health it reports to
+ * (`ProviderTypes`, implemented by src/provider-types.ts) and the Provider health it reports to
  * (`ProviderHealthSink`, ./health.ts). ./deliver.ts decides what to send and when to retry, in
  * which order the steps run; this module only knows how to do each step once
  * (docs/architecture.md, "Delivery").
@@ -29,7 +29,7 @@ import { KeyedLock } from './locks.ts';
 import type { DeliveryAlert, DeliveryClass } from './types.ts';
 import { DEFAULT_PROVIDER_WINDOW, deliveryClass, sendWindow } from './class.ts';
 
-/** Provider type → implementation (src/registry.ts). */
+/** Provider type → implementation (src/provider-types.ts). */
 export interface ProviderTypes {
   /**
    * Builds the notifier of `p.type`, which owns its HTTP client from then on. `deps.serialize`
@@ -169,7 +169,7 @@ export class Sender {
       const budget = err instanceof TemplateBudgetError;
       const what = err instanceof Error ? err.message : String(err);
       return new ProviderError(
-        budget
+        budget && !err.builtin
           ? `the Alert's templates ran out of their render budget (${err.kind}): ${what}; change the templateRef ConfigMap`
           : what,
         {
