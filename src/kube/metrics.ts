@@ -22,15 +22,32 @@ export function counter<L extends string>(
   );
 }
 
+/**
+ * @param value when given, the gauge (no labels) is set from it at each scrape instead of by its
+ *   owner on every change — for values costly to keep current (a count over a large structure).
+ */
 export function gauge<L extends string>(
   registry: Registry | undefined,
   name: string,
   help: string,
   labelNames: readonly L[],
+  value?: () => number,
 ): Gauge<L> {
   return (
     (existing(registry, name) as Gauge<L> | undefined) ??
-    new Gauge<L>({ name, help, labelNames, registers: registry ? [registry] : [] })
+    new Gauge<L>({
+      name,
+      help,
+      labelNames,
+      registers: registry ? [registry] : [],
+      ...(value
+        ? {
+            collect(this: Gauge<L>) {
+              this.set(value());
+            },
+          }
+        : {}),
+    })
   );
 }
 
