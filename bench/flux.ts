@@ -16,7 +16,11 @@
  *  - GitHub commit statuses against the contract server over TLS: CPU per status (idle CPU
  *    subtracted), API calls per status written;
  *  - ours only: delivery-ledger bytes written per delivered event (pkonc_ledger_write_bytes_total)
- *    and etcd bytes put per event (etcd_debugging_mvcc_total_put_size_in_bytes, input included).
+ *    and etcd bytes put per event (etcd_debugging_mvcc_total_put_size_in_bytes, input included);
+ *  - input alone, the floor of ours: the same status writes (the burst, 32 at a time; the fixed
+ *    rate) with no controller, seen by a bare watcher (./bare-watcher.ts: undici `fetch` on the
+ *    Stack watch, `JSON.parse` per line): events/s seen, p50/p99 status write sent → watch event
+ *    received, and the watcher's CPU per 1,000 events.
  * Input: Flux gets events POSTed to its events address (Kustomization events); ours derives its
  * events from PKO `Stack` status written to the API server (a finished run per status write), with
  * `BENCH_FLUX_STACKS` Stacks (default 10,000) present in every phase from the first burst on.
@@ -225,6 +229,15 @@ interface Side {
   cpuPer1kRuns: number[];
   lostSmall: number;
   cgroup?: { limitMiB: number; peakMiB: number; oomKills: number };
+}
+
+/** Input alone (no controller): what a bare Stack watcher sees of the same status writes. */
+interface Floor {
+  eps: number;
+  cpuPer1k: number;
+  p50: number;
+  p99: number;
+  p99s: number[];
 }
 
 async function main(): Promise<void> {
@@ -441,8 +454,17 @@ async function main(): Promise<void> {
         lost,
       };
     };
+    /**
+     * `RATE` inputs a second for `RATE_SECONDS`; latency from sending each to its arrival, by
+     * default at the webhook receiver (`arrival`: waits for the key, returns its
+     * performance.now() time; rejects when it never came).
+     */
     const rateRun = async (
       send: (i: number) => Promise<{ key: string; sentAt: number }>,
+      arrival: (key: string) => Promise<number> = async (key) => {
+        await waitReceived([key], 60_000);
+        return received.get(key) as number;
+      },
     ): Promise<number[]> => {
       const lat: number[] = [];
       const waits: Promise<void>[] = [];
@@ -455,8 +477,7 @@ async function main(): Promise<void> {
         waits.push(
           send(i).then(async ({ key }) => {
             try {
-              await waitReceived([key], 60_000);
-              lat.push((received.get(key) as number) - sentAt);
+              lat.push((await arrival(key)) - sentAt);
             } catch {
               lat.push(Infinity); // lost: counts as slower than any delivered event
             }
@@ -837,8 +858,15 @@ async function main(): Promise<void> {
       console.log(`ours: cgroup ${JSON.stringify(ours.cgroup)}`);
     }
 
+    // =========================================================================== input alone
+    // The same status writes with no controller running, seen by a bare watcher: the floor of
+    // ours on this machine (its input goes through the API server and comes back as a watch
+    // event of the whole Stack; Flux's is an HTTP POST to it).
+    const floor = await inputAlone(kc, stacksPath('ours'), names, finishRun, rateRun);
+    console.log(`input alone: ${JSON.stringify(floor)}`);
+
     const loadAfter = load();
-    const report = table(flux, ours, fluxVersion, loadBefore, loadAfter, gh.violations.length);
+    const report = table(flux, ours, floor, fluxVersion, loadBefore, loadAfter, gh.violations.length);
     console.log(`\n${report}`);
     if (process.env.BENCH_FLUX_WRITE !== '0') writeDoc(report);
   } finally {
@@ -849,9 +877,110 @@ async function main(): Promise<void> {
   }
 }
 
+/**
+ * The input-alone phase: starts ./bare-watcher.ts on the Stacks at `path`, writes a finished run
+ * to every Stack of `names` (32 at a time) and then `RATE`/s for `RATE_SECONDS` (`REPEAT` runs),
+ * and measures what the watcher saw. No controller runs meanwhile.
+ */
+async function inputAlone(
+  kc: ReturnType<typeof loadKubeConfig>,
+  path: string,
+  names: string[],
+  finishRun: (ns: string, name: string) => Promise<{ key: string; sentAt: number }>,
+  rateRun: (
+    send: (i: number) => Promise<{ key: string; sentAt: number }>,
+    arrival: (key: string) => Promise<number>,
+  ) => Promise<number[]>,
+): Promise<Floor> {
+  const cluster = kc.getCurrentCluster();
+  const ca = cluster?.caData
+    ? Buffer.from(cluster.caData, 'base64').toString('utf8')
+    : cluster?.caFile
+      ? readFileSync(cluster.caFile, 'utf8')
+      : '';
+  const watcher = spawn(process.execPath, [join(root, 'bench/bare-watcher.ts')], {
+    env: {
+      ...process.env,
+      BARE_SERVER: cluster?.server ?? '',
+      BARE_CA: ca,
+      BARE_TOKEN: kc.getCurrentUser()?.token ?? '',
+      BARE_PATH: path,
+    },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  try {
+    await new Promise((resolve, reject) => {
+      watcher.once('message', resolve);
+      watcher.once('exit', (code) => {
+        reject(new Error(`the bare watcher exited with ${code}`));
+      });
+    });
+    const wpid = watcher.pid as number;
+    /** Update name → arrival at the watcher, on this process's performance.now() clock. */
+    const seen = new Map<string, number>();
+    // One poller asks the watcher for what it saw every 200 ms (one IPC message each way).
+    const polling = new AbortController();
+    const poller = (async () => {
+      while (!polling.signal.aborted) {
+        const got = new Promise<[string, number][]>((r) => {
+          watcher.once('message', (m: { seen: [string, number][] }) => {
+            r(m.seen);
+          });
+        });
+        watcher.send({ take: true });
+        for (const [k, t] of await got) seen.set(k, t - performance.timeOrigin);
+        await sleep(200);
+      }
+    })();
+    const waitSeen = async (keys: string[], timeoutMs: number): Promise<void> => {
+      const deadline = Date.now() + timeoutMs;
+      while (!keys.every((k) => seen.has(k))) {
+        if (Date.now() > deadline) throw new Error(`input alone: ${keys.length} events not all seen`);
+        await sleep(100);
+      }
+    };
+    // The burst: every Stack, 32 status writes at a time.
+    const keys: string[] = [];
+    const c0 = cpuSeconds(wpid);
+    const t0 = performance.now();
+    await pool(names, 32, async (name) => {
+      keys.push((await finishRun('ours', name)).key);
+    });
+    await waitSeen(keys, 600_000);
+    const cpu = cpuSeconds(wpid) - c0;
+    const tEnd = Math.max(...keys.map((k) => seen.get(k) ?? 0));
+    // The fixed rate.
+    const p50s: number[] = [];
+    const p99s: number[] = [];
+    for (let r = 0; r < REPEAT; r++) {
+      const lat = await rateRun(
+        (i) => finishRun('ours', `s${i % names.length}`),
+        async (key) => {
+          await waitSeen([key], 60_000);
+          return seen.get(key) as number;
+        },
+      );
+      p50s.push(pct(lat, 50));
+      p99s.push(pct(lat, 99));
+    }
+    polling.abort();
+    await poller;
+    return {
+      eps: keys.length / ((tEnd - t0) / 1000),
+      cpuPer1k: (cpu / keys.length) * 1000,
+      p50: median(p50s),
+      p99: median(p99s),
+      p99s,
+    };
+  } finally {
+    watcher.kill('SIGTERM');
+  }
+}
+
 function table(
   f: Side,
   o: Side,
+  floor: Floor,
   version: string,
   loadBefore: string,
   loadAfter: string,
@@ -896,6 +1025,24 @@ function table(
       `${fmt(f.p99, 1)} (${f.p99s.map((x) => fmt(x, 1)).join(', ')})`,
       `${fmt(o.p99, 1)} (${o.p99s.map((x) => fmt(x, 1)).join(', ')})`,
       ratio(o.p99, f.p99),
+    ],
+    [
+      `input alone, no controller (a bare Stack watcher): events/s seen, ${fmt(STACKS)} burst`,
+      '—',
+      fmt(floor.eps),
+      `floor / Flux ${ratio(floor.eps, fbN.eps)}; ours / floor ${ratio(obN.eps, floor.eps)}`,
+    ],
+    [
+      `input alone: p50 / p99 status write sent → watch event received at ${RATE}/s, ms (median of ${REPEAT}; p99 runs)`,
+      '—',
+      `${fmt(floor.p50, 1)} / ${fmt(floor.p99, 1)} (${floor.p99s.map((x) => fmt(x, 1)).join(', ')})`,
+      `ours / floor p99 ${ratio(o.p99, floor.p99)}`,
+    ],
+    [
+      `input alone: the bare watcher's CPU-s per 1,000 events, ${fmt(STACKS)} burst`,
+      '—',
+      fmt(floor.cpuPer1k, 3),
+      `ours / floor ${ratio(obN.cpuPer1k, floor.cpuPer1k)}`,
     ],
     ['start-to-ready, ms (ours: 0 Stacks)', fmt(f.readyMs), fmt(o.readyMs), ratio(o.readyMs, f.readyMs)],
     [

@@ -8,7 +8,8 @@
  *  2. latency at a steady 50 events/s: status write (response received) → receiver request, p50/p99;
  *  3. RSS with 10,000 Stacks watched (9,000 more, each with a finished run, all delivered);
  *  4. restart: SIGTERM, start again, time to /readyz 200, and deliveries the restart caused (target 0).
- * Env: BENCH_PORT (metrics port, health the next; default 18080), BENCH_STACKS (default 10000), BENCH_BURST (1000), BENCH_RATE (50), BENCH_RATE_SECONDS (20).
+ * The controller's CPU (user + system, /proc/<pid>/stat) per 1,000 events is given for phases 1 and 2.
+ * Env: BENCH_PORT (metrics port, health the next; default 18080), BENCH_STACKS (default 10000), BENCH_BURST (1000), BENCH_RATE (50), BENCH_RATE_SECONDS (20), BENCH_RESTART (0: skip phase 4).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -46,12 +47,25 @@ async function pool<T>(items: readonly T[], n: number, fn: (x: T) => Promise<voi
   );
 }
 
+/** Successful delivery-ledger object writes so far (`pkonc_ledger_writes_total{result="success"}`). */
+async function ledgerWrites(): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
+  return Number(/^pkonc_ledger_writes_total\{result="success"\} (\S+)/m.exec(text)?.[1] ?? 0);
+}
+
 /** V8 heap and external memory from the controller's /metrics (prom-client default metrics), MiB. */
 async function heapMiB(): Promise<string> {
   const text = await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
   const get = (name: string): number =>
     Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 1048576;
   return `heap used ${get('nodejs_heap_size_used_bytes').toFixed(1)} of ${get('nodejs_heap_size_total_bytes').toFixed(1)} MiB, external ${get('nodejs_external_memory_bytes').toFixed(1)} MiB`;
+}
+
+/** User + system CPU seconds of process `pid` so far (/proc/<pid>/stat, clock ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
 }
 
 function rssMiB(pid: number): number {
@@ -226,6 +240,8 @@ async function main(): Promise<void> {
     // 1. Throughput.
     const names = Array.from({ length: BURST }, (_, i) => `s${i}`);
     const burstUpdates: string[] = [];
+    const w0 = await ledgerWrites();
+    const cpu0 = cpuSeconds(controller.pid ?? 0);
     const t0 = performance.now();
     await pool(names, 32, async (n) => {
       burstUpdates.push((await finishRun(n)).update);
@@ -234,13 +250,14 @@ async function main(): Promise<void> {
     await waitDelivered(burstUpdates, 120_000);
     const t1 = Math.max(...burstUpdates.map((u) => received.get(u) ?? 0));
     console.log(
-      `throughput: ${BURST} events in ${((t1 - t0) / 1000).toFixed(2)} s = ${(BURST / ((t1 - t0) / 1000)).toFixed(0)} events/s end to end (status writes alone: ${(BURST / ((writesDone - t0) / 1000)).toFixed(0)}/s)`,
+      `throughput: ${BURST} events in ${((t1 - t0) / 1000).toFixed(2)} s = ${(BURST / ((t1 - t0) / 1000)).toFixed(0)} events/s end to end (status writes alone: ${(BURST / ((writesDone - t0) / 1000)).toFixed(0)}/s); controller CPU-s per 1,000 events: ${(((cpuSeconds(controller.pid ?? 0) - cpu0) * 1000) / BURST).toFixed(3)}; ledger writes per event: ${((await ledgerWrites()) - w0) / BURST}`,
     );
 
     // 2. Latency at a steady rate.
     const lat: number[] = [];
     const paced: Promise<void>[] = [];
     const total = RATE * RATE_SECONDS;
+    const cpu1 = cpuSeconds(controller.pid ?? 0);
     const start = performance.now();
     for (let i = 0; i < total; i++) {
       const due = start + (i * 1000) / RATE;
@@ -259,7 +276,7 @@ async function main(): Promise<void> {
     }
     await Promise.all(paced);
     console.log(
-      `latency (status write sent → receiver request) at ${RATE} events/s (${total} events): p50 ${pct(lat, 50).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms, max ${Math.max(...lat).toFixed(1)} ms`,
+      `latency (status write sent → receiver request) at ${RATE} events/s (${total} events): p50 ${pct(lat, 50).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms, max ${Math.max(...lat).toFixed(1)} ms; controller CPU-s per 1,000 events: ${(((cpuSeconds(controller.pid ?? 0) - cpu1) * 1000) / total).toFixed(3)}`,
     );
 
     // 3. Scale to STACKS, each with a delivered run.
@@ -282,6 +299,7 @@ async function main(): Promise<void> {
     console.log(`RSS with ${STACKS} Stacks watched: ${rssBefore.toFixed(1)} MiB (${await heapMiB()})`);
 
     // 4. Restart.
+    if (process.env.BENCH_RESTART === '0') return;
     const before = deliveries;
     controller.kill('SIGTERM');
     await new Promise((r) => controller?.once('exit', r));

@@ -8,6 +8,18 @@ import type { ResolvedProvider } from './provider.ts';
 
 /** A stable, non-reversible key: provider type, API host and credential (16 hex characters). */
 export function credentialKey(p: ResolvedProvider): string {
+  let key = keys.get(p);
+  if (key === undefined) {
+    key = computeKey(p);
+    keys.set(p, key);
+  }
+  return key;
+}
+
+/** Per resolved Provider (resolved once per Provider generation and Secret change; never mutated). */
+const keys = new WeakMap<ResolvedProvider, string>();
+
+function computeKey(p: ResolvedProvider): string {
   let host: string;
   try {
     host = new URL(p.apiURL ?? p.address).host.toLowerCase();

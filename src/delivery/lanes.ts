@@ -288,6 +288,8 @@ export class Dispatcher implements DeliveryQueue {
   #job(lane: Lane, alert: DeliveryAlert, item: PendingEvent): DeliveryJob {
     const providerKey = `${alert.namespace}/${alert.providerName}`;
     const ev = item.offered.event;
+    const logger = this.#o.logger;
+    let log: Logger | undefined;
     return {
       alert,
       stackUid: lane.stackUid,
@@ -300,7 +302,12 @@ export class Dispatcher implements DeliveryQueue {
       rewake: () => {
         lane.wake = new AbortController();
       },
-      log: this.#o.logger.child({ alert: alert.key, provider: providerKey, event: ev.id, reason: ev.reason }),
+      // Made on first use: most events log nothing at the default level, and a pino child costs
+      // its bindings' serialisation and redaction up front.
+      get log(): Logger {
+        log ??= logger.child({ alert: alert.key, provider: providerKey, event: ev.id, reason: ev.reason });
+        return log;
+      },
       attempts: 0,
     };
   }

@@ -87,6 +87,11 @@ interface Shard {
   prefix: string;
   /** Stack uid → entry. */
   entries: Map<string, Entry>;
+  /**
+   * Stack uid → the entry its `line` was formatted from, and that line (`<uid>=<entry>`): entries
+   * are replaced, never mutated, so a flush formats only the entries changed since the last one.
+   */
+  lines: Map<string, { e: Entry; line: string }>;
   /** resourceVersion of the stored object; undefined when it does not exist (yet). */
   rv: string | undefined;
   dirty: boolean;
@@ -142,8 +147,15 @@ export class Ledger {
         'Bytes of delivery-ledger objects written (as stored)',
         [],
       ),
-      entries: gauge(r, 'pkonc_ledger_entries', '(Alert, Stack) entries held by the delivery ledger', []),
-      objects: gauge(r, 'pkonc_ledger_objects', 'DeliveryLedger objects in use', []),
+      // Counted at scrape time: counting on every write walked every shard of every Alert.
+      entries: gauge(
+        r,
+        'pkonc_ledger_entries',
+        '(Alert, Stack) entries held by the delivery ledger',
+        [],
+        () => this.size,
+      ),
+      objects: gauge(r, 'pkonc_ledger_objects', 'DeliveryLedger objects in use', [], () => this.objectCount),
     };
   }
 
@@ -311,7 +323,6 @@ export class Ledger {
     for (const { ref, objects } of found.values()) repairs.push(...this.#absorb(ref, objects));
     await Promise.all(repairs);
     if (served) this.#served = { loaded: new Set(found.keys()), reading: new Map() };
-    this.#gauges();
   }
 
   /**
@@ -334,7 +345,6 @@ export class Ledger {
             for (const f of found.values()) repairs.push(...this.#absorb(f.ref, f.objects));
             await Promise.all(repairs);
             sv.loaded.add(alert.uid);
-            this.#gauges();
             return;
           } catch (err) {
             this.#o.logger.warn(
@@ -501,11 +511,20 @@ export class Ledger {
     }, this.#flushDelayMs);
   }
 
+  /** `spec.entries` of `s`: one `<stack uid>=<entry>` line per Stack, sorted by uid. */
   #text(s: Shard): string {
-    return [...s.entries.keys()]
-      .sort()
-      .map((k) => `${k}=${formatEntry(s.entries.get(k) as Entry)}`)
-      .join('\n');
+    const keys = [...s.entries.keys()].sort();
+    const lines = new Map<string, { e: Entry; line: string }>();
+    let text = '';
+    for (const k of keys) {
+      const e = s.entries.get(k) as Entry;
+      let l = s.lines.get(k);
+      if (l?.e !== e) l = { e, line: `${k}=${formatEntry(e)}` };
+      lines.set(k, l);
+      text = text === '' ? l.line : `${text}\n${l.line}`;
+    }
+    s.lines = lines;
+    return text;
   }
 
   async #flush(a: AlertLedger, s: Shard): Promise<void> {
@@ -551,7 +570,6 @@ export class Ledger {
     // Through each half's own flush, so that later changes to it queue behind this write.
     s.halves = Promise.all(halves.map((h) => this.#requestFlush(a, h))).then(() => undefined);
     await this.#retire(a, s);
-    this.#gauges();
   }
 
   /** Once both halves of a split are persisted, deletes the whole's object. */
@@ -619,7 +637,6 @@ export class Ledger {
         this.#bytes += bytes;
         this.#m.writes.inc({ result: 'success' });
         this.#m.bytes.inc(bytes);
-        this.#gauges();
         // Entries changed while the request was in flight stay to be written (they are replaced,
         // never mutated, so identity tells).
         for (const [k, e] of s.entries) if (sent.get(k) !== e) s.dirty = true;
@@ -657,11 +674,6 @@ export class Ledger {
     throw new Error(`ledger object ${a.ref.namespace}/${name}: conflicts persisted after 5 attempts`);
   }
 
-  #gauges(): void {
-    this.#m.entries.set(this.size);
-    this.#m.objects.set(this.objectCount);
-  }
-
   /** Waits for pending writes (≤ `deadlineMs`), then stops retrying. */
   async close(deadlineMs = 5_000): Promise<void> {
     const pending: Promise<void>[] = [];
@@ -684,6 +696,7 @@ function newShard(prefix: string): Shard {
   return {
     prefix,
     entries: new Map(),
+    lines: new Map(),
     rv: undefined,
     dirty: false,
     timer: undefined,

@@ -151,7 +151,7 @@ export class Outcomes {
           job.log.info(
             'the target already has the event (sent before the outcome was known): not sent again',
           );
-        else job.log.debug(attempts, 'delivered');
+        else if (this.#o.logger.isLevelEnabled('debug')) job.log.debug(attempts, 'delivered');
         this.#report(job, p, 'Delivered', s.reason, s.message, s.reason === 'Delivered' ? attempts : {});
         break;
       case 'Skipped': {

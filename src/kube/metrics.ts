@@ -24,13 +24,35 @@ export function counter<L extends string>(
   return registered(registry, name, (registers) => new Counter<L>({ name, help, labelNames, registers }));
 }
 
+/**
+ * @param value when given, the gauge (no labels) is set from it at each scrape instead of by its
+ *   owner on every change — for values costly to keep current (a count over a large structure).
+ */
 export function gauge<L extends string>(
   registry: Registry | undefined,
   name: string,
   help: string,
   labelNames: readonly L[],
+  value?: () => number,
 ): Gauge<L> {
-  return registered(registry, name, (registers) => new Gauge<L>({ name, help, labelNames, registers }));
+  return registered(
+    registry,
+    name,
+    (registers) =>
+      new Gauge<L>({
+        name,
+        help,
+        labelNames,
+        registers,
+        ...(value
+          ? {
+              collect(this: Gauge<L>) {
+                this.set(value());
+              },
+            }
+          : {}),
+      }),
+  );
 }
 
 export function histogram<L extends string>(

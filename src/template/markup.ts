@@ -87,11 +87,14 @@ export function urlValue(s: string): string | undefined {
 
 /** Longest run of consecutive backticks in `s`. */
 export function longestBacktickRun(s: string): number {
+  // By index, not by `for…of` (a string per character: measured 1.5 % of all bytes allocated
+  // per delivered event, docs/benchmarks.md).
   let best = 0;
-  let run = 0;
-  for (const ch of s) {
-    run = ch === '`' ? run + 1 : 0;
-    if (run > best) best = run;
+  for (let i = s.indexOf('`'); i !== -1;) {
+    let j = i + 1;
+    while (s.charCodeAt(j) === 96) j++;
+    if (j - i > best) best = j - i;
+    i = s.indexOf('`', j);
   }
   return best;
 }

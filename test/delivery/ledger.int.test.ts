@@ -6,6 +6,7 @@
  * deleted Stacks go.
  */
 import { createHash } from 'node:crypto';
+import { Registry } from 'prom-client';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, VERSION } from '../../src/api/v1alpha1.ts';
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
@@ -26,8 +27,14 @@ const ref = (run: string, rv: number, phase: EventRef['phase'] = 'succeeded'): E
   phase,
 });
 
-function ledger(clock: FakeClock = new FakeClock(), flushDelayMs = 10): Ledger {
-  return new Ledger({ kubeConfig: kubeConfig('admin'), logger: quietLogger(), clock, flushDelayMs });
+function ledger(clock: FakeClock = new FakeClock(), flushDelayMs = 10, registry?: Registry): Ledger {
+  return new Ledger({
+    kubeConfig: kubeConfig('admin'),
+    logger: quietLogger(),
+    clock,
+    flushDelayMs,
+    ...(registry ? { registry } : {}),
+  });
 }
 
 interface Stored {
@@ -87,7 +94,8 @@ describe('Ledger (DeliveryLedger store)', () => {
   it('objects split as they grow: each stays under the split size, every entry is kept, a restart finds all', async () => {
     const alert = { namespace: ns, name: 'big', uid: 'a4444444-0000-4000-8000-000000000004' };
     const clock = new FakeClock();
-    const l = ledger(clock);
+    const registry = new Registry();
+    const l = ledger(clock, 10, registry);
     const stacks = Array.from(
       { length: 60 },
       (_, i) => `6f1c2d9e-0000-4000-8000-${String(i).padStart(12, '0')}`,
@@ -108,6 +116,26 @@ describe('Ledger (DeliveryLedger store)', () => {
     // The objects cover the hash space without overlap (a prefix-free set).
     const shards = objs.map((o) => o.spec.shard);
     for (const a of shards) for (const b of shards) if (a !== b) expect(b.startsWith(a)).toBe(false);
+    // The gauges, counted when scraped.
+    const gauge = async (name: string): Promise<number | undefined> =>
+      (await registry.getSingleMetric(name)?.get())?.values[0]?.value;
+    expect(await gauge('pkonc_ledger_entries')).toBe(60);
+    expect(await gauge('pkonc_ledger_objects')).toBe(objs.length);
+    // An entry changed after it was written is written with its new text (only changed entries
+    // are formatted again).
+    const first = stacks[0] as string;
+    const rewritten = { done: false };
+    void l.record(alert, first, ref(`${first}/run-next`, 2000)).then(() => (rewritten.done = true));
+    const persisted = (): boolean => rewritten.done;
+    while (!persisted()) {
+      await clock.advance(10);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const line = (await stored(alert.uid))
+      .flatMap((o) => o.spec.entries.split('\n'))
+      .find((x) => x.startsWith(`${first}=`));
+    expect(line).toContain(runHash(`${first}/run-next`));
+    expect(line).toContain(runHash(`${first}/run-0`));
     await l.close();
     const again = ledger();
     await again.load(ns);
