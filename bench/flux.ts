@@ -35,6 +35,7 @@
  * BENCH_NODE_FLAGS (replaces the shipped V8 flags), BENCH_MAIN (default dist/main.js, built
  * first; `src/main.ts` skips the build).
  */
+import { KubeConfig } from '@kubernetes/client-node';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
 import { cpus } from 'node:os';
@@ -862,7 +863,7 @@ async function main(): Promise<void> {
     // The same status writes with no controller running, seen by a bare watcher: the floor of
     // ours on this machine (its input goes through the API server and comes back as a watch
     // event of the whole Stack; Flux's is an HTTP POST to it).
-    const floor = await inputAlone(kc, stacksPath('ours'), names, finishRun, rateRun);
+    const floor = await inputAlone(plane.kubeconfigPath, stacksPath('ours'), names, finishRun, rateRun);
     console.log(`input alone: ${JSON.stringify(floor)}`);
 
     const loadAfter = load();
@@ -883,7 +884,7 @@ async function main(): Promise<void> {
  * and measures what the watcher saw. No controller runs meanwhile.
  */
 async function inputAlone(
-  kc: ReturnType<typeof loadKubeConfig>,
+  kubeconfigPath: string,
   path: string,
   names: string[],
   finishRun: (ns: string, name: string) => Promise<{ key: string; sentAt: number }>,
@@ -892,6 +893,9 @@ async function inputAlone(
     arrival: (key: string) => Promise<number>,
   ) => Promise<number[]>,
 ): Promise<Floor> {
+  // The watcher is handed the admin's token and the CA; client-node reads them out of the file.
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
   const cluster = kc.getCurrentCluster();
   const ca = cluster?.caData
     ? Buffer.from(cluster.caData, 'base64').toString('utf8')
