@@ -62,13 +62,30 @@ async function deletePod(ns: string, pod: string): Promise<void> {
   );
 }
 
+type GitHub = Awaited<ReturnType<typeof startGitHubServer>>;
+
+/** Runs `fn` with a GitHub contract server holding pull request 7 of acme/app at `SHA`; closes it after. */
+async function withPullRequest(fn: (gh: GitHub) => Promise<void>): Promise<void> {
+  const gh = await startGitHubServer({
+    basePath: '/api/v3',
+    repos: ['acme/app'],
+    tokens: { ghp_changesToken0123456789: 'pko-bot' },
+  });
+  try {
+    gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+    await fn(gh);
+  } finally {
+    await gh.close();
+  }
+}
+
 /**
  * A preview of `SHA` on a PKO v2 Stack whose workspace pod logged the recorded preview; returns
  * our sticky comment on pull request 7 and the commit's statuses once the result is posted.
  */
 async function previewOnPullRequest(
   ns: string,
-  gh: Awaited<ReturnType<typeof startGitHubServer>>,
+  gh: GitHub,
   o: { follow?: boolean; deletePod?: boolean } = {},
 ): Promise<{ body: string; descriptions: string[] }> {
   const obj = new Objects(ns);
@@ -140,13 +157,7 @@ async function previewOnPullRequest(
 
 describe('change sets on the pull request (PKO v2 workspace log)', () => {
   it('with the workspace-logs permission: counts, resource names and property lines; no Secret value', async () => {
-    const gh = await startGitHubServer({
-      basePath: '/api/v3',
-      repos: ['acme/app'],
-      tokens: { ghp_changesToken0123456789: 'pko-bot' },
-    });
-    try {
-      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+    await withPullRequest(async (gh) => {
       const ns = await createTestNamespace('changes-ok');
       await grantWorkspaceLogs(ns);
       const { body, descriptions } = await previewOnPullRequest(ns, gh);
@@ -163,19 +174,11 @@ describe('change sets on the pull request (PKO v2 workspace log)', () => {
       expect(descriptions.find((d) => d.startsWith('+30 to create, ~1 to update · '))).toBeDefined();
       expect(descriptions.every((d) => Array.from(d).length <= 140)).toBe(true);
       expect(gh.violations).toEqual([]);
-    } finally {
-      await gh.close();
-    }
+    });
   }, 120_000);
 
   it('without it: the comment says no change details are available and which permission to grant', async () => {
-    const gh = await startGitHubServer({
-      basePath: '/api/v3',
-      repos: ['acme/app'],
-      tokens: { ghp_changesToken0123456789: 'pko-bot' },
-    });
-    try {
-      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+    await withPullRequest(async (gh) => {
       const ns = await createTestNamespace('changes-denied');
       const { body, descriptions } = await previewOnPullRequest(ns, gh);
       const shown = body.replace(/&#(\d+);/g, (_, n: string) => String.fromCodePoint(Number(n)));
@@ -201,19 +204,11 @@ describe('change sets on the pull request (PKO v2 workspace log)', () => {
       );
       expect(ev).toMatchObject({ type: 'Warning', involvedObject: { name: 'app' } });
       expect(ev.message).toContain(`grant the ClusterRole ${WORKSPACE_LOGS_ROLE}`);
-    } finally {
-      await gh.close();
-    }
+    });
   }, 120_000);
 
   it('workspaceReclaimPolicy: Delete: the log followed from the start still gives the change set', async () => {
-    const gh = await startGitHubServer({
-      basePath: '/api/v3',
-      repos: ['acme/app'],
-      tokens: { ghp_changesToken0123456789: 'pko-bot' },
-    });
-    try {
-      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+    await withPullRequest(async (gh) => {
       const ns = await createTestNamespace('changes-follow');
       await grantWorkspaceLogs(ns);
       const { body, descriptions } = await previewOnPullRequest(ns, gh, { follow: true, deletePod: true });
@@ -221,8 +216,6 @@ describe('change sets on the pull request (PKO v2 workspace log)', () => {
       expect(body).toContain('+ tag001: "value-001"');
       expect(body).not.toContain(LEAKED);
       expect(descriptions.find((d) => d.startsWith('+30 to create, ~1 to update · '))).toBeDefined();
-    } finally {
-      await gh.close();
-    }
+    });
   }, 120_000);
 });

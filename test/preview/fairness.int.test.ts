@@ -9,7 +9,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
 import { errorStatusCode } from '../../src/kube/client.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
-import { GROUP, Objects, VERSION, startInProcess } from '../support/controller.ts';
+import { Objects, startInProcess } from '../support/controller.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startGitHubServer, type GitHubContractServer } from '../forge/github/server.ts';
 import { startGitLabServer } from '../forge/gitlab/server.ts';
@@ -54,18 +54,11 @@ async function tenant(
 }
 
 async function preview(t: Tenant, name: string, base: string, labels: Record<string, string>): Promise<void> {
-  await t.obj.custom.createNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: t.obj.namespace,
-    plural: 'pullrequestpreviews',
-    body: {
-      apiVersion: `${GROUP}/${VERSION}`,
-      kind: 'PullRequestPreview',
-      metadata: { name, labels },
-      spec: { stackRef: { name: base }, providerRef: { name: 'gh' }, interval: '10m' },
-    },
-  });
+  await t.obj.pullRequestPreview(
+    name,
+    { stackRef: { name: base }, providerRef: { name: 'gh' }, interval: '10m' },
+    labels,
+  );
 }
 
 /** Creates PullRequestPreview `name` and returns ms from its create until `stack` exists. */
@@ -216,29 +209,15 @@ describe('B12: previews are fair across tenants', () => {
     await obj.waitReady('providers', 'gl');
     const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
     await sim.createStack('app', { git: { projectRepo: `${gl.url}/acme/app.git`, branch: 'main' } });
-    await obj.custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: ns,
-      plural: 'pullrequestpreviews',
-      body: {
-        apiVersion: `${GROUP}/${VERSION}`,
-        kind: 'PullRequestPreview',
-        metadata: { name: 'previews' },
-        spec: { stackRef: { name: 'app' }, providerRef: { name: 'gl' }, interval: '10m', maxPreviews: 2 },
-      },
+    await obj.pullRequestPreview('previews', {
+      stackRef: { name: 'app' },
+      providerRef: { name: 'gl' },
+      interval: '10m',
+      maxPreviews: 2,
     });
     type Status = { conditions?: { type: string; message: string }[]; previews?: { state: string }[] };
     const status = async (): Promise<Status | undefined> =>
-      (
-        (await obj.custom.getNamespacedCustomObject({
-          group: GROUP,
-          version: VERSION,
-          namespace: ns,
-          plural: 'pullrequestpreviews',
-          name: 'previews',
-        })) as { status?: Status }
-      ).status;
+      (await obj.getPullRequestPreview<{ status?: Status }>('previews')).status;
     // The two previews come first: before the other ten authors were looked up.
     await waitFor(async () => (await stackOrNone(sim, 'app-pr-2')) !== undefined || undefined, {
       timeoutMs: 30_000,

@@ -32,30 +32,12 @@ async function stackOrNone(sim: PkoSimulator, name: string): Promise<Stack | und
   }
 }
 
-async function previewObject(obj: Objects, spec: Record<string, unknown>): Promise<void> {
-  await obj.custom.createNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: obj.namespace,
-    plural: 'pullrequestpreviews',
-    body: {
-      apiVersion: `${GROUP}/${VERSION}`,
-      kind: 'PullRequestPreview',
-      metadata: { name: 'previews' },
-      spec,
-    },
-  });
+function previewObject(obj: Objects, spec: Record<string, unknown>): Promise<void> {
+  return obj.pullRequestPreview('previews', spec);
 }
 
 async function lastSync(obj: Objects): Promise<string | undefined> {
-  const p = (await obj.custom.getNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: obj.namespace,
-    plural: 'pullrequestpreviews',
-    name: 'previews',
-  })) as { status?: { lastSyncTime?: string; previews?: unknown[] } };
-  return p.status?.lastSyncTime;
+  return (await obj.getPullRequestPreview('previews')).status?.lastSyncTime;
 }
 
 /** POSTs a delivery to the controller's receiver; returns the status. */

@@ -46,28 +46,15 @@ interface Prp {
   status?: { lastSyncTime?: string; previews?: { number: number; state: string }[] };
 }
 
-async function getPreview(obj: Objects): Promise<Prp> {
-  return (await obj.custom.getNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: obj.namespace,
-    plural: 'pullrequestpreviews',
-    name: 'previews',
-  })) as Prp;
+function getPreview(obj: Objects): Promise<Prp> {
+  return obj.getPullRequestPreview<Prp>('previews');
 }
 
-async function createPreview(obj: Objects, spec: Record<string, unknown>): Promise<void> {
-  await obj.custom.createNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: obj.namespace,
-    plural: 'pullrequestpreviews',
-    body: {
-      apiVersion: `${GROUP}/${VERSION}`,
-      kind: 'PullRequestPreview',
-      metadata: { name: 'previews' },
-      spec: { interval: '10m', webhook: { secretRef: { name: 'hook' } }, ...spec },
-    },
+function createPreview(obj: Objects, spec: Record<string, unknown>): Promise<void> {
+  return obj.pullRequestPreview('previews', {
+    interval: '10m',
+    webhook: { secretRef: { name: 'hook' } },
+    ...spec,
   });
 }
 

@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createTestNamespace, kubeConfig, waitFor } from './cluster.ts';
-import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from './controller.ts';
+import { Objects, startInProcess, type InProcessController } from './controller.ts';
 import type { Gitea, GiteaUser } from './gitea.ts';
 import { PkoSimulator, type CreateStackOptions } from './pko.ts';
 
@@ -84,31 +84,17 @@ export async function startGiteaPreviews(gitea: Gitea, o: GiteaPreviewsOptions):
       o.stack ?? {},
     );
     await obj.waitReady('providers', 'gitea');
-    const prp = { group: GROUP, version: VERSION, namespace: ns, plural: 'pullrequestpreviews' };
-    await obj.custom.createNamespacedCustomObject({
-      ...prp,
-      body: {
-        apiVersion: `${GROUP}/${VERSION}`,
-        kind: 'PullRequestPreview',
-        metadata: { name: 'previews' },
-        spec: {
-          stackRef: { name: 'app' },
-          providerRef: { name: 'gitea' },
-          interval: '10m',
-          webhook: { secretRef: { name: 'hook' } },
-          ...o.prp,
-        },
-      },
+    await obj.pullRequestPreview('previews', {
+      stackRef: { name: 'app' },
+      providerRef: { name: 'gitea' },
+      interval: '10m',
+      webhook: { secretRef: { name: 'hook' } },
+      ...o.prp,
     });
-    await waitFor(
-      async () => {
-        const got = (await obj.custom.getNamespacedCustomObject({ ...prp, name: 'previews' })) as {
-          status?: { lastSyncTime?: string };
-        };
-        return got.status?.lastSyncTime;
-      },
-      { timeoutMs: FIRST_SYNC_MS, what: 'the first sync of PullRequestPreview previews' },
-    );
+    await waitFor(async () => (await obj.getPullRequestPreview('previews')).status?.lastSyncTime, {
+      timeoutMs: FIRST_SYNC_MS,
+      what: 'the first sync of PullRequestPreview previews',
+    });
     await gitea.addWebhook(org, repo, {
       url: `http://127.0.0.1:${String(ctl.handle.previewWebhookPort)}/hooks/${ns}/previews`,
       secret: hookSecret,
