@@ -110,15 +110,6 @@ function waitForPreview(obj: Objects, ok: (p: Prp) => boolean, what: string): Pr
   );
 }
 
-async function stackOrNone(sim: PkoSimulator, name: string): Promise<Stack | undefined> {
-  try {
-    return await sim.getStack(name);
-  } catch (err) {
-    if (errorStatusCode(err) === 404) return undefined;
-    throw err;
-  }
-}
-
 function waitForStack(
   sim: PkoSimulator,
   name: string,
@@ -127,7 +118,7 @@ function waitForStack(
 ): Promise<Stack> {
   return waitFor(
     async () => {
-      const s = await stackOrNone(sim, name);
+      const s = await sim.findStack(name);
       return s !== undefined && s.metadata.deletionTimestamp === undefined && ok(s) ? s : undefined;
     },
     { timeoutMs: WAIT_MS, what: `Stack ${name} ${what}` },
@@ -135,7 +126,7 @@ function waitForStack(
 }
 
 function waitForNoStack(sim: PkoSimulator, name: string): Promise<true> {
-  return waitFor(async () => ((await stackOrNone(sim, name)) === undefined ? true : undefined), {
+  return waitFor(async () => ((await sim.findStack(name)) === undefined ? true : undefined), {
     timeoutMs: WAIT_MS,
     what: `Stack ${name} deleted`,
   });
@@ -547,7 +538,7 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
           (x) => x.status?.previews?.[0]?.state === 'Untrusted',
           'untrusted without the label',
         );
-        expect(await stackOrNone(s.sim, stackName)).toBeUndefined();
+        expect(await s.sim.findStack(stackName)).toBeUndefined();
 
         await gitea.api('POST', `/repos/${ORG}/${s.repo}/issues/${String(pr.number)}/labels`, {
           body: { labels: [label.id] },
@@ -692,7 +683,7 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
         expect(msg).toContain('deleted 3 preview Stack(s)');
         for (const n of numbers) expect(msg).toContain(`app-pr-${String(n)}`);
         // The base Stack is untouched.
-        expect(await stackOrNone(s.sim, 'app')).toBeDefined();
+        expect(await s.sim.findStack('app')).toBeDefined();
       } finally {
         await s.ctl.stop();
       }
