@@ -9,35 +9,32 @@
  * Alert to a generic webhook receiver. The controller's clock is the real one plus an offset the
  * test moves forward to make the next check due.
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
+import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { Objects, startInProcess, type InProcessController } from '../support/controller.ts';
 import { KubeletStandIn, placeWorkspacePod } from '../support/kubelet-standin.ts';
-import { ROOT, kustomize } from '../support/kubectl.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { installAdmission } from '../support/admission.ts';
+import {
+  grantWorkspaceLogs,
+  installWorkspaceLogs,
+  playPreviewRun,
+  recordedPreview,
+} from '../support/workspace-logs.ts';
 import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
-import { installCRDs, readCRDs } from '../../src/kube/crds.ts';
 import type { Stack } from '../../src/api/pko.ts';
 import { DRIFT_CHECK_LABEL, type DriftDetection } from '../../src/api/v1alpha1.ts';
 
 const admin = kubeConfig('admin');
-const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
 const SHA = '7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b';
 const MINUTE = 60_000;
 let kubelet: KubeletStandIn;
 
 /** The recorded `pulumi preview --refresh` run (05-drift.log), from its banner to its end line. */
 function recordedDrift(): string[] {
-  const text = readFileSync(new URL('../fixtures/agent-logs/05-drift.log', import.meta.url), 'utf8');
-  const lines = text.split('\n').filter((l) => l !== '');
-  const start = lines.findIndex((l) => l.includes('\tPreviewing update ('));
-  const end = lines.findIndex((l) => l.includes('\tpreview completed'));
-  return lines.slice(start, end + 1);
+  return recordedPreview('05-drift.log');
 }
 
 /** The same run after the file was put back: the refresh reads what was deployed, nothing to do. */
@@ -54,54 +51,13 @@ function recordedClean(): string[] {
 }
 
 beforeAll(async () => {
-  await installCRDs(
-    admin,
-    await readCRDs([path.resolve(ROOT, '..', 'shared', 'pko-crds', 'auto.pulumi.com_workspaces.yaml')]),
-  );
-  const rendered = (await kustomize('config/workspace-logs')) as {
-    kind: string;
-    metadata: { name: string };
-    rules?: V1PolicyRule[];
-  }[];
-  const role = rendered.find((o) => o.kind === 'ClusterRole' && o.metadata.name === LOGS_ROLE);
-  if (!role?.rules) throw new Error('config/workspace-logs renders no workspace-logs ClusterRole');
-  await admin
-    .makeApiClient(RbacAuthorizationV1Api)
-    .createClusterRole({ body: { metadata: { name: LOGS_ROLE }, rules: role.rules } })
-    .catch(() => undefined);
+  await installWorkspaceLogs();
   kubelet = await KubeletStandIn.start({ kubeConfig: admin });
 }, 60_000);
 
 afterAll(async () => {
   await kubelet.close();
 });
-
-/** Binds the workspace-logs ClusterRole to the user `controller` in `ns` and waits until it is in force. */
-async function grantLogs(ns: string): Promise<void> {
-  await admin.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
-    namespace: ns,
-    body: {
-      metadata: { name: 'workspace-logs' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: LOGS_ROLE },
-      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-    },
-  });
-  await waitFor(
-    async () => {
-      const review = await kubeRequest<{ status?: { allowed?: boolean } }>(kubeConfig('controller'), {
-        method: 'POST',
-        path: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
-        body: {
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SelfSubjectAccessReview',
-          spec: { resourceAttributes: { namespace: ns, verb: 'get', resource: 'pods', subresource: 'log' } },
-        },
-      });
-      return review.status?.allowed === true;
-    },
-    { timeoutMs: 30_000, what: `get pods/log allowed for the user controller in ${ns}` },
-  );
-}
 
 const ddPath = (ns: string, name?: string): string =>
   objectPath({
@@ -147,7 +103,7 @@ async function setUp(
   o: { logs?: boolean; remediation?: { allowed: false; why: string } } = {},
 ): Promise<Env> {
   const ns = await createTestNamespace(prefix);
-  if (o.logs !== false) await grantLogs(ns);
+  if (o.logs !== false) await grantWorkspaceLogs(ns);
   const rcv = await startReceiver();
   const clock = { offset: 0 };
   const ctl = await startInProcess(ns, {
@@ -240,14 +196,13 @@ async function playCheck(
       what: 'a check Stack',
     },
   );
-  const name = cs.metadata.name ?? '';
   const pod = await placeWorkspacePod(admin, env.ns, cs, { nodeName: kubelet.nodeName });
-  kubelet.setLog(env.ns, pod, 'pulumi', []);
-  await new Promise((r) => setTimeout(r, 1_100));
-  const run = await env.sim.startRun(name, { type: 'preview', commit: SHA });
-  for (const line of o.lines ?? recordedDrift()) kubelet.append(env.ns, pod, 'pulumi', line);
-  await env.sim.finishRun(run, o.outcome ?? 'succeeded', {
-    permalink: null,
+  await playPreviewRun(env.sim, kubelet, {
+    stack: cs.metadata.name ?? '',
+    pod,
+    commit: SHA,
+    lines: o.lines ?? recordedDrift(),
+    ...(o.outcome !== undefined ? { outcome: o.outcome } : {}),
     ...(o.message !== undefined ? { message: o.message } : {}),
   });
   return cs;

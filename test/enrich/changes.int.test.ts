@@ -7,54 +7,37 @@
  * namespace only — to the shipped workspace-logs ClusterRole (config/workspace-logs), delivering
  * to the GitHub contract server (test/forge/github/server.ts).
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
-import { Objects, bindControllerRole, startInProcess } from '../support/controller.ts';
+import { Objects, startInProcess } from '../support/controller.ts';
 import { KubeletStandIn, placeWorkspacePod } from '../support/kubelet-standin.ts';
-import { ROOT, kustomize } from '../support/kubectl.ts';
 import { PkoSimulator } from '../support/pko.ts';
+import {
+  WORKSPACE_LOGS_ROLE,
+  grantWorkspaceLogs,
+  installWorkspaceLogs,
+  playPreviewRun,
+  recordedPreview,
+} from '../support/workspace-logs.ts';
 import { startGitHubServer } from '../forge/github/server.ts';
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
-import { installCRDs, readCRDs } from '../../src/kube/crds.ts';
-import type { Stack } from '../../src/api/pko.ts';
 
 const admin = kubeConfig('admin');
-const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
 const SHA = '7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b';
 /** A value of a Secret the Stack references that the program printed in a plain property. */
 const LEAKED = 'v15-hunter2-database-password';
 let kubelet: KubeletStandIn;
 
-/** The preview run of the recording: 30 Values created, `a` updated (tags added). */
-function recordedPreview(): string[] {
-  const text = readFileSync(new URL('../fixtures/agent-logs/08-large.log', import.meta.url), 'utf8');
-  const lines = text.split('\n').filter((l) => l !== '');
-  const start = lines.findIndex((l) => l.includes('\tPreviewing update ('));
-  const end = lines.findIndex((l) => l.includes('\tpreview completed'));
-  // The program printed a Secret's value in a plain property: it must never be posted.
-  return lines.slice(start, end + 1).map((l) => l.replace('"v15"', `"${LEAKED}"`));
+/**
+ * The preview run of the recording: 30 Values created, `a` updated (tags added). The program
+ * printed a Secret's value in a plain property: it must never be posted.
+ */
+function recordedLeak(): string[] {
+  return recordedPreview('08-large.log').map((l) => l.replace('"v15"', `"${LEAKED}"`));
 }
 
 beforeAll(async () => {
-  await installCRDs(
-    admin,
-    await readCRDs([path.resolve(ROOT, '..', 'shared', 'pko-crds', 'auto.pulumi.com_workspaces.yaml')]),
-  );
-  await bindControllerRole();
-  const rendered = (await kustomize('config/workspace-logs')) as {
-    kind: string;
-    metadata: { name: string };
-    rules?: V1PolicyRule[];
-  }[];
-  const role = rendered.find((o) => o.kind === 'ClusterRole' && o.metadata.name === LOGS_ROLE);
-  if (!role?.rules) throw new Error('config/workspace-logs renders no workspace-logs ClusterRole');
-  await admin
-    .makeApiClient(RbacAuthorizationV1Api)
-    .createClusterRole({ body: { metadata: { name: LOGS_ROLE }, rules: role.rules } })
-    .catch(() => undefined);
+  await installWorkspaceLogs();
   kubelet = await KubeletStandIn.start({ kubeConfig: admin });
 }, 60_000);
 
@@ -62,36 +45,38 @@ afterAll(async () => {
   await kubelet.close();
 });
 
-/** Binds the workspace-logs ClusterRole to the user `controller` in `ns` and waits until it is in force. */
-async function grantLogs(ns: string): Promise<void> {
-  await admin.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
-    namespace: ns,
-    body: {
-      metadata: { name: 'workspace-logs' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: LOGS_ROLE },
-      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-    },
-  });
+/** Deletes pod `pod` at once and waits (at most 20 s) until it is gone. */
+async function deletePod(ns: string, pod: string): Promise<void> {
+  const podPath = objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: pod });
+  await kubeRequest(admin, { method: 'DELETE', path: podPath, body: { gracePeriodSeconds: 0 } });
   await waitFor(
     async () => {
-      const review = await kubeRequest<{ status?: { allowed?: boolean } }>(kubeConfig('controller'), {
-        method: 'POST',
-        path: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
-        body: {
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SelfSubjectAccessReview',
-          spec: { resourceAttributes: { namespace: ns, verb: 'get', resource: 'pods', subresource: 'log' } },
-        },
-      });
-      return review.status?.allowed === true;
+      try {
+        await kubeRequest(admin, { method: 'GET', path: podPath });
+        return false;
+      } catch {
+        return true;
+      }
     },
-    { timeoutMs: 30_000, what: `get pods/log allowed for the user controller in ${ns}` },
+    { timeoutMs: 20_000, what: 'the workspace pod deleted' },
   );
 }
 
-/** Workspace → StatefulSet → pod `<stack>-workspace-0`, owned and labelled as PKO v2.9.0 makes them. */
-function workspacePod(ns: string, stack: Stack): Promise<string> {
-  return placeWorkspacePod(admin, ns, stack, { nodeName: kubelet.nodeName });
+type GitHub = Awaited<ReturnType<typeof startGitHubServer>>;
+
+/** Runs `fn` with a GitHub contract server holding pull request 7 of acme/app at `SHA`; closes it after. */
+async function withPullRequest(fn: (gh: GitHub) => Promise<void>): Promise<void> {
+  const gh = await startGitHubServer({
+    basePath: '/api/v3',
+    repos: ['acme/app'],
+    tokens: { ghp_changesToken0123456789: 'pko-bot' },
+  });
+  try {
+    gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+    await fn(gh);
+  } finally {
+    await gh.close();
+  }
 }
 
 /**
@@ -100,7 +85,7 @@ function workspacePod(ns: string, stack: Stack): Promise<string> {
  */
 async function previewOnPullRequest(
   ns: string,
-  gh: Awaited<ReturnType<typeof startGitHubServer>>,
+  gh: GitHub,
   o: { follow?: boolean; deletePod?: boolean } = {},
 ): Promise<{ body: string; descriptions: string[] }> {
   const obj = new Objects(ns);
@@ -122,47 +107,31 @@ async function previewOnPullRequest(
         },
       },
     );
-    const pod = await workspacePod(ns, stack);
-    // The container is running: its log exists (empty) before the run.
-    kubelet.setLog(ns, pod, 'pulumi', []);
-    // The pod exists before the run starts (sinceTime is in whole seconds), as with PKO.
-    await new Promise((r) => setTimeout(r, 1_100));
-    const run = await sim.startRun('app', { type: 'preview', commit: SHA });
-    if (o.follow === true) {
-      // The controller follows the log from the run's start (PreviewStarted) on.
-      await waitFor(
-        () =>
-          Promise.resolve(
-            kubelet.requests.some((r) => r.namespace === ns && r.pod === pod && r.query.follow === 'true'),
-          ),
-        { timeoutMs: 20_000, what: 'a follow of the workspace log' },
-      );
-    }
+    const pod = await placeWorkspacePod(admin, ns, stack, { nodeName: kubelet.nodeName });
     // The agent writes the run's lines (to every follower too).
-    for (const line of recordedPreview()) kubelet.append(ns, pod, 'pulumi', line);
-    if (o.deletePod === true) {
-      // workspaceReclaimPolicy: Delete — PKO deletes the workspace right after a successful run.
-      await kubeRequest(admin, {
-        method: 'DELETE',
-        path: objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: pod }),
-        body: { gracePeriodSeconds: 0 },
-      });
-      await waitFor(
-        async () => {
-          try {
-            await kubeRequest(admin, {
-              method: 'GET',
-              path: objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: pod }),
-            });
-            return false;
-          } catch {
-            return true;
-          }
-        },
-        { timeoutMs: 20_000, what: 'the workspace pod deleted' },
-      );
-    }
-    await sim.finishRun(run, 'succeeded', { permalink: null });
+    await playPreviewRun(sim, kubelet, {
+      stack: 'app',
+      pod,
+      commit: SHA,
+      lines: recordedLeak(),
+      started: async () => {
+        // The controller follows the log from the run's start (PreviewStarted) on.
+        if (o.follow === true)
+          await waitFor(
+            () =>
+              Promise.resolve(
+                kubelet.requests.some(
+                  (r) => r.namespace === ns && r.pod === pod && r.query.follow === 'true',
+                ),
+              ),
+            { timeoutMs: 20_000, what: 'a follow of the workspace log' },
+          );
+      },
+      written: async () => {
+        // workspaceReclaimPolicy: Delete — PKO deletes the workspace right after a successful run.
+        if (o.deletePod === true) await deletePod(ns, pod);
+      },
+    });
     const comment = await waitFor(
       () =>
         Promise.resolve(
@@ -188,15 +157,9 @@ async function previewOnPullRequest(
 
 describe('change sets on the pull request (PKO v2 workspace log)', () => {
   it('with the workspace-logs permission: counts, resource names and property lines; no Secret value', async () => {
-    const gh = await startGitHubServer({
-      basePath: '/api/v3',
-      repos: ['acme/app'],
-      tokens: { ghp_changesToken0123456789: 'pko-bot' },
-    });
-    try {
-      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+    await withPullRequest(async (gh) => {
       const ns = await createTestNamespace('changes-ok');
-      await grantLogs(ns);
+      await grantWorkspaceLogs(ns);
       const { body, descriptions } = await previewOnPullRequest(ns, gh);
       expect(body).toContain('**+30 to create, ~1 to update**');
       expect(body).toContain('**+30 to create**');
@@ -211,24 +174,18 @@ describe('change sets on the pull request (PKO v2 workspace log)', () => {
       expect(descriptions.find((d) => d.startsWith('+30 to create, ~1 to update · '))).toBeDefined();
       expect(descriptions.every((d) => Array.from(d).length <= 140)).toBe(true);
       expect(gh.violations).toEqual([]);
-    } finally {
-      await gh.close();
-    }
+    });
   }, 120_000);
 
   it('without it: the comment says no change details are available and which permission to grant', async () => {
-    const gh = await startGitHubServer({
-      basePath: '/api/v3',
-      repos: ['acme/app'],
-      tokens: { ghp_changesToken0123456789: 'pko-bot' },
-    });
-    try {
-      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+    await withPullRequest(async (gh) => {
       const ns = await createTestNamespace('changes-denied');
       const { body, descriptions } = await previewOnPullRequest(ns, gh);
       const shown = body.replace(/&#(\d+);/g, (_, n: string) => String.fromCodePoint(Number(n)));
       expect(shown).toContain(`no change details: cannot read the workspace log of Stack ${ns}/app`);
-      expect(shown).toContain(`may not get pods in namespace ${ns}; grant the ClusterRole ${LOGS_ROLE}`);
+      expect(shown).toContain(
+        `may not get pods in namespace ${ns}; grant the ClusterRole ${WORKSPACE_LOGS_ROLE}`,
+      );
       expect(body).not.toContain('Property changes');
       expect(descriptions.some((d) => d.startsWith('Preview of stack acme/app/dev succeeded'))).toBe(true);
       expect(kubelet.requests.filter((r) => r.namespace === ns)).toEqual([]);
@@ -246,29 +203,19 @@ describe('change sets on the pull request (PKO v2 workspace log)', () => {
         { timeoutMs: 20_000, what: 'the ChangeSetUnavailable Event' },
       );
       expect(ev).toMatchObject({ type: 'Warning', involvedObject: { name: 'app' } });
-      expect(ev.message).toContain(`grant the ClusterRole ${LOGS_ROLE}`);
-    } finally {
-      await gh.close();
-    }
+      expect(ev.message).toContain(`grant the ClusterRole ${WORKSPACE_LOGS_ROLE}`);
+    });
   }, 120_000);
 
   it('workspaceReclaimPolicy: Delete: the log followed from the start still gives the change set', async () => {
-    const gh = await startGitHubServer({
-      basePath: '/api/v3',
-      repos: ['acme/app'],
-      tokens: { ghp_changesToken0123456789: 'pko-bot' },
-    });
-    try {
-      gh.addPullRequest('acme/app', { number: 7, headSha: SHA });
+    await withPullRequest(async (gh) => {
       const ns = await createTestNamespace('changes-follow');
-      await grantLogs(ns);
+      await grantWorkspaceLogs(ns);
       const { body, descriptions } = await previewOnPullRequest(ns, gh, { follow: true, deletePod: true });
       expect(body).toContain('**+30 to create, ~1 to update**');
       expect(body).toContain('+ tag001: "value-001"');
       expect(body).not.toContain(LEAKED);
       expect(descriptions.find((d) => d.startsWith('+30 to create, ~1 to update · '))).toBeDefined();
-    } finally {
-      await gh.close();
-    }
+    });
   }, 120_000);
 });

@@ -14,13 +14,13 @@
  * `helm upgrade` and `helm uninstall` end the release; the CRDs stay (Helm never deletes them).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { CoreV1Api, KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
-import { parse, parseAllDocuments, stringify } from 'yaml';
-import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
+import { KubernetesObjectApi } from '@kubernetes/client-node';
+import { parseAllDocuments, stringify } from 'yaml';
+import { createTestNamespace, kubeConfig, serviceAccountKubeconfig, waitFor } from '../support/cluster.ts';
 import { Objects } from '../support/controller.ts';
 import { startControllerProcess, stopAll } from '../support/controller-process.ts';
 import { PkoSimulator } from '../support/pko.ts';
@@ -38,28 +38,6 @@ afterAll(async () => {
   await stopAll();
   await receiver?.close();
 });
-
-/** A kubeconfig file for `token` on the test control plane (server and CA from the admin's). */
-function tokenKubeconfig(token: string): string {
-  const admin = parse(readFileSync(inject('kubeconfig'), 'utf8')) as {
-    clusters: { name: string; cluster: Record<string, string> }[];
-  };
-  const cluster = admin.clusters[0]!;
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'pko-nc-helm-sa-')), 'kubeconfig');
-  writeFileSync(
-    file,
-    stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [cluster],
-      users: [{ name: 'sa', user: { token } }],
-      contexts: [{ name: 'sa', context: { cluster: cluster.name, user: 'sa' } }],
-      'current-context': 'sa',
-    }),
-    { mode: 0o600 },
-  );
-  return file;
-}
 
 describe('helm install on the real control plane', () => {
   it('installs a release whose ServiceAccount runs the controller through a delivery, with nothing more', async () => {
@@ -207,14 +185,7 @@ describe('helm install on the real control plane', () => {
         };
       }
     ).template.spec;
-    const tr = await admin.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
-      name: pod.serviceAccountName,
-      namespace: ns,
-      body: { spec: { expirationSeconds: 3600, audiences: [] } },
-    });
-    const saKubeconfig = tokenKubeconfig(tr.status?.token ?? '');
-    const saKc = new KubeConfig();
-    saKc.loadFromFile(saKubeconfig);
+    const { file: saKubeconfig, kc: saKc } = await serviceAccountKubeconfig(ns, pod.serviceAccountName);
 
     // --- the controller as the release runs it ------------------------------------------------------
     const container = pod.containers[0]!;

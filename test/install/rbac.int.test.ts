@@ -16,13 +16,15 @@
  * DeliveryLedgers cluster-wide with the shipped permissions.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { parse, stringify } from 'yaml';
-import { applyManifests, createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CoreV1Api } from '@kubernetes/client-node';
+import {
+  applyManifests,
+  createTestNamespace,
+  kubeConfig,
+  serviceAccountKubeconfig,
+  waitFor,
+} from '../support/cluster.ts';
 import { Objects } from '../support/controller.ts';
 import { startControllerProcess, stopAll } from '../support/controller-process.ts';
 import { PkoSimulator } from '../support/pko.ts';
@@ -50,28 +52,6 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-/** A kubeconfig file for `token` on the test control plane (server and CA from the admin's). */
-function tokenKubeconfig(token: string): string {
-  const admin = parse(readFileSync(inject('kubeconfig'), 'utf8')) as {
-    clusters: { name: string; cluster: Record<string, string> }[];
-  };
-  const cluster = admin.clusters[0]!;
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'pko-nc-rbac-')), 'kubeconfig');
-  writeFileSync(
-    file,
-    stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [cluster],
-      users: [{ name: 'sa', user: { token } }],
-      contexts: [{ name: 'sa', context: { cluster: cluster.name, user: 'sa' } }],
-      'current-context': 'sa',
-    }),
-    { mode: 0o600 },
-  );
-  return file;
-}
-
 describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
   it('runs the full scenario with exactly the shipped permissions; calls outside them are denied', async () => {
     // --- install the shipped identity and rules, as rendered ------------------------------------
@@ -93,16 +73,8 @@ describe('shipped RBAC (config/rbac) with a ServiceAccount token', () => {
     );
 
     // --- TokenRequest ----------------------------------------------------------------------------
-    const tr = await admin.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
-      name: sa.metadata.name,
-      namespace: ns,
-      body: { spec: { expirationSeconds: 3600, audiences: [] } },
-    });
-    const token = tr.status?.token ?? '';
+    const { token, file: kubeconfig, kc: saKc } = await serviceAccountKubeconfig(ns, sa.metadata.name);
     expect(token).not.toBe('');
-    const kubeconfig = tokenKubeconfig(token);
-    const saKc = new KubeConfig();
-    saKc.loadFromFile(kubeconfig);
     const review = await kubeRequest<{ status: { userInfo: { username: string } } }>(saKc, {
       method: 'POST',
       path: '/apis/authentication.k8s.io/v1/selfsubjectreviews',

@@ -11,20 +11,16 @@
  * Log lines are zap development-format agent lines (`<time>\tINFO\tpulumi\t<CLI line>`), small
  * samples written here: parsing them is the change-set parser's business.
  */
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
-import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
-import { bindControllerRole } from '../support/controller.ts';
+import { createTestNamespace, kubeConfig } from '../support/cluster.ts';
 import {
   KubeletStandIn,
   placeWorkspacePod,
   type LogEntry,
   type WorkspacePlacement,
 } from '../support/kubelet-standin.ts';
-import { ROOT, kustomize } from '../support/kubectl.ts';
+import { WORKSPACE_LOGS_ROLE, grantWorkspaceLogs, installWorkspaceLogs } from '../support/workspace-logs.ts';
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
-import { installCRDs, readCRDs } from '../../src/kube/crds.ts';
 import {
   readWorkspaceLog,
   sinceTimeOf,
@@ -36,79 +32,19 @@ import {
 import type { Stack, Update } from '../../src/api/pko.ts';
 
 const admin = kubeConfig('admin');
-const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
 let kubelet: KubeletStandIn;
 
 /** A zap development-format agent line for a CLI line. */
 const agentLine = (t: Date, cli: string): string => `${t.toISOString()}\tINFO\tpulumi\t${cli}`;
 
 beforeAll(async () => {
-  // PKO v2's Workspace CRD (upstream schema; the suite's test CRDs hold Stack and Update only).
-  await installCRDs(
-    admin,
-    await readCRDs([path.resolve(ROOT, '..', 'shared', 'pko-crds', 'auto.pulumi.com_workspaces.yaml')]),
-  );
-  await bindControllerRole();
-  // The shipped workspace-logs ClusterRole, as config/workspace-logs renders it.
-  const rendered = (await kustomize('config/workspace-logs')) as {
-    kind: string;
-    metadata: { name: string };
-    rules?: V1PolicyRule[];
-  }[];
-  const role = rendered.find((o) => o.kind === 'ClusterRole' && o.metadata.name === LOGS_ROLE);
-  if (!role?.rules) throw new Error('config/workspace-logs renders no workspace-logs ClusterRole');
-  await admin
-    .makeApiClient(RbacAuthorizationV1Api)
-    .createClusterRole({ body: { metadata: { name: LOGS_ROLE }, rules: role.rules } })
-    .catch(() => undefined);
+  await installWorkspaceLogs();
   kubelet = await KubeletStandIn.start({ kubeConfig: admin });
 }, 60_000);
 
 afterAll(async () => {
   await kubelet.close();
 });
-
-/** Binds the workspace-logs ClusterRole (or `rules` in a Role) to the user `controller` in `ns`. */
-async function grantLogs(ns: string, rules?: V1PolicyRule[]): Promise<void> {
-  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
-  let roleRef = { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: LOGS_ROLE };
-  if (rules) {
-    await rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name: 'partial' }, rules } });
-    roleRef = { ...roleRef, kind: 'Role', name: 'partial' };
-  }
-  await rbac.createNamespacedRoleBinding({
-    namespace: ns,
-    body: {
-      metadata: { name: 'workspace-logs' },
-      roleRef,
-      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-    },
-  });
-  // The authorizer sees new bindings through its informers: wait until it grants what was bound.
-  const resource = rules ? 'pods' : 'pods/log';
-  await waitFor(
-    async () => {
-      const review = await kubeRequest<{ status?: { allowed?: boolean } }>(kubeConfig('controller'), {
-        method: 'POST',
-        path: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
-        body: {
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SelfSubjectAccessReview',
-          spec: {
-            resourceAttributes: {
-              namespace: ns,
-              verb: 'get',
-              resource: 'pods',
-              ...(resource === 'pods/log' ? { subresource: 'log' } : {}),
-            },
-          },
-        },
-      });
-      return review.status?.allowed === true;
-    },
-    { timeoutMs: 30_000, what: `get ${resource} allowed for the user controller in ${ns}` },
-  );
-}
 
 const post = <T>(path: string, body: unknown): Promise<T> =>
   kubeRequest<T>(admin, { method: 'POST', path, body });
@@ -192,7 +128,7 @@ function timeline(): { before: Date; start: Date; during: (s: number) => Date } 
 describe('readWorkspaceLog through pods/log', () => {
   it("passes the run's lines since its start; the API server forwarded container, sinceTime and limitBytes", async () => {
     const ns = await createTestNamespace('wslog-read');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const made = await pkoStack(ns, 'app');
     const t = timeline();
     const mine = [
@@ -220,7 +156,7 @@ describe('readWorkspaceLog through pods/log', () => {
 
   it('never requests the log of a pod not owned by the Stack’s Workspace', async () => {
     const ns = await createTestNamespace('wslog-owner');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const other = await pkoStack(ns, 'other', { withPod: false });
     const cases: [string, Made][] = [
       // Labels right, owner chain right, but the Workspace belongs to another Stack.
@@ -279,16 +215,18 @@ describe('readWorkspaceLog through pods/log', () => {
       permission: { verb: 'get', apiGroup: '', resource: 'pods', namespace: bare },
     });
     expect(denied.result.ok ? '' : denied.result.message).toContain(
-      `may not get pods in namespace ${bare}; grant the ClusterRole ${LOGS_ROLE}`,
+      `may not get pods in namespace ${bare}; grant the ClusterRole ${WORKSPACE_LOGS_ROLE}`,
     );
 
     // Everything of the component but pods/log.
     const partial = await createTestNamespace('wslog-partial');
-    await grantLogs(partial, [
-      { apiGroups: [''], resources: ['pods'], verbs: ['get'] },
-      { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get'] },
-      { apiGroups: ['auto.pulumi.com'], resources: ['workspaces'], verbs: ['get'] },
-    ]);
+    await grantWorkspaceLogs(partial, {
+      rules: [
+        { apiGroups: [''], resources: ['pods'], verbs: ['get'] },
+        { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get'] },
+        { apiGroups: ['auto.pulumi.com'], resources: ['workspaces'], verbs: ['get'] },
+      ],
+    });
     const b = await pkoStack(partial, 'app');
     const tb = timeline();
     kubelet.setLog(partial, b.pod, 'pulumi', [{ time: tb.during(0), line: agentLine(tb.during(0), 'x') }]);
@@ -304,7 +242,7 @@ describe('readWorkspaceLog through pods/log', () => {
 
   it('pod gone, pod replaced after the start, nothing since the start (rotated)', async () => {
     const ns = await createTestNamespace('wslog-gone');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const gone = await pkoStack(ns, 'gone', { withPod: false });
     expect((await read(gone.run(new Date()))).result).toMatchObject({ ok: false, reason: 'PodNotFound' });
 
@@ -328,7 +266,7 @@ describe('readWorkspaceLog through pods/log', () => {
 
   it('cuts an enormous line and counts it; the lines after it are whole', async () => {
     const ns = await createTestNamespace('wslog-long');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const made = await pkoStack(ns, 'app');
     const t = timeline();
     const huge = agentLine(t.during(0), `    ~ data: "${'é'.repeat(600_000)}"`);
@@ -348,7 +286,7 @@ describe('readWorkspaceLog through pods/log', () => {
 
   it('a 50 MB log stays within the cap, also from a node that ignores limitBytes', async () => {
     const ns = await createTestNamespace('wslog-huge');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const total = 50 * 1024 * 1024;
     const line = Buffer.from(
       agentLine(new Date(), `    + pkotest:index:Thing: (create) ${'x'.repeat(900)}\n`),
@@ -394,7 +332,7 @@ describe('readWorkspaceLog through pods/log', () => {
 
   it('a node that does not answer ends in Timeout within the deadline', async () => {
     const ns = await createTestNamespace('wslog-stall');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const made = await pkoStack(ns, 'app');
     const t = timeline();
     let release = (): void => undefined;
@@ -419,7 +357,7 @@ describe('readWorkspaceLog through pods/log', () => {
 
   it('a node that breaks off mid-line: the whole lines so far, the fragment dropped', async () => {
     const ns = await createTestNamespace('wslog-broken');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const made = await pkoStack(ns, 'app');
     const t = timeline();
     kubelet.setGenerator(ns, made.pod, 'pulumi', async function* () {
@@ -443,7 +381,7 @@ describe('readWorkspaceLog through pods/log', () => {
 
   it('a pod replaced while its log was read: PodReplaced, its lines not trusted', async () => {
     const ns = await createTestNamespace('wslog-swap');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const made = await pkoStack(ns, 'app');
     const t = timeline();
     kubelet.setLog(ns, made.pod, 'pulumi', [
@@ -479,7 +417,7 @@ describe('readWorkspaceLog through pods/log', () => {
 
   it('a container that started after the run did: restartedDuringRun', async () => {
     const ns = await createTestNamespace('wslog-restart');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const made = await pkoStack(ns, 'app');
     const t = timeline();
     const podPath = objectPath({ group: '', version: 'v1', plural: 'pods', namespace: ns, name: made.pod });
@@ -520,7 +458,7 @@ describe('readWorkspaceLog through pods/log', () => {
 
   it('follows the log while the run is in progress and stops when told', async () => {
     const ns = await createTestNamespace('wslog-follow');
-    await grantLogs(ns);
+    await grantWorkspaceLogs(ns);
     const made = await pkoStack(ns, 'app');
     const t = timeline();
     kubelet.setLog(ns, made.pod, 'pulumi', [

@@ -6,10 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import type { Stack } from '../../src/api/pko.ts';
-import { errorStatusCode } from '../../src/kube/client.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
-import { GROUP, Objects, VERSION, startInProcess } from '../support/controller.ts';
+import { Objects, startInProcess } from '../support/controller.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startGitHubServer, type GitHubContractServer } from '../forge/github/server.ts';
 import { startGitLabServer } from '../forge/gitlab/server.ts';
@@ -19,15 +17,6 @@ import { ProviderHttp } from '../../src/notifier/http.ts';
 
 const BOUND_MS = 30_000;
 const sha = (n: number): string => n.toString(16).padStart(40, 'a');
-
-async function stackOrNone(sim: PkoSimulator, name: string): Promise<Stack | undefined> {
-  try {
-    return await sim.getStack(name);
-  } catch (err) {
-    if (errorStatusCode(err) === 404) return undefined;
-    throw err;
-  }
-}
 
 interface Tenant {
   obj: Objects;
@@ -54,18 +43,11 @@ async function tenant(
 }
 
 async function preview(t: Tenant, name: string, base: string, labels: Record<string, string>): Promise<void> {
-  await t.obj.custom.createNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: t.obj.namespace,
-    plural: 'pullrequestpreviews',
-    body: {
-      apiVersion: `${GROUP}/${VERSION}`,
-      kind: 'PullRequestPreview',
-      metadata: { name, labels },
-      spec: { stackRef: { name: base }, providerRef: { name: 'gh' }, interval: '10m' },
-    },
-  });
+  await t.obj.pullRequestPreview(
+    name,
+    { stackRef: { name: base }, providerRef: { name: 'gh' }, interval: '10m' },
+    labels,
+  );
 }
 
 /** Creates PullRequestPreview `name` and returns ms from its create until `stack` exists. */
@@ -78,7 +60,7 @@ async function timeToFirstPreview(
 ): Promise<number> {
   const t0 = Date.now();
   await preview(t, name, base, labels);
-  await waitFor(async () => stackOrNone(t.sim, stack), {
+  await waitFor(async () => t.sim.findStack(stack), {
     timeoutMs: 120_000,
     intervalMs: 200,
     what: `preview Stack ${t.obj.namespace}/${stack}`,
@@ -123,8 +105,8 @@ describe('B12: previews are fair across tenants', () => {
     // A is busy: both synced (5 previews each), 190 notices waiting on calls that never end.
     await waitFor(
       async () =>
-        (await stackOrNone(a.sim, 'one-pr-5')) !== undefined &&
-        (await stackOrNone(a.sim, 'two-pr-5')) !== undefined &&
+        (await a.sim.findStack('one-pr-5')) !== undefined &&
+        (await a.sim.findStack('two-pr-5')) !== undefined &&
         slow.log.filter((r) => r.path.includes('/comments')).length >= 2,
       { timeoutMs: 60_000, what: "tenant A's previews and its notices stuck" },
     );
@@ -141,7 +123,7 @@ describe('B12: previews are fair across tenants', () => {
     // A's comment calls are still unanswered (the forge never answers): B did not wait for them.
     expect(slow.log.filter((r) => r.path.includes('/comments') && r.status === 0).length).toBeGreaterThan(0);
     // Tenant A still gets its previews (5 per PullRequestPreview) and the rest wait.
-    expect(await stackOrNone(a.sim, 'one-pr-6')).toBeUndefined();
+    expect(await a.sim.findStack('one-pr-6')).toBeUndefined();
   }, 240_000);
 
   it("B12: 45 pull requests over two PullRequestPreviews (one credential, GitHub's comment pacing on) do not delay a third PullRequestPreview's first preview beyond 30 s", async () => {
@@ -159,8 +141,8 @@ describe('B12: previews are fair across tenants', () => {
     await preview(t, 'dev', 'dev', labels);
     await waitFor(
       async () =>
-        (await stackOrNone(t.sim, 'main-pr-2')) !== undefined &&
-        (await stackOrNone(t.sim, 'dev-pr-1')) !== undefined,
+        (await t.sim.findStack('main-pr-2')) !== undefined &&
+        (await t.sim.findStack('dev-pr-1')) !== undefined,
       { timeoutMs: 60_000, what: 'the first previews of the loaded PullRequestPreviews' },
     );
     const ms = await timeToFirstPreview(t, 'rel', 'rel', 'rel-pr-46', labels);
@@ -216,35 +198,21 @@ describe('B12: previews are fair across tenants', () => {
     await obj.waitReady('providers', 'gl');
     const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
     await sim.createStack('app', { git: { projectRepo: `${gl.url}/acme/app.git`, branch: 'main' } });
-    await obj.custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: ns,
-      plural: 'pullrequestpreviews',
-      body: {
-        apiVersion: `${GROUP}/${VERSION}`,
-        kind: 'PullRequestPreview',
-        metadata: { name: 'previews' },
-        spec: { stackRef: { name: 'app' }, providerRef: { name: 'gl' }, interval: '10m', maxPreviews: 2 },
-      },
+    await obj.pullRequestPreview('previews', {
+      stackRef: { name: 'app' },
+      providerRef: { name: 'gl' },
+      interval: '10m',
+      maxPreviews: 2,
     });
     type Status = { conditions?: { type: string; message: string }[]; previews?: { state: string }[] };
     const status = async (): Promise<Status | undefined> =>
-      (
-        (await obj.custom.getNamespacedCustomObject({
-          group: GROUP,
-          version: VERSION,
-          namespace: ns,
-          plural: 'pullrequestpreviews',
-          name: 'previews',
-        })) as { status?: Status }
-      ).status;
+      (await obj.getPullRequestPreview<{ status?: Status }>('previews')).status;
     // The two previews come first: before the other ten authors were looked up.
-    await waitFor(async () => (await stackOrNone(sim, 'app-pr-2')) !== undefined || undefined, {
+    await waitFor(async () => (await sim.findStack('app-pr-2')) !== undefined || undefined, {
       timeoutMs: 30_000,
       what: 'app-pr-2',
     });
-    expect(await stackOrNone(sim, 'app-pr-1')).toBeDefined();
+    expect(await sim.findStack('app-pr-1')).toBeDefined();
     expect(lookups.length).toBeLessThan(12);
     // A sync stopped at its deadline says so, and the next ones go on.
     const deferred = await waitFor(

@@ -8,8 +8,7 @@
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { Stack } from '../../src/api/pko.ts';
-import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
+import { errorMessage, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { SYNC_REQUEST_ANNOTATION } from '../../src/preview/index.ts';
 import { FORGES } from '../../src/forge/registry.ts';
 import type { PreviewForge } from '../../src/forge/types.ts';
@@ -23,39 +22,12 @@ import { startGitLabServer } from '../forge/gitlab/server.ts';
 const WAIT = { timeoutMs: 20_000 };
 const sha = (c: string): string => c.repeat(40);
 
-async function stackOrNone(sim: PkoSimulator, name: string): Promise<Stack | undefined> {
-  try {
-    return await sim.getStack(name);
-  } catch (err) {
-    if (errorStatusCode(err) === 404) return undefined;
-    throw err;
-  }
-}
-
-async function previewObject(obj: Objects, spec: Record<string, unknown>): Promise<void> {
-  await obj.custom.createNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: obj.namespace,
-    plural: 'pullrequestpreviews',
-    body: {
-      apiVersion: `${GROUP}/${VERSION}`,
-      kind: 'PullRequestPreview',
-      metadata: { name: 'previews' },
-      spec,
-    },
-  });
+function previewObject(obj: Objects, spec: Record<string, unknown>): Promise<void> {
+  return obj.pullRequestPreview('previews', spec);
 }
 
 async function lastSync(obj: Objects): Promise<string | undefined> {
-  const p = (await obj.custom.getNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: obj.namespace,
-    plural: 'pullrequestpreviews',
-    name: 'previews',
-  })) as { status?: { lastSyncTime?: string; previews?: unknown[] } };
-  return p.status?.lastSyncTime;
+  return (await obj.getPullRequestPreview('previews')).status?.lastSyncTime;
 }
 
 /** POSTs a delivery to the controller's receiver; returns the status. */
@@ -131,7 +103,7 @@ describe('previews on the GitHub contract server (ETag polling)', () => {
         webhook: { secretRef: { name: 'hook' } },
       });
 
-      const created = await waitFor(async () => stackOrNone(sim, 'app-pr-7'), {
+      const created = await waitFor(async () => sim.findStack('app-pr-7'), {
         ...WAIT,
         what: 'preview Stack of #7',
       });
@@ -144,7 +116,7 @@ describe('previews on the GitHub contract server (ETag polling)', () => {
       });
       expect(notice(8)[0]?.body).toContain('fork');
       expect(notice(9)[0]?.body).toContain('association NONE');
-      for (const n of [8, 9, 10]) expect(await stackOrNone(sim, `app-pr-${String(n)}`)).toBeUndefined();
+      for (const n of [8, 9, 10]) expect(await sim.findStack(`app-pr-${String(n)}`)).toBeUndefined();
 
       // Nothing changed: the next sync's listing is a conditional request answered 304.
       const listings = () => gh.log.filter((r) => r.operationId === 'pulls/list');
@@ -168,7 +140,7 @@ describe('previews on the GitHub contract server (ETag polling)', () => {
       gh.updatePullRequest('acme/app', 7, { headSha: sha('e') });
       await hook();
       await waitFor(
-        async () => ((await stackOrNone(sim, 'app-pr-7'))?.spec?.commit === sha('e') ? true : undefined),
+        async () => ((await sim.findStack('app-pr-7'))?.spec?.commit === sha('e') ? true : undefined),
         {
           ...WAIT,
           what: 'app-pr-7 at the new head',
@@ -200,7 +172,7 @@ describe('previews on the GitHub contract server (ETag polling)', () => {
       // Closed: deleted.
       gh.updatePullRequest('acme/app', 7, { state: 'closed' });
       await hook();
-      await waitFor(async () => ((await stackOrNone(sim, 'app-pr-7')) === undefined ? true : undefined), {
+      await waitFor(async () => ((await sim.findStack('app-pr-7')) === undefined ? true : undefined), {
         ...WAIT,
         what: 'app-pr-7 deleted',
       });
@@ -270,7 +242,7 @@ describe('previews on the GitLab contract server', () => {
         interval: '10m',
         webhook: { secretRef: { name: 'hook' } },
       });
-      const created = await waitFor(async () => stackOrNone(sim, 'app-pr-3'), {
+      const created = await waitFor(async () => sim.findStack('app-pr-3'), {
         ...WAIT,
         what: 'preview Stack of !3',
       });
@@ -283,7 +255,7 @@ describe('previews on the GitLab contract server', () => {
       });
       expect(botNotes(4)[0]?.body).toContain('fork');
       expect(botNotes(5)[0]?.body).toContain('association NONE');
-      for (const n of [4, 5, 6]) expect(await stackOrNone(sim, `app-pr-${String(n)}`)).toBeUndefined();
+      for (const n of [4, 5, 6]) expect(await sim.findStack(`app-pr-${String(n)}`)).toBeUndefined();
 
       const m3 = mr(3);
       if (m3 === undefined) throw new Error('no !3');
@@ -291,7 +263,7 @@ describe('previews on the GitLab contract server', () => {
       m3.commits.push(sha('9'));
       await hook();
       await waitFor(
-        async () => ((await stackOrNone(sim, 'app-pr-3'))?.spec?.commit === sha('9') ? true : undefined),
+        async () => ((await sim.findStack('app-pr-3'))?.spec?.commit === sha('9') ? true : undefined),
         {
           ...WAIT,
           what: 'app-pr-3 at the new head',
@@ -314,7 +286,7 @@ describe('previews on the GitLab contract server', () => {
 
       m3.state = 'merged';
       await hook();
-      await waitFor(async () => ((await stackOrNone(sim, 'app-pr-3')) === undefined ? true : undefined), {
+      await waitFor(async () => ((await sim.findStack('app-pr-3')) === undefined ? true : undefined), {
         ...WAIT,
         what: 'app-pr-3 deleted',
       });

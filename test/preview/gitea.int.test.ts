@@ -11,8 +11,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
-import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
-import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
+import { waitFor } from '../support/cluster.ts';
+import { GROUP, Objects, VERSION } from '../support/controller.ts';
 import {
   startGitea,
   type Gitea,
@@ -20,8 +20,9 @@ import {
   type GiteaStatus,
   type GiteaUser,
 } from '../support/gitea.ts';
+import { startGiteaPreviews, type GiteaPreviews } from '../support/gitea-previews.ts';
 import { installAdmission } from '../support/admission.ts';
-import { PkoSimulator } from '../support/pko.ts';
+import type { PkoSimulator } from '../support/pko.ts';
 import { errorStatusCode } from '../../src/kube/client.ts';
 
 const CLUSTER = 'e2e';
@@ -48,71 +49,23 @@ afterAll(async () => {
   await running?.stop();
 });
 
-interface Setup {
-  ns: string;
-  obj: Objects;
-  ctl: InProcessController;
-  sim: PkoSimulator;
-  repo: string;
-  hookSecret: string;
-}
-
-async function setup(prefix: string, repo: string, prp: Record<string, unknown> = {}): Promise<Setup> {
-  await gitea.createRepo(repo, { org: ORG });
-  // Admin: Gitea shows other users' permissions (who may get a preview) to repository admins only.
-  await gitea.addCollaborator(ORG, repo, bot, 'admin');
-  await gitea.addCollaborator(ORG, repo, alice);
-  const ns = await createTestNamespace(prefix);
-  const obj = new Objects(ns);
-  const ctl = await startInProcess(ns, {
-    flags: [`--cluster-name=${CLUSTER}`, '--preview-webhook-bind-address=127.0.0.1:0'],
-  });
-  const hookSecret = randomBytes(16).toString('hex');
-  await obj.secret('gitea-token', { token: bot.token });
-  await obj.secret('hook', { token: hookSecret });
-  await obj.provider('gitea', {
-    type: 'gitea',
-    address: `${gitea.url}/${ORG}`,
-    secretRef: { name: 'gitea-token' },
-  });
-  await obj.alert('all', { providerRef: { name: 'gitea' }, eventSources: [{ kind: 'Stack', name: '*' }] });
-  const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
-  await sim.createStack(
-    'app',
-    { git: { projectRepo: `${gitea.url}/${ORG}/${repo}.git`, branch: 'main' } },
-    {
+function setup(prefix: string, repo: string, prp: Record<string, unknown> = {}): Promise<GiteaPreviews> {
+  return startGiteaPreviews(gitea, {
+    prefix,
+    org: ORG,
+    repo,
+    bot,
+    author: alice,
+    cluster: CLUSTER,
+    prp,
+    stack: {
       spec: {
         destroyOnFinalize: true,
         envRefs: { PULUMI_ACCESS_TOKEN: { type: 'Literal', literal: { value: 'x' } } },
       },
     },
-  );
-  await obj.waitReady('providers', 'gitea');
-  await obj.custom.createNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: ns,
-    plural: 'pullrequestpreviews',
-    body: {
-      apiVersion: `${GROUP}/${VERSION}`,
-      kind: 'PullRequestPreview',
-      metadata: { name: 'previews' },
-      spec: {
-        stackRef: { name: 'app' },
-        providerRef: { name: 'gitea' },
-        interval: '10m',
-        webhook: { secretRef: { name: 'hook' } },
-        ...prp,
-      },
-    },
-  });
-  await waitForPreview(obj, (p) => p.status?.lastSyncTime !== undefined, 'first sync');
-  await gitea.addWebhook(ORG, repo, {
-    url: `http://127.0.0.1:${String(ctl.handle.previewWebhookPort)}/hooks/${ns}/previews`,
-    secret: hookSecret,
     events: ['pull_request', 'pull_request_label', 'push'],
   });
-  return { ns, obj, ctl, sim, repo, hookSecret };
 }
 
 interface Prp {
@@ -157,15 +110,6 @@ function waitForPreview(obj: Objects, ok: (p: Prp) => boolean, what: string): Pr
   );
 }
 
-async function stackOrNone(sim: PkoSimulator, name: string): Promise<Stack | undefined> {
-  try {
-    return await sim.getStack(name);
-  } catch (err) {
-    if (errorStatusCode(err) === 404) return undefined;
-    throw err;
-  }
-}
-
 function waitForStack(
   sim: PkoSimulator,
   name: string,
@@ -174,7 +118,7 @@ function waitForStack(
 ): Promise<Stack> {
   return waitFor(
     async () => {
-      const s = await stackOrNone(sim, name);
+      const s = await sim.findStack(name);
       return s !== undefined && s.metadata.deletionTimestamp === undefined && ok(s) ? s : undefined;
     },
     { timeoutMs: WAIT_MS, what: `Stack ${name} ${what}` },
@@ -182,7 +126,7 @@ function waitForStack(
 }
 
 function waitForNoStack(sim: PkoSimulator, name: string): Promise<true> {
-  return waitFor(async () => ((await stackOrNone(sim, name)) === undefined ? true : undefined), {
+  return waitFor(async () => ((await sim.findStack(name)) === undefined ? true : undefined), {
     timeoutMs: WAIT_MS,
     what: `Stack ${name} deleted`,
   });
@@ -594,7 +538,7 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
           (x) => x.status?.previews?.[0]?.state === 'Untrusted',
           'untrusted without the label',
         );
-        expect(await stackOrNone(s.sim, stackName)).toBeUndefined();
+        expect(await s.sim.findStack(stackName)).toBeUndefined();
 
         await gitea.api('POST', `/repos/${ORG}/${s.repo}/issues/${String(pr.number)}/labels`, {
           body: { labels: [label.id] },
@@ -739,7 +683,7 @@ describe('pull-request previews on a real Gitea 1.27.3', () => {
         expect(msg).toContain('deleted 3 preview Stack(s)');
         for (const n of numbers) expect(msg).toContain(`app-pr-${String(n)}`);
         // The base Stack is untouched.
-        expect(await stackOrNone(s.sim, 'app')).toBeDefined();
+        expect(await s.sim.findStack('app')).toBeDefined();
       } finally {
         await s.ctl.stop();
       }

@@ -7,21 +7,15 @@
  * fields as in ../shared/pko-traces/v2.9.0-real/ok-workspace.yaml); the pull request must learn it
  * within `startTimeout`, with the reason, and never wait silently.
  */
-import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
-import { installCRDs, readCRDs } from '../../src/kube/crds.ts';
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
-import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
-import { GROUP, Objects, VERSION, bindControllerRole, startInProcess } from '../support/controller.ts';
+import { kubeConfig, waitFor } from '../support/cluster.ts';
 import { startGitea, type Gitea, type GiteaUser } from '../support/gitea.ts';
-import { ROOT, kustomize } from '../support/kubectl.ts';
-import { PkoSimulator } from '../support/pko.ts';
+import { startGiteaPreviews } from '../support/gitea-previews.ts';
+import { grantWorkspaceLogs, installWorkspaceLogs } from '../support/workspace-logs.ts';
 
 const CLUSTER = 'stuck';
 const ORG = 'acme';
-const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
 const admin = kubeConfig('admin');
 
 let gitea: Gitea;
@@ -33,22 +27,7 @@ beforeAll(async () => {
   bot = await gitea.createUser('pko-bot');
   alice = await gitea.createUser('alice');
   await gitea.createOrg(ORG);
-  await installCRDs(
-    admin,
-    await readCRDs([path.resolve(ROOT, '..', 'shared', 'pko-crds', 'auto.pulumi.com_workspaces.yaml')]),
-  );
-  await bindControllerRole();
-  const rendered = (await kustomize('config/workspace-logs')) as {
-    kind: string;
-    metadata: { name: string };
-    rules?: V1PolicyRule[];
-  }[];
-  const role = rendered.find((o) => o.kind === 'ClusterRole' && o.metadata.name === LOGS_ROLE);
-  if (!role?.rules) throw new Error('config/workspace-logs renders no workspace-logs ClusterRole');
-  await admin
-    .makeApiClient(RbacAuthorizationV1Api)
-    .createClusterRole({ body: { metadata: { name: LOGS_ROLE }, rules: role.rules } })
-    .catch(() => undefined);
+  await installWorkspaceLogs();
 }, 180_000);
 
 afterAll(async () => {
@@ -66,78 +45,18 @@ const condition = (type: string, status: string, reason: string, message: string
 
 describe('a preview that never starts (real Gitea 1.27.3)', () => {
   it("is reported on the pull request within startTimeout (1m, the floor): failure status and the notice, with the Workspace's and the Stack's reason", async () => {
-    const repo = 'stuck';
-    await gitea.createRepo(repo, { org: ORG });
-    await gitea.addCollaborator(ORG, repo, bot, 'admin');
-    await gitea.addCollaborator(ORG, repo, alice);
-    const ns = await createTestNamespace('pv-stuck');
-    // The workspace-logs role lets the controller read Workspaces in this namespace.
-    await admin.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
-      namespace: ns,
-      body: {
-        metadata: { name: 'workspace-logs' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: LOGS_ROLE },
-        subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-      },
-    });
-    const obj = new Objects(ns);
-    const ctl = await startInProcess(ns, {
-      flags: [`--cluster-name=${CLUSTER}`, '--preview-webhook-bind-address=127.0.0.1:0'],
+    const { ns, ctl, sim, repo } = await startGiteaPreviews(gitea, {
+      prefix: 'pv-stuck',
+      org: ORG,
+      repo: 'stuck',
+      bot,
+      author: alice,
+      cluster: CLUSTER,
+      prp: { startTimeout: '30s' }, // below the floor: 1m applies
+      // The workspace-logs role lets the controller read Workspaces in this namespace.
+      prepare: grantWorkspaceLogs,
     });
     try {
-      const hookSecret = randomBytes(16).toString('hex');
-      await obj.secret('gitea-token', { token: bot.token });
-      await obj.secret('hook', { token: hookSecret });
-      await obj.provider('gitea', {
-        type: 'gitea',
-        address: `${gitea.url}/${ORG}`,
-        secretRef: { name: 'gitea-token' },
-      });
-      await obj.alert('all', {
-        providerRef: { name: 'gitea' },
-        eventSources: [{ kind: 'Stack', name: '*' }],
-      });
-      const sim = new PkoSimulator(admin, ns, { version: 'v2' });
-      await sim.createStack('app', {
-        git: { projectRepo: `${gitea.url}/${ORG}/${repo}.git`, branch: 'main' },
-      });
-      await obj.waitReady('providers', 'gitea');
-      await obj.custom.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: 'pullrequestpreviews',
-        body: {
-          apiVersion: `${GROUP}/${VERSION}`,
-          kind: 'PullRequestPreview',
-          metadata: { name: 'previews' },
-          spec: {
-            stackRef: { name: 'app' },
-            providerRef: { name: 'gitea' },
-            interval: '10m',
-            startTimeout: '30s', // below the floor: 1m applies
-            webhook: { secretRef: { name: 'hook' } },
-          },
-        },
-      });
-      await waitFor(
-        async () => {
-          const got = (await obj.custom.getNamespacedCustomObject({
-            group: GROUP,
-            version: VERSION,
-            namespace: ns,
-            plural: 'pullrequestpreviews',
-            name: 'previews',
-          })) as { status?: { lastSyncTime?: string } };
-          return got.status?.lastSyncTime;
-        },
-        { timeoutMs: 30_000, what: 'the first sync' },
-      );
-      await gitea.addWebhook(ORG, repo, {
-        url: `http://127.0.0.1:${String(ctl.handle.previewWebhookPort)}/hooks/${ns}/previews`,
-        secret: hookSecret,
-        events: ['pull_request', 'push'],
-      });
       await gitea.createBranch(ORG, repo, 'never');
       const sha = await gitea.commit(ORG, repo, { branch: 'never', file: 'never/Pulumi.yaml' });
       const t0 = Date.now();

@@ -14,14 +14,13 @@
  */
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import type { Stack } from '../../src/api/pko.ts';
 import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
 import type { ResolvedProvider } from '../../src/credential/provider.ts';
 import { EventRecorder } from '../../src/kube/events.ts';
 import { createLogger } from '../../src/log.ts';
 import { PreviewReconciler } from '../../src/preview/controller.ts';
 import { previewStack } from '../../src/preview/stack.ts';
-import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
+import { kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
 import { installAdmission, rewriteStoredPreview } from '../support/admission.ts';
@@ -32,42 +31,20 @@ import { startGitLabServer } from '../forge/gitlab/server.ts';
 const WAIT = { timeoutMs: 30_000 };
 const sha = (c: string): string => c.repeat(40);
 
-async function stackOrNone(sim: PkoSimulator, name: string): Promise<Stack | undefined> {
-  try {
-    return await sim.getStack(name);
-  } catch (err) {
-    if (errorStatusCode(err) === 404) return undefined;
-    throw err;
-  }
-}
-
 interface Prp {
   metadata: { finalizers?: string[] };
   status?: { lastSyncTime?: string; previews?: { number: number; state: string }[] };
 }
 
-async function getPreview(obj: Objects): Promise<Prp> {
-  return (await obj.custom.getNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: obj.namespace,
-    plural: 'pullrequestpreviews',
-    name: 'previews',
-  })) as Prp;
+function getPreview(obj: Objects): Promise<Prp> {
+  return obj.getPullRequestPreview<Prp>('previews');
 }
 
-async function createPreview(obj: Objects, spec: Record<string, unknown>): Promise<void> {
-  await obj.custom.createNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: obj.namespace,
-    plural: 'pullrequestpreviews',
-    body: {
-      apiVersion: `${GROUP}/${VERSION}`,
-      kind: 'PullRequestPreview',
-      metadata: { name: 'previews' },
-      spec: { interval: '10m', webhook: { secretRef: { name: 'hook' } }, ...spec },
-    },
+function createPreview(obj: Objects, spec: Record<string, unknown>): Promise<void> {
+  return obj.pullRequestPreview('previews', {
+    interval: '10m',
+    webhook: { secretRef: { name: 'hook' } },
+    ...spec,
   });
 }
 
@@ -147,7 +124,7 @@ describe('R07: GitHub pull_request edited', () => {
     const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
     await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
     await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gh' } });
-    await waitFor(async () => stackOrNone(sim, 'app-pr-7'), { ...WAIT, what: 'app-pr-7' });
+    await waitFor(async () => sim.findStack('app-pr-7'), { ...WAIT, what: 'app-pr-7' });
     // A preview run in flight: its status on the head is pending.
     await sim.startRun('app-pr-7', { type: 'preview', commit: sha('a') });
     const context = `pko/e2e/${ns}/app-pr-7`;
@@ -162,7 +139,7 @@ describe('R07: GitHub pull_request edited', () => {
     // Retargeted to release.
     gh.updatePullRequest('acme/app', 7, { base: 'release' });
     await edited({ base: { ref: { from: 'main' }, sha: { from: sha('0') } } }, 'release');
-    await waitFor(async () => ((await stackOrNone(sim, 'app-pr-7')) === undefined ? true : undefined), {
+    await waitFor(async () => ((await sim.findStack('app-pr-7')) === undefined ? true : undefined), {
       ...WAIT,
       what: 'app-pr-7 deleted',
     });
@@ -188,7 +165,7 @@ describe('R07: GitHub pull_request edited', () => {
     // Back to main: recreated.
     gh.updatePullRequest('acme/app', 7, { base: 'main' });
     await edited({ base: { ref: { from: 'release' }, sha: { from: sha('0') } } }, 'main');
-    const again = await waitFor(async () => stackOrNone(sim, 'app-pr-7'), {
+    const again = await waitFor(async () => sim.findStack('app-pr-7'), {
       ...WAIT,
       what: 'app-pr-7 recreated',
     });
@@ -268,7 +245,7 @@ describe('R06: GitLab Merge Request Hook action=update', () => {
     const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
     await sim.createStack('app', { git: { projectRepo: `${gl.url}/acme/app.git`, branch: 'main' } });
     await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gl' } });
-    const first = await waitFor(async () => stackOrNone(sim, 'app-pr-3'), { ...WAIT, what: 'app-pr-3' });
+    const first = await waitFor(async () => sim.findStack('app-pr-3'), { ...WAIT, what: 'app-pr-3' });
 
     // (a) Labels only (no oldrev): a sync runs, the preview Stack is not written.
     mr.labels = ['needs-review'];
@@ -284,7 +261,7 @@ describe('R06: GitLab Merge Request Hook action=update', () => {
     mr.commits.push(sha('2'));
     await hook({ oldrev: sha('1'), last_commit: { id: sha('2') }, target_branch: 'main' }, {});
     await waitFor(
-      async () => ((await stackOrNone(sim, 'app-pr-3'))?.spec?.commit === sha('2') ? true : undefined),
+      async () => ((await sim.findStack('app-pr-3'))?.spec?.commit === sha('2') ? true : undefined),
       { ...WAIT, what: 'app-pr-3 at the new head' },
     );
     // Written and announced once: one PreviewUpdated Event (count 1) for the new head.
@@ -317,7 +294,7 @@ describe('R06: GitLab Merge Request Hook action=update', () => {
     );
     mr.target_branch = 'release';
     await hook({ target_branch: 'release' }, { target_branch: { previous: 'main', current: 'release' } });
-    await waitFor(async () => ((await stackOrNone(sim, 'app-pr-3')) === undefined ? true : undefined), {
+    await waitFor(async () => ((await sim.findStack('app-pr-3')) === undefined ? true : undefined), {
       ...WAIT,
       what: 'app-pr-3 deleted',
     });
@@ -367,7 +344,7 @@ describe('leader fencing of preview writes', () => {
       const p = await getPreview(obj);
       const events = await obj.core.listNamespacedEvent({ namespace: ns });
       return [
-        await stackOrNone(sim, 'app-pr-1'),
+        await sim.findStack('app-pr-1'),
         p.metadata.finalizers,
         p.status,
         gh.comments('acme/app', 2).length,
@@ -397,7 +374,7 @@ describe('leader fencing of preview writes', () => {
 
     // Holding it: the sync writes.
     budget = Number.POSITIVE_INFINITY;
-    await waitFor(async () => stackOrNone(sim, 'app-pr-1'), { ...WAIT, what: 'app-pr-1' });
+    await waitFor(async () => sim.findStack('app-pr-1'), { ...WAIT, what: 'app-pr-1' });
     await waitFor(() => Promise.resolve(gh.comments('acme/app', 2).length === 1 || undefined), {
       ...WAIT,
       what: 'the notice on #2',
@@ -423,9 +400,9 @@ describe('leader fencing of preview writes', () => {
       ...WAIT,
       what: 'a fenced sync',
     });
-    expect(await stackOrNone(sim, 'app-pr-1')).toBeDefined();
+    expect(await sim.findStack('app-pr-1')).toBeDefined();
     holds = true;
-    await waitFor(async () => ((await stackOrNone(sim, 'app-pr-1')) === undefined ? true : undefined), {
+    await waitFor(async () => ((await sim.findStack('app-pr-1')) === undefined ? true : undefined), {
       ...WAIT,
       what: 'app-pr-1 deleted once the Lease is held',
     });
@@ -537,7 +514,7 @@ describe('associations looked up are per repository', () => {
     const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
     await sim.createStack('app', { git: { projectRepo: `${gl.url}/acme/app.git`, branch: 'main' } });
     await createPreview(obj, { stackRef: { name: 'app' }, providerRef: { name: 'gl' } });
-    await waitFor(async () => stackOrNone(sim, 'app-pr-3'), { ...WAIT, what: 'app-pr-3' });
+    await waitFor(async () => sim.findStack('app-pr-3'), { ...WAIT, what: 'app-pr-3' });
 
     // The base Stack now deploys acme/other, where dev has no access: !4 is not previewed.
     await kubeRequest(kubeConfig('admin'), {
@@ -551,7 +528,7 @@ describe('associations looked up are per repository', () => {
       { ...WAIT, what: '!4 in status' },
     );
     expect(entry.state).toBe('Untrusted');
-    expect(await stackOrNone(sim, 'app-pr-4')).toBeUndefined();
+    expect(await sim.findStack('app-pr-4')).toBeUndefined();
   }, 90_000);
 });
 

@@ -11,37 +11,26 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from 'vitest';
-import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
-import { loadConfig } from '../../src/config.ts';
-import { startController, type ControllerHandle } from '../../src/controller.ts';
-import { Redactor } from '../../src/credential/redact.ts';
-import { createLogger } from '../../src/log.ts';
-import { kubeRequest, loadKubeConfig, objectPath } from '../../src/kube/client.ts';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { kubeRequest, objectPath } from '../../src/kube/client.ts';
+import type { ControllerHandle } from '../../src/controller.ts';
 import type { DriftDetection } from '../../src/api/v1alpha1.ts';
-import { LogCapture, Objects } from '../support/controller.ts';
+import { Objects } from '../support/controller.ts';
 import { GitRepo, startGitHttpsServer } from '../support/git-repo.ts';
-import { KubeletStandIn } from '../support/kubelet-standin.ts';
-import { kustomize } from '../support/kubectl.ts';
-import { makeTestPKI } from '../support/pki.ts';
-import {
-  REALPKO_VERSIONS,
-  createNamespace,
-  createStack,
-  operatorLock,
-  realPkoBinaries,
-  stackSpecBase,
-  startPkoV2,
-  startRealPkoPlane,
-  writeCaFile,
-  type RealPkoPlane,
-} from '../support/realpko.ts';
+import { REALPKO_VERSIONS, createStack, stackSpecBase, type RealPkoPlane } from '../support/realpko.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { RunLog, getStack, requestReconcile, tempDir, until } from './kit.ts';
+import {
+  RunLog,
+  controllerLauncher,
+  getStack,
+  requestReconcile,
+  startPkoV2Scene,
+  tempDir,
+  until,
+} from './kit.ts';
 
 const log = new RunLog('realpko-drift');
 const NS = 'realpko-drift';
-const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
 const RUN_MS = 300_000;
 const MINUTE = 60_000;
 const cleanups: (() => Promise<void>)[] = [];
@@ -100,72 +89,19 @@ async function nextCheck(): Promise<void> {
 }
 
 beforeAll(async () => {
-  cleanups.push(await operatorLock(log.add));
-  plane = await startRealPkoPlane('v2', log.add);
-  cleanups.push(() => plane.stop());
-  await createNamespace(plane.admin, NS);
-  const kubelet = await KubeletStandIn.start({ kubeConfig: plane.admin });
-  cleanups.push(() => kubelet.close());
-  const pki = await makeTestPKI();
-  const git = await startGitHttpsServer({ certPem: pki.certPem, keyPem: pki.keyPem });
+  const scene = await startPkoV2Scene(NS, log, cleanups);
+  plane = scene.plane;
+  const git = await startGitHttpsServer({ certPem: scene.pki.certPem, keyPem: scene.pki.keyPem });
   cleanups.push(() => git.close());
   filePath = path.join(await tempDir('drift-file'), 'f.txt');
   const repo = await GitRepo.create();
   await git.add('app', repo);
   await repo.commit('a File', { 'Pulumi.yaml': program(filePath) });
-  const pko = await startPkoV2({
-    bins: realPkoBinaries(inject('realPkoDir')),
-    plane,
-    namespace: NS,
-    caFile: await writeCaFile(pki.caPem),
-    log: log.add,
-    kubelet,
-  });
-  cleanups.push(() => pko.stop());
-  const rendered = (await kustomize('config/workspace-logs')) as {
-    kind: string;
-    metadata: { name: string };
-    rules?: V1PolicyRule[];
-  }[];
-  const rules = rendered.find((o) => o.kind === 'ClusterRole' && o.metadata.name === LOGS_ROLE)?.rules;
-  const rbac = plane.admin.makeApiClient(RbacAuthorizationV1Api);
-  await rbac.createClusterRole({ body: { metadata: { name: LOGS_ROLE }, rules: rules ?? [] } });
-  await rbac.createNamespacedRoleBinding({
-    namespace: NS,
-    body: {
-      metadata: { name: 'workspace-logs' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: LOGS_ROLE },
-      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-    },
-  });
   rcv = await startReceiver();
   cleanups.push(() => rcv.close());
-  const cfg = loadConfig(
-    [
-      `--watch-namespace=${NS}`,
-      '--metrics-bind-address=127.0.0.1:0',
-      '--health-probe-bind-address=127.0.0.1:0',
-      '--cluster-name=realpko',
-      '--egress-allow-loopback',
-    ],
-    {},
-  );
-  const logs = new (class extends LogCapture {
-    override _write(chunk: Buffer, enc: BufferEncoding, cb: () => void): void {
-      for (const l of chunk.toString('utf8').split('\n')) if (l !== '') log.add(`controller: ${l}`);
-      super._write(chunk, enc, cb);
-    }
-  })();
-  const redactor = new Redactor();
-  controller = await startController(cfg, {
-    // The controller's own kubeconfig loader (src/kube/kubeconfig.ts), as in production.
-    kubeConfig: loadKubeConfig({ kubeconfig: plane.cp.kubeconfigFor('controller') }),
-    logger: createLogger({ level: 'debug', destination: logs, redactor }),
-    redactor,
-    notReadyRetryMs: 300,
-    retry: { initialMs: 200, maxMs: 2000 },
-    drift: { now: () => Date.now() + clock.offset, random: () => 0 },
-  });
+  controller = await controllerLauncher(plane, NS, log, {
+    deps: { drift: { now: () => Date.now() + clock.offset, random: () => 0 } },
+  }).launch();
   cleanups.push(() => controller.stop());
   const obj = new Objects(NS, plane.admin);
   await obj.provider('hook', { type: 'generic', address: `${rcv.url}/hook` });

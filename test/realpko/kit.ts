@@ -2,7 +2,11 @@
  * What the real-PKO scenario files share: a control plane with one PKO major version's CRDs,
  * the controller under test running in-process as the RBAC-bound user `controller`, a generic
  * webhook receiver and the GitHub contract server, each with a Provider and an Alert for all
- * Stacks of the namespace. Delivered events are read back in the order they arrived.
+ * Stacks of the namespace ({@link startKit}). Delivered events are read back in the order they
+ * arrived. Also: the controller's in-process start ({@link controllerLauncher}); real PKO v2
+ * with the kubelet stand-in and the workspace-logs grant ({@link startPkoV2Scene}); a bounded
+ * wait for a pull request comment ({@link commentWaiter}); the scenario files' bookkeeping
+ * ({@link ScenarioBook}).
  */
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
@@ -11,20 +15,27 @@ import path from 'node:path';
 import { inject } from 'vitest';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { loadConfig } from '../../src/config.ts';
-import { startController, type ControllerHandle } from '../../src/controller.ts';
+import { startController, type ControllerDeps, type ControllerHandle } from '../../src/controller.ts';
 import { Redactor } from '../../src/credential/redact.ts';
 import { createLogger } from '../../src/log.ts';
-import { kubeRequest, objectPath } from '../../src/kube/client.ts';
+import { kubeRequest, loadKubeConfig, objectPath } from '../../src/kube/client.ts';
 import type { Stack } from '../../src/api/pko.ts';
 import { LogCapture, Objects } from '../support/controller.ts';
+import type { GitRepo } from '../support/git-repo.ts';
+import { KubeletStandIn } from '../support/kubelet-standin.ts';
+import { makeTestPKI, type TestPKI } from '../support/pki.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
+import { createWorkspaceLogsRole, grantWorkspaceLogs } from '../support/workspace-logs.ts';
 import { startGitHubServer, type GitHubContractServer, type StoredStatus } from '../forge/github/server.ts';
 import {
   createNamespace,
   operatorLock,
   realPkoBinaries,
+  startPkoV2,
   startRealPkoPlane,
+  writeCaFile,
   type PkoMajor,
+  type PkoV2,
   type StatusRecorder,
   type RealPkoBinaries,
   type RealPkoPlane,
@@ -126,32 +137,8 @@ export async function startKit(major: PkoMajor, log: RunLog): Promise<Kit> {
     });
     cleanups.push(() => gh.close());
 
-    const cfg = loadConfig(
-      [
-        `--watch-namespace=${namespace}`,
-        '--metrics-bind-address=127.0.0.1:0',
-        '--health-probe-bind-address=127.0.0.1:0',
-        `--cluster-name=${CLUSTER}`,
-        // The receiver and the GitHub contract server listen on 127.0.0.1 (refused by default).
-        '--egress-allow-loopback',
-      ],
-      {},
-    );
-    const controllerLogs = new (class extends LogCapture {
-      override _write(chunk: Buffer, enc: BufferEncoding, cb: () => void): void {
-        for (const l of chunk.toString('utf8').split('\n')) if (l !== '') log.add(`controller: ${l}`);
-        super._write(chunk, enc, cb);
-      }
-    })();
-    const redactor = new Redactor();
-    const launch = (): Promise<ControllerHandle> =>
-      startController(cfg, {
-        kubeConfig: plane.controller,
-        logger: createLogger({ level: 'debug', destination: controllerLogs, redactor }),
-        redactor,
-        notReadyRetryMs: 300,
-        retry: { initialMs: 200, maxMs: 2000 },
-      });
+    // The receiver and the GitHub contract server listen on 127.0.0.1 (allowed by the launcher).
+    const { launch, logs: controllerLogs } = controllerLauncher(plane, namespace, log);
     const startedAt = performance.now();
     let controller = await launch();
     cleanups.push(() => controller.stop());
@@ -307,4 +294,173 @@ export async function writeFixture(name: string, pko: string, rec: StatusRecorde
     file,
     `${JSON.stringify({ pko, recordedAt: new Date().toISOString(), objects, delivered: k.delivered() }, null, 1)}\n`,
   );
+}
+
+/**
+ * How the scenario files start the controller in-process on a real-PKO plane: watching
+ * `namespace`, as the plane's user `controller`, metrics and probes on free loopback ports,
+ * `--cluster-name=realpko`, `--egress-allow-loopback` (the receivers, the contract servers and
+ * Gitea listen on 127.0.0.1), then `o.flags`; `o.deps` are merged into its dependencies. Its
+ * debug log lines go to `logs` and to `log`. Every `launch` starts a new controller with the
+ * same configuration and log.
+ */
+export function controllerLauncher(
+  plane: RealPkoPlane,
+  namespace: string,
+  log: RunLog,
+  o: { flags?: string[]; deps?: Partial<ControllerDeps> } = {},
+): { launch: () => Promise<ControllerHandle>; logs: LogCapture } {
+  const cfg = loadConfig(
+    [
+      `--watch-namespace=${namespace}`,
+      '--metrics-bind-address=127.0.0.1:0',
+      '--health-probe-bind-address=127.0.0.1:0',
+      `--cluster-name=${CLUSTER}`,
+      '--egress-allow-loopback',
+      ...(o.flags ?? []),
+    ],
+    {},
+  );
+  const logs = new (class extends LogCapture {
+    override _write(chunk: Buffer, enc: BufferEncoding, cb: () => void): void {
+      for (const l of chunk.toString('utf8').split('\n')) if (l !== '') log.add(`controller: ${l}`);
+      super._write(chunk, enc, cb);
+    }
+  })();
+  const redactor = new Redactor();
+  const launch = (): Promise<ControllerHandle> =>
+    startController(cfg, {
+      // The controller's own kubeconfig loader (src/kube/kubeconfig.ts), as in production.
+      kubeConfig: loadKubeConfig({ kubeconfig: plane.cp.kubeconfigFor('controller') }),
+      logger: createLogger({ level: 'debug', destination: logs, redactor }),
+      redactor,
+      notReadyRetryMs: 300,
+      retry: { initialMs: 200, maxMs: 2000 },
+      ...o.deps,
+    });
+  return { launch, logs };
+}
+
+/** What {@link startPkoV2Scene} started. */
+export interface PkoV2Scene {
+  plane: RealPkoPlane;
+  /** Serves the real agent's output as the workspace pods' `pulumi` log. */
+  kubelet: KubeletStandIn;
+  /** Its CA is trusted by the operator and the agents: HTTPS git servers serve its certificate. */
+  pki: TestPKI;
+  pko: PkoV2;
+}
+
+/**
+ * The ground of the real-PKO v2 scenario files: takes the operator lock, starts a control plane
+ * with PKO v2.9.0's CRDs, creates namespace `namespace`, starts a kubelet stand-in and real PKO
+ * v2 for that namespace (its workspace pods on the stand-in's Node, its agents trusting a new test
+ * PKI's CA), and binds the shipped workspace-logs ClusterRole to the user `controller` there —
+ * in force when this resolves (test/support/workspace-logs.ts). Pushes the stop of each part onto
+ * `cleanups` as it starts (the caller runs them newest first, also when this throws).
+ */
+export async function startPkoV2Scene(
+  namespace: string,
+  log: RunLog,
+  cleanups: (() => Promise<void>)[],
+): Promise<PkoV2Scene> {
+  cleanups.push(await operatorLock(log.add));
+  const plane = await startRealPkoPlane('v2', log.add);
+  cleanups.push(() => plane.stop());
+  await createNamespace(plane.admin, namespace);
+  const kubelet = await KubeletStandIn.start({ kubeConfig: plane.admin });
+  cleanups.push(() => kubelet.close());
+  const pki = await makeTestPKI();
+  const pko = await startPkoV2({
+    bins: realPkoBinaries(inject('realPkoDir')),
+    plane,
+    namespace,
+    caFile: await writeCaFile(pki.caPem),
+    log: log.add,
+    kubelet,
+  });
+  cleanups.push(() => pko.stop());
+  await createWorkspaceLogsRole(plane.admin);
+  await grantWorkspaceLogs(namespace, { plane });
+  return { plane, kubelet, pki, pko };
+}
+
+/**
+ * `waitForComment(pr, predicate, what)`: waits (at most `o.timeoutMs`, polling every 250 ms)
+ * for a comment among `comments(pr)` — the comments of pull request `pr` the caller looks at,
+ * e.g. the bot's — that `predicate` accepts, and resolves to it; times out naming `what`, with
+ * the tail of `o.log`.
+ */
+export function commentWaiter<C>(
+  comments: (pr: number) => Promise<C[]>,
+  o: { timeoutMs: number; log: RunLog },
+): (pr: number, predicate: (c: C) => boolean, what: string) => Promise<C> {
+  return (pr, predicate, what) =>
+    until(what, async () => (await comments(pr)).find(predicate), { timeoutMs: o.timeoutMs, log: o.log });
+}
+
+/** `<reason> <first 8 of the commit>` of each delivered event (`-` without a commit). */
+export const summary = (ds: Delivered[]): string[] =>
+  ds.map((d) => `${d.reason} ${d.commit?.slice(0, 8) ?? '-'}`);
+
+/** What a scenario reports: the events expected and observed, and the forge's states per commit. */
+export interface ScenarioOutcome {
+  expected: string[];
+  observed: string[];
+  forge?: Record<string, string[]>;
+}
+
+/**
+ * The bookkeeping of the PKO scenario files (pko-v1, pko-v2): their git repositories and
+ * commits by name (`app`, `app-1`, …), what reached the receiver per Stack and the forge per
+ * commit, and each scenario's outcome and seconds {@link report}ed under the PKO version `pko`.
+ * `kit` is read when asked (the files start it in `beforeAll`).
+ */
+export class ScenarioBook {
+  readonly repos = new Map<string, GitRepo>();
+  readonly shas = new Map<string, string>();
+  readonly #kit: () => Kit;
+  readonly #pko: string;
+  constructor(kit: () => Kit, pko: string) {
+    this.#kit = kit;
+    this.#pko = pko;
+  }
+  /** SHA of the commit named `name`; throws while there is none. */
+  sha = (name: string): string => {
+    const s = this.shas.get(name);
+    if (s === undefined) throw new Error(`no commit ${name} yet`);
+    return s;
+  };
+  /** The repository named `name`; throws while there is none. */
+  repo = (name: string): GitRepo => {
+    const r = this.repos.get(name);
+    if (r === undefined) throw new Error(`no repository ${name}`);
+    return r;
+  };
+  /** Events the generic receiver got for Stack `stack`, in arrival order. */
+  forStack = (stack: string): Delivered[] =>
+    this.#kit()
+      .delivered()
+      .filter((d) => d.stack === stack);
+  /** `success`/`failure`/… states GitHub holds for each named commit, oldest first. */
+  forge = (...names: string[]): Record<string, string[]> =>
+    Object.fromEntries(
+      names.map((n) => [
+        n,
+        this.#kit()
+          .statuses(this.sha(n))
+          .map((s) => s.state),
+      ]),
+    );
+  /** Runs `body` and reports its outcome and duration as scenario `name`. */
+  scenario = async (name: string, body: () => Promise<ScenarioOutcome>): Promise<void> => {
+    const t0 = performance.now();
+    const r = await body();
+    await report({
+      pko: this.#pko,
+      scenario: name,
+      seconds: Math.round((performance.now() - t0) / 100) / 10,
+      ...r,
+    });
+  };
 }

@@ -35,14 +35,14 @@ import {
   createStack,
   deleteStack,
   getStack,
-  report,
   requestReconcile,
   sleep,
   startKit,
   tempDir,
   until,
   writeFixture,
-  type Delivered,
+  ScenarioBook,
+  summary,
   type Kit,
 } from './kit.ts';
 
@@ -50,46 +50,14 @@ const log = new RunLog('realpko-v1');
 let kit: Kit;
 let recorder: StatusRecorder;
 const cleanups: (() => Promise<void>)[] = [];
-const repos = new Map<string, GitRepo>();
-const shas = new Map<string, string>();
-/** SHA of the commit named `name` (`app-1`, …). */
-const sha = (name: string): string => {
-  const s = shas.get(name);
-  if (s === undefined) throw new Error(`no commit ${name} yet`);
-  return s;
-};
-const repo = (name: string): GitRepo => {
-  const r = repos.get(name);
-  if (r === undefined) throw new Error(`no repository ${name}`);
-  return r;
-};
+const book = new ScenarioBook(() => kit, `v${REALPKO_VERSIONS.pkoV1}`);
+const { shas, repos, sha, repo, forStack, forge, scenario } = book;
 /** Time a poll of PKO v1 may take to come round (60 s) plus a run, with slack for a loaded machine. */
 const POLL_BUDGET_MS = 120_000;
 const QUIET_MS = 3000;
 
-const forStack = (stack: string): Delivered[] => kit.delivered().filter((d) => d.stack === stack);
-const summary = (ds: Delivered[]): string[] => ds.map((d) => `${d.reason} ${d.commit?.slice(0, 8) ?? '-'}`);
 const lastUpdate = async (name: string): Promise<Stack['status']> =>
   (await getStack(kit.admin, kit.namespace, name)).status;
-
-async function scenario(
-  name: string,
-  body: () => Promise<{ expected: string[]; observed: string[]; forge?: Record<string, string[]> }>,
-): Promise<void> {
-  const t0 = performance.now();
-  const r = await body();
-  await report({
-    pko: `v${REALPKO_VERSIONS.pkoV1}`,
-    scenario: name,
-    seconds: Math.round((performance.now() - t0) / 100) / 10,
-    ...r,
-  });
-}
-
-/** `success`/`failure`/… states GitHub holds for each named commit, oldest first. */
-function forge(...names: string[]): Record<string, string[]> {
-  return Object.fromEntries(names.map((n) => [n, kit.statuses(sha(n)).map((s) => s.state)]));
-}
 
 describe(`real PKO v${REALPKO_VERSIONS.pkoV1}`, () => {
   beforeAll(async () => {

@@ -37,14 +37,14 @@ import {
   createStack,
   deleteStack,
   getStack,
-  report,
   requestReconcile,
   sleep,
   startKit,
   tempDir,
   until,
   writeFixture,
-  type Delivered,
+  ScenarioBook,
+  summary,
   type Kit,
 } from './kit.ts';
 
@@ -54,43 +54,14 @@ let pko: PkoV2;
 let git: GitHttpsServer;
 let recorder: StatusRecorder;
 const cleanups: (() => Promise<void>)[] = [];
-const repos = new Map<string, GitRepo>();
-const shas = new Map<string, string>();
-const sha = (name: string): string => {
-  const s = shas.get(name);
-  if (s === undefined) throw new Error(`no commit ${name} yet`);
-  return s;
-};
-const repo = (name: string): GitRepo => {
-  const r = repos.get(name);
-  if (r === undefined) throw new Error(`no repository ${name}`);
-  return r;
-};
+const book = new ScenarioBook(() => kit, `v${REALPKO_VERSIONS.pkoV2}`);
+const { shas, repos, sha, repo, forStack, forge, scenario } = book;
 const POLL_BUDGET_MS = 150_000;
 const QUIET_MS = 3000;
 
-const forStack = (stack: string): Delivered[] => kit.delivered().filter((d) => d.stack === stack);
-const summary = (ds: Delivered[]): string[] => ds.map((d) => `${d.reason} ${d.commit?.slice(0, 8) ?? '-'}`);
 const short = (name: string): string => sha(name).slice(0, 8);
 const stackStatus = async (name: string): Promise<Stack['status']> =>
   (await getStack(kit.admin, kit.namespace, name)).status;
-function forge(...names: string[]): Record<string, string[]> {
-  return Object.fromEntries(names.map((n) => [n, kit.statuses(sha(n)).map((s) => s.state)]));
-}
-
-async function scenario(
-  name: string,
-  body: () => Promise<{ expected: string[]; observed: string[]; forge?: Record<string, string[]> }>,
-): Promise<void> {
-  const t0 = performance.now();
-  const r = await body();
-  await report({
-    pko: `v${REALPKO_VERSIONS.pkoV2}`,
-    scenario: name,
-    seconds: Math.round((performance.now() - t0) / 100) / 10,
-    ...r,
-  });
-}
 
 /** Waits until the newest Update of `stack` is complete with `outcome` for commit `name`. */
 async function runOutcome(stack: string, name: string, state: 'succeeded' | 'failed'): Promise<void> {

@@ -27,20 +27,12 @@
  * the reason PKO's Workspace gives.
  */
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from 'vitest';
-import {
-  PatchStrategy,
-  RbacAuthorizationV1Api,
-  setHeaderOptions,
-  type V1PolicyRule,
-} from '@kubernetes/client-node';
-import { loadConfig } from '../../src/config.ts';
-import { startController, type ControllerHandle } from '../../src/controller.ts';
-import { Redactor } from '../../src/credential/redact.ts';
-import { createLogger } from '../../src/log.ts';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { ControllerHandle } from '../../src/controller.ts';
 import { errorStatusCode } from '../../src/kube/client.ts';
 import type { Stack } from '../../src/api/pko.ts';
-import { GROUP, LogCapture, Objects, VERSION } from '../support/controller.ts';
+import { GROUP, Objects, VERSION, type LogCapture } from '../support/controller.ts';
 import {
   startGitea,
   type Gitea,
@@ -49,32 +41,31 @@ import {
   type GiteaStatus,
   type GiteaUser,
 } from '../support/gitea.ts';
-import { KubeletStandIn } from '../support/kubelet-standin.ts';
-import { kustomize } from '../support/kubectl.ts';
-import { makeTestPKI } from '../support/pki.ts';
 import {
   REALPKO_VERSIONS,
-  createNamespace,
   createStack,
-  operatorLock,
-  realPkoBinaries,
   requestReconcile,
   stackSpecBase,
-  startPkoV2,
-  startRealPkoPlane,
-  writeCaFile,
   type PkoV2,
   type RealPkoPlane,
 } from '../support/realpko.ts';
 import { startTlsFront } from '../support/tls-front.ts';
-import { RunLog, getStack, report, tempDir, until } from './kit.ts';
+import {
+  CLUSTER,
+  RunLog,
+  commentWaiter,
+  controllerLauncher,
+  getStack,
+  report,
+  startPkoV2Scene,
+  tempDir,
+  until,
+} from './kit.ts';
 
 const log = new RunLog('realpko-preview');
 const NS = 'realpko-preview';
-const CLUSTER = 'realpko';
 const ORG = 'acme';
 const REPO = 'app';
-const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
 /** Value of a Secret the base Stack references (`envRefs`). */
 const APP_TOKEN = 'tok-e2e-5f3a9c1d7b';
 /** Bound of each wait for a real PKO run and what follows it (generous: 2 shared cores, CPU hogs). */
@@ -135,11 +126,24 @@ async function botComments(index: number): Promise<GiteaComment[]> {
   return (await gitea.comments(ORG, REPO, index)).filter((c) => c.user.id === bot.id);
 }
 
+/** Waits (RUN_MS) for a comment of ours on pull request `pr` that `predicate` accepts. */
+const waitForComment = commentWaiter(botComments, { timeoutMs: RUN_MS, log });
+
 /** Our statuses of `context` on `sha`, oldest first. */
 async function statuses(sha: string, context: string): Promise<GiteaStatus[]> {
   return (await gitea.statuses(ORG, REPO, sha))
     .filter((s) => s.context === context)
     .sort((a, b) => a.id - b.id);
+}
+
+/** Waits (RUN_MS) for a status of ours of `context` on `sha` that `predicate` accepts. */
+function waitForStatus(
+  sha: string,
+  context: string,
+  predicate: (s: GiteaStatus) => boolean,
+  what: string,
+): Promise<GiteaStatus> {
+  return until(what, async () => (await statuses(sha, context)).find(predicate), { timeoutMs: RUN_MS, log });
 }
 
 async function stackOrNone(name: string): Promise<Stack | undefined> {
@@ -157,12 +161,9 @@ function mark(step: string): void {
 }
 
 beforeAll(async () => {
-  cleanups.push(await operatorLock(log.add));
-  plane = await startRealPkoPlane('v2', log.add);
-  cleanups.push(() => plane.stop());
-  await createNamespace(plane.admin, NS);
-  const kubelet = await KubeletStandIn.start({ kubeConfig: plane.admin });
-  cleanups.push(() => kubelet.close());
+  // Real PKO v2 for NS; the optional workspace-logs ClusterRole, as shipped, bound to `controller` in NS.
+  const scene = await startPkoV2Scene(NS, log, cleanups);
+  ({ plane, pko } = scene);
 
   gitea = await startGitea();
   cleanups.push(() => gitea.stop());
@@ -179,66 +180,15 @@ beforeAll(async () => {
     content: program({ a: 'one', b: 'bee' }),
     message: 'program: a and b',
   });
-  const pki = await makeTestPKI();
-  const front = await startTlsFront(gitea.url, pki);
+  const front = await startTlsFront(gitea.url, scene.pki);
   cleanups.push(() => front.close());
 
-  pko = await startPkoV2({
-    bins: realPkoBinaries(inject('realPkoDir')),
-    plane,
-    namespace: NS,
-    caFile: await writeCaFile(pki.caPem),
-    log: log.add,
-    kubelet,
+  // Gitea listens on 127.0.0.1 (allowed by the launcher).
+  const launcher = controllerLauncher(plane, NS, log, {
+    flags: ['--preview-webhook-bind-address=127.0.0.1:0'],
   });
-  cleanups.push(() => pko.stop());
-
-  // The optional workspace-logs ClusterRole, as shipped, bound to `controller` in NS.
-  const rendered = (await kustomize('config/workspace-logs')) as {
-    kind: string;
-    metadata: { name: string };
-    rules?: V1PolicyRule[];
-  }[];
-  const rules = rendered.find((o) => o.kind === 'ClusterRole' && o.metadata.name === LOGS_ROLE)?.rules;
-  if (!rules) throw new Error(`config/workspace-logs renders no ClusterRole ${LOGS_ROLE}`);
-  const rbac = plane.admin.makeApiClient(RbacAuthorizationV1Api);
-  await rbac.createClusterRole({ body: { metadata: { name: LOGS_ROLE }, rules } });
-  await rbac.createNamespacedRoleBinding({
-    namespace: NS,
-    body: {
-      metadata: { name: 'workspace-logs' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: LOGS_ROLE },
-      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-    },
-  });
-
-  const cfg = loadConfig(
-    [
-      `--watch-namespace=${NS}`,
-      '--metrics-bind-address=127.0.0.1:0',
-      '--health-probe-bind-address=127.0.0.1:0',
-      '--preview-webhook-bind-address=127.0.0.1:0',
-      `--cluster-name=${CLUSTER}`,
-      // Gitea listens on 127.0.0.1 (refused by default).
-      '--egress-allow-loopback',
-    ],
-    {},
-  );
-  const logs = new (class extends LogCapture {
-    override _write(chunk: Buffer, enc: BufferEncoding, cb: () => void): void {
-      for (const l of chunk.toString('utf8').split('\n')) if (l !== '') log.add(`controller: ${l}`);
-      super._write(chunk, enc, cb);
-    }
-  })();
-  controllerLogs = logs;
-  const redactor = new Redactor();
-  controller = await startController(cfg, {
-    kubeConfig: plane.controller,
-    logger: createLogger({ level: 'debug', destination: logs, redactor }),
-    redactor,
-    notReadyRetryMs: 300,
-    retry: { initialMs: 200, maxMs: 2000 },
-  });
+  controllerLogs = launcher.logs;
+  controller = await launcher.launch();
   cleanups.push(() => controller.stop());
 
   obj = new Objects(NS, plane.admin);
@@ -319,11 +269,11 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       );
       expect(stack.status?.lastUpdate?.lastSuccessfulCommit).toBe(state.mainSha);
       // The up's applied change set reached main's commit status (the base Stack's own context).
-      const done = await until(
+      const done = await waitForStatus(
+        state.mainSha ?? '',
+        contextOf('app'),
+        (s) => s.status === 'success',
         'success status of app on main',
-        async () =>
-          (await statuses(state.mainSha ?? '', contextOf('app'))).find((s) => s.status === 'success'),
-        { timeoutMs: RUN_MS, log },
       );
       // The CLI counts the root `pulumi:pulumi:Stack` resource among the created (as its summary says).
       expect(done.description).toMatch(/^\+3 created\b/);
@@ -364,10 +314,11 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       mark('preview Stack created');
 
       const ctx = contextOf(name);
-      const success = await until(
+      const success = await waitForStatus(
+        head1,
+        ctx,
+        (s) => s.status === 'success',
         `success status of ${name} on the PR head`,
-        async () => (await statuses(head1, ctx)).find((s) => s.status === 'success'),
-        { timeoutMs: RUN_MS, log },
       );
       mark('preview status success');
       // One run for the head: the spec was written once (PKO drops zero values when it adds its
@@ -378,10 +329,10 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
         ['pending', 'Preview of stack dev started'],
         ['success', '+1 to create, ~1 to update · Preview of stack dev succeeded'],
       ]);
-      const comment = await until(
+      const comment = await waitForComment(
+        pr.number,
+        (c) => c.body.includes('to create'),
         'the preview comment with the change set',
-        async () => (await botComments(pr.number)).find((c) => c.body.includes('to create')),
-        { timeoutMs: RUN_MS, log },
       );
       mark('preview comment');
       log.add(`comment ${String(comment.id)}:\n${comment.body}`);
@@ -422,18 +373,18 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
         async () => (await stackOrNone(name))?.spec?.commit === head2,
         { timeoutMs: RUN_MS, log },
       );
-      const success = await until(
+      const success = await waitForStatus(
+        head2,
+        contextOf(name),
+        (s) => s.status === 'success',
         `success status of ${name} on the new head`,
-        async () => (await statuses(head2, contextOf(name))).find((s) => s.status === 'success'),
-        { timeoutMs: RUN_MS, log },
       );
       expect(success.description).toMatch(/^\+2 to create, ~1 to update\b/);
       expect((await getStack(plane.admin, NS, name)).metadata.generation).toBe(2);
-      const edited = await until(
+      const edited = await waitForComment(
+        pr.number,
+        (c) => c.body.includes(head2) && c.body.includes('to create'),
         'the comment edited for the new head',
-        async () =>
-          (await botComments(pr.number)).find((c) => c.body.includes(head2) && c.body.includes('to create')),
-        { timeoutMs: RUN_MS, log },
       );
       mark('second preview comment');
       log.add(`comment ${String(edited.id)}:\n${edited.body}`);
@@ -485,17 +436,18 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       });
       // The base repository, pinned to the fork's head (Gitea keeps it under refs/pull/<n>/head).
       expect(created.spec).toMatchObject({ commit: forkHead, preview: true, projectRepo: state.projectRepo });
-      const success = await until(
+      const success = await waitForStatus(
+        forkHead,
+        contextOf(name),
+        (s) => s.status === 'success',
         `success status of ${name} on the fork's head`,
-        async () => (await statuses(forkHead, contextOf(name))).find((s) => s.status === 'success'),
-        { timeoutMs: RUN_MS, log },
       );
       expect(success.description).toMatch(/^\+1 to create, ~1 to update\b/);
       expect((await getStack(plane.admin, NS, name)).metadata.generation).toBe(1);
-      const comment = await until(
+      const comment = await waitForComment(
+        pr.number,
+        (c) => c.body.includes('to create'),
         "the fork PR's preview comment",
-        async () => (await botComments(pr.number)).find((c) => c.body.includes('to create')),
-        { timeoutMs: RUN_MS, log },
       );
       mark('fork preview comment');
       log.add(`comment ${String(comment.id)}:\n${comment.body}`);
@@ -545,16 +497,17 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       expect(stack.status?.lastUpdate?.state).toBe('succeeded');
       // The merge commit's own status, under the base Stack's context: what the up applied
       // (main had a and b; the merge changes a and adds c and d).
-      const done = await until(
+      const done = await waitForStatus(
+        mergeSha,
+        contextOf('app'),
+        (s) => s.status === 'success',
         'success status of app on the merge commit',
-        async () => (await statuses(mergeSha, contextOf('app'))).find((s) => s.status === 'success'),
-        { timeoutMs: RUN_MS, log },
       );
       expect(done.description).toMatch(/^\+2 created, ~1 updated\b/);
-      const deployed = await until(
+      const deployed = await waitForComment(
+        pr.number,
+        (c) => c.body.includes('Deployed'),
         "PR 1's comment edited to the deployment",
-        async () => (await botComments(pr.number)).find((c) => c.body.includes('Deployed')),
-        { timeoutMs: RUN_MS, log },
       );
       mark('merged comment');
       log.add(`comment ${String(deployed.id)}:\n${deployed.body}`);
@@ -646,20 +599,21 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       const pr = await gitea.openPull(ORG, REPO, { head: 'drop-b', title: 'Drop b', as: alice });
       const name = previewStack(pr.number);
       const ctx = contextOf(name);
-      const failed = await until(
+      const failed = await waitForStatus(
+        dropHead,
+        ctx,
+        (s) => s.status !== 'pending',
         `failure status of ${name} on the head that deletes b`,
-        async () => (await statuses(dropHead, ctx)).find((s) => s.status !== 'pending'),
-        { timeoutMs: RUN_MS, log },
       );
       mark('gate failure status');
       expect([failed.status, failed.description]).toEqual([
         'failure',
         'gate: 1 to delete: pkotest:index:Value::b',
       ]);
-      const gated = await until(
+      const gated = await waitForComment(
+        pr.number,
+        (c) => c.body.includes('to delete'),
         'the gated preview comment',
-        async () => (await botComments(pr.number)).find((c) => c.body.includes('to delete')),
-        { timeoutMs: RUN_MS, log },
       );
       log.add(`comment ${String(gated.id)}:\n${gated.body}`);
       expect(gated.body).toContain('**🚧 gate: 1 to delete: pkotest:index:Value::b**');
@@ -675,23 +629,21 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
         message: 'keep b after all, add e',
         as: alice,
       });
-      const passed = await until(
+      const passed = await waitForStatus(
+        restoreHead,
+        ctx,
+        (s) => s.status !== 'pending',
         `status of ${name} on the head that restores b`,
-        async () => (await statuses(restoreHead, ctx)).find((s) => s.status !== 'pending'),
-        { timeoutMs: RUN_MS, log },
       );
       mark('gate passes');
       expect([passed.status, passed.description]).toEqual([
         'success',
         '+1 to create · Preview of stack dev succeeded',
       ]);
-      const edited = await until(
+      const edited = await waitForComment(
+        pr.number,
+        (c) => c.body.includes(restoreHead) && c.body.includes('to create'),
         'the comment edited for the restoring head',
-        async () =>
-          (await botComments(pr.number)).find(
-            (c) => c.body.includes(restoreHead) && c.body.includes('to create'),
-          ),
-        { timeoutMs: RUN_MS, log },
       );
       log.add(`comment ${String(edited.id)}:\n${edited.body}`);
       expect(edited.id).toBe(gated.id);
@@ -740,10 +692,11 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       const opened = Date.now();
       const pr = await gitea.openPull(ORG, REPO, { head: 'new-plugin', title: 'pkotest 99', as: alice });
       const name = previewStack(pr.number);
-      const failed = await until(
+      const failed = await waitForStatus(
+        head,
+        contextOf(name),
+        (s) => s.status === 'failure',
         `failure status of ${name} on a head PKO never runs`,
-        async () => (await statuses(head, contextOf(name))).find((s) => s.status === 'failure'),
-        { timeoutMs: RUN_MS, log },
       );
       mark('not started status');
       const waitedMs = Date.now() - opened;
@@ -768,10 +721,10 @@ describe('a pull request preview on real PKO v2 and real Gitea (issue 19)', () =
       const stack = await getStack(plane.admin, NS, name);
       expect(stack.status?.lastUpdate?.lastAttemptedCommit).not.toBe(head);
       expect(stack.status?.currentUpdate?.commit).not.toBe(head);
-      const notice = await until(
+      const notice = await waitForComment(
+        pr.number,
+        (c) => c.body.includes('**Preview not running**'),
         'the "Preview not running" notice',
-        async () => (await botComments(pr.number)).find((c) => c.body.includes('**Preview not running**')),
-        { timeoutMs: RUN_MS, log },
       );
       log.add(`comment ${String(notice.id)}:\n${notice.body}`);
       expect(notice.body).toContain(

@@ -8,78 +8,32 @@
  * the test user `controller` with the shipped default ClusterRole and the workspace-logs
  * ClusterRole (config/components/workspace-logs) bound in the Stack's namespace.
  */
-import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from 'vitest';
-import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import type { Stack, Update } from '../../src/api/pko.ts';
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { readWorkspaceLog, workspaceRunOf } from '../../src/kube/workspace-log.ts';
 import { GitRepo, startGitHttpsServer } from '../support/git-repo.ts';
-import { KubeletStandIn } from '../support/kubelet-standin.ts';
-import { kustomize } from '../support/kubectl.ts';
-import { makeTestPKI } from '../support/pki.ts';
-import {
-  createNamespace,
-  createStack,
-  operatorLock,
-  realPkoBinaries,
-  stackSpecBase,
-  startPkoV2,
-  startRealPkoPlane,
-  writeCaFile,
-  yamlProgram,
-  type RealPkoPlane,
-} from '../support/realpko.ts';
-import { RunLog, getStack, tempDir, until } from './kit.ts';
+import type { KubeletStandIn } from '../support/kubelet-standin.ts';
+import { createStack, stackSpecBase, yamlProgram, type RealPkoPlane } from '../support/realpko.ts';
+import { RunLog, getStack, startPkoV2Scene, tempDir, until } from './kit.ts';
 
 const log = new RunLog('realpko-workspace-log');
 const NS = 'realpko-wslog';
-const LOGS_ROLE = 'pko-notification-controller-workspace-logs';
 const cleanups: (() => Promise<void>)[] = [];
 let plane: RealPkoPlane;
 let kubelet: KubeletStandIn;
 let gitUrl: string;
 
 beforeAll(async () => {
-  cleanups.push(await operatorLock(log.add));
-  plane = await startRealPkoPlane('v2', log.add);
-  cleanups.push(() => plane.stop());
-  await createNamespace(plane.admin, NS);
-  kubelet = await KubeletStandIn.start({ kubeConfig: plane.admin });
-  cleanups.push(() => kubelet.close());
-  const pki = await makeTestPKI();
-  const git = await startGitHttpsServer({ certPem: pki.certPem, keyPem: pki.keyPem });
+  // Real PKO v2 for NS; the optional workspace-logs ClusterRole, as shipped, bound to `controller` in NS only.
+  const scene = await startPkoV2Scene(NS, log, cleanups);
+  ({ plane, kubelet } = scene);
+  const git = await startGitHttpsServer({ certPem: scene.pki.certPem, keyPem: scene.pki.keyPem });
   cleanups.push(() => git.close());
   const repo = await GitRepo.create();
   await git.add('app', repo);
   await repo.commit('first commit of app', yamlProgram(1));
   gitUrl = git.url('app');
-  const pko = await startPkoV2({
-    bins: realPkoBinaries(inject('realPkoDir')),
-    plane,
-    namespace: NS,
-    caFile: await writeCaFile(pki.caPem),
-    log: log.add,
-    kubelet,
-  });
-  cleanups.push(() => pko.stop());
-
-  // The optional workspace-logs ClusterRole, as shipped, bound to `controller` in NS only.
-  const rendered = (await kustomize('config/workspace-logs')) as {
-    kind: string;
-    metadata: { name: string };
-    rules?: V1PolicyRule[];
-  }[];
-  const rules = rendered.find((o) => o.kind === 'ClusterRole' && o.metadata.name === LOGS_ROLE)?.rules;
-  const rbac = plane.admin.makeApiClient(RbacAuthorizationV1Api);
-  await rbac.createClusterRole({ body: { metadata: { name: LOGS_ROLE }, rules: rules ?? [] } });
-  await rbac.createNamespacedRoleBinding({
-    namespace: NS,
-    body: {
-      metadata: { name: 'workspace-logs' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: LOGS_ROLE },
-      subjects: [{ kind: 'User', name: 'controller', apiGroup: 'rbac.authorization.k8s.io' }],
-    },
-  });
 }, 300_000);
 
 afterAll(async () => {

@@ -4,6 +4,9 @@
  * test/setup/provided.d.ts).
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { inject } from 'vitest';
 import {
   CoreV1Api,
@@ -14,7 +17,7 @@ import {
   V1ObjectMeta,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 
 /** Token users pre-created by the control plane. Only `admin` has any permissions. */
 export type TestUser = 'admin' | 'controller' | 'viewer';
@@ -33,6 +36,46 @@ export function kubeConfig(user: TestUser = 'admin'): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(inject(KUBECONFIG_KEY[user]));
   return kc;
+}
+
+/**
+ * A token for ServiceAccount `namespace/name` (TokenRequest as admin, valid 1 h, no audiences)
+ * and a kubeconfig file (mode 0600, in a new temporary folder) that uses it on the test control
+ * plane (server and CA from the admin's), also loaded as `kc`. `token` is empty when the API
+ * server returned none.
+ */
+export async function serviceAccountKubeconfig(
+  namespace: string,
+  name: string,
+): Promise<{ token: string; file: string; kc: KubeConfig }> {
+  const tr = await kubeConfig('admin')
+    .makeApiClient(CoreV1Api)
+    .createNamespacedServiceAccountToken({
+      name,
+      namespace,
+      body: { spec: { expirationSeconds: 3600, audiences: [] } },
+    });
+  const token = tr.status?.token ?? '';
+  const admin = parse(readFileSync(inject('kubeconfig'), 'utf8')) as {
+    clusters: { name: string; cluster: Record<string, string> }[];
+  };
+  const cluster = admin.clusters[0]!;
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'pko-nc-sa-')), 'kubeconfig');
+  writeFileSync(
+    file,
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [cluster],
+      users: [{ name: 'sa', user: { token } }],
+      contexts: [{ name: 'sa', context: { cluster: cluster.name, user: 'sa' } }],
+      'current-context': 'sa',
+    }),
+    { mode: 0o600 },
+  );
+  const kc = new KubeConfig();
+  kc.loadFromFile(file);
+  return { token, file, kc };
 }
 
 /**

@@ -204,6 +204,33 @@ export class Objects {
     })) as never;
   }
 
+  /** Creates PullRequestPreview `name` with `spec` as given (no defaults) and `labels`. */
+  async pullRequestPreview(name: string, spec: object, labels?: Record<string, string>): Promise<void> {
+    await this.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: this.namespace,
+      plural: 'pullrequestpreviews',
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'PullRequestPreview',
+        metadata: { name, ...(labels ? { labels } : {}) },
+        spec,
+      },
+    });
+  }
+
+  /** PullRequestPreview `name` as stored, typed as the caller reads it. Throws as the API answers (404: none). */
+  async getPullRequestPreview<T = { status?: { lastSyncTime?: string } }>(name: string): Promise<T> {
+    return (await this.custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: this.namespace,
+      plural: 'pullrequestpreviews',
+      name,
+    })) as T;
+  }
+
   /** Waits until the object's Ready condition has `status` (and `reason`) for its current generation. */
   async waitReady(
     plural: 'providers' | 'alerts',

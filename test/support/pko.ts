@@ -367,6 +367,16 @@ export class PkoSimulator {
     return kubeRequest<Stack>(this.#kc, { method: 'GET', path: objectPath(this.#stackRef(name)) });
   }
 
+  /** The Stack as stored, or undefined when there is none (404); other errors throw. */
+  async findStack(name: string): Promise<Stack | undefined> {
+    try {
+      return await this.getStack(name);
+    } catch (err) {
+      if (errorStatusCode(err) === 404) return undefined;
+      throw err;
+    }
+  }
+
   /** The Update as stored. @throws KubeApiError 404 when absent. */
   getUpdate(name: string): Promise<Update> {
     return kubeRequest<Update>(this.#kc, { method: 'GET', path: objectPath(this.#updateRef(name)) });
