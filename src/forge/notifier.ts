@@ -69,6 +69,16 @@ function commentStepFailed(err: unknown, statusSet: boolean, what: string): unkn
   });
 }
 
+/**
+ * Whether the event reports a preview run: a PKO Stack with `spec.preview: true` (reasons
+ * `PreviewStarted|PreviewSucceeded|PreviewFailed`), or a stall about a preview Update
+ * (`metadata.updateType` `preview`). Only such runs — and events naming a pull request
+ * (`metadata.pullRequest`) — comment on the open pull requests whose head is their commit.
+ */
+export function isPreviewRun(ev: NotificationEvent): boolean {
+  return /^Preview(?:Started|Succeeded|Failed)$/.test(ev.reason) || ev.metadata.updateType === 'preview';
+}
+
 /** Pull request ids named explicitly by the event (`metadata.pullRequest`, a positive integer), or undefined. */
 export function explicitPullRequest(ev: NotificationEvent): string | undefined {
   const v = ev.metadata.pullRequest?.trim();
@@ -117,10 +127,12 @@ const runNow: Serialize = (_key, fn) => fn();
  * 3. resolves the repository;
  * 4. with `rendered.commitStatus`: `syncCommitStatus` (skip when identical to the newest);
  * 5. with `rendered.comment` and `pullRequestComment` on: for each pull request (explicit
- *    `metadata.pullRequest`, else open ones whose head is the commit) `upsertStickyComment`; for
- *    the base Stack's deployment of a merge (`previewThread.merged`), also the pull requests the
- *    commit merged (`mergedPullRequests`), where only an existing comment is edited; a
- *    pull request that refuses for good (locked, archived, gone: case N02) is reported after the
+ *    `metadata.pullRequest`, else — for a preview run only ({@link isPreviewRun}) — open ones
+ *    whose head is the commit) `upsertStickyComment`; for the base Stack's deployment of a merge
+ *    (`previewThread.merged`), the pull requests the commit merged (`mergedPullRequests`), where
+ *    only an existing comment is edited. A deploy run with neither writes no comment and looks
+ *    up no pull request for one (a comment belongs to a preview: docs/previews.md). A pull
+ *    request that refuses for good (locked, archived, gone: case N02) is reported after the
  *    others got theirs, as a final error whose verdict says so.
  * A retried send repeats nothing that already took effect (both steps are idempotent).
  * @throws ProviderError
@@ -225,11 +237,16 @@ export function forgeNotifier<R, P extends { id: string }>(
       const comment = rendered.comment;
       if (comment !== undefined && opts.pullRequestComment) {
         const refused: { pr: string; err: ProviderError }[] = [];
+        // A comment belongs to a preview (or to the pull request an event names): a deploy run of
+        // a Stack that follows a pull request's branch comments nowhere, and costs no lookup.
         // A failure to find the pull requests (an answer over the read limit, N17) fails the
         // comment step, saying so: it is never "no pull request".
-        const found = await ctx.pullRequests().catch((err: unknown) => {
-          throw commentStepFailed(err, cs !== undefined, `finding the pull requests of ${sha}`);
-        });
+        const found =
+          explicitPullRequest(ev) !== undefined || isPreviewRun(ev)
+            ? await ctx.pullRequests().catch((err: unknown) => {
+                throw commentStepFailed(err, cs !== undefined, `finding the pull requests of ${sha}`);
+              })
+            : [];
         // The base Stack's deployment of a merge: the merged pull request's comment of its
         // preview (same marker) is edited; one without such a comment gets none.
         const merged =
