@@ -9,9 +9,10 @@ import type { GitProviderType } from '../api/v1alpha1.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { assertFits, ProviderError } from '../notifier/errors.ts';
 import type { ProviderHttp } from '../notifier/http.ts';
-import type { Notifier, NotifierDeps, Serialize } from '../notifier/types.ts';
+import type { Notifier, Serialize } from '../notifier/types.ts';
 import { credentialKey } from '../credential/key.ts';
 import type { ProviderLimits, RenderedNotification } from '../template/rendered.ts';
+import type { FieldLimit } from '../text.ts';
 import { resolveRepository, type ForgeRepo } from './address.ts';
 import { commentKey, newCommentCache, upsertStickyComment } from './comment.ts';
 import { newStatusCache, syncCommitStatus } from './status.ts';
@@ -102,16 +103,11 @@ export interface ForgeNotifierOptions {
   credential?: string;
 }
 
-/** The {@link ForgeNotifierOptions} that order writes to one target (from the factory's deps). */
+/**
+ * The {@link ForgeNotifierOptions} that order writes to one target, from a notifier's or a
+ * preview forge's deps (the preview forge's status resolutions share the deliveries' order).
+ */
 export function targetOrdering(
-  p: ResolvedProvider,
-  deps: NotifierDeps,
-): Pick<ForgeNotifierOptions, 'serialize' | 'credential'> {
-  return deps.serialize ? { serialize: deps.serialize, credential: credentialKey(p) } : {};
-}
-
-/** The {@link ForgeNotifierOptions} ordering of a preview forge (its status resolutions), from its factory's deps. */
-export function previewOrdering(
   p: ResolvedProvider,
   deps: { serialize?: Serialize | undefined },
 ): Pick<ForgeNotifierOptions, 'serialize' | 'credential'> {
@@ -151,31 +147,15 @@ export function forgeNotifier<R, P extends { id: string }>(
 
   const check = (rendered: RenderedNotification): void => {
     const cs = rendered.commitStatus;
-    if (cs !== undefined) {
-      assertFits(cs.context, limits.statusContext, `${opts.label}: the commit status context`, secretValues);
-      if (cs.name !== undefined)
-        assertFits(cs.name, limits.statusName, `${opts.label}: the commit status name`, secretValues);
-      assertFits(
-        cs.description,
-        limits.statusDescription,
-        `${opts.label}: the commit status description`,
-        secretValues,
-      );
-      if (cs.targetURL !== undefined)
-        assertFits(
-          cs.targetURL,
-          limits.statusTargetURL,
-          `${opts.label}: the commit status link`,
-          secretValues,
-        );
-    }
-    if (rendered.comment !== undefined)
-      assertFits(
-        rendered.comment.body,
-        limits.comment,
-        `${opts.label}: the pull request comment`,
-        secretValues,
-      );
+    const fields: [string | undefined, FieldLimit | undefined, string][] = [
+      [cs?.context, limits.statusContext, 'the commit status context'],
+      [cs?.name, limits.statusName, 'the commit status name'],
+      [cs?.description, limits.statusDescription, 'the commit status description'],
+      [cs?.targetURL, limits.statusTargetURL, 'the commit status link'],
+      [rendered.comment?.body, limits.comment, 'the pull request comment'],
+    ];
+    for (const [value, limit, what] of fields)
+      if (value !== undefined) assertFits(value, limit, `${opts.label}: ${what}`, secretValues);
   };
 
   return {
