@@ -2,6 +2,7 @@
  * Credentials and identity helpers shared by the forges that call their REST API directly.
  */
 import type { ResolvedProvider } from '../credential/provider.ts';
+import { ProviderError } from '../notifier/errors.ts';
 
 /** `Basic <base64(user:password)>`. */
 export function basicAuth(username: string, password: string): string {
@@ -48,4 +49,30 @@ export class Lazy<T> {
     }
     return this.#value;
   }
+}
+
+/**
+ * Values computed once per key on first use, each kept like a {@link Lazy} (a failed computation
+ * is not kept): the credentials' own identity per API base.
+ */
+export class LazyPerKey<T> {
+  readonly #values = new Map<string, Lazy<T>>();
+
+  /** The value of `key`, computed by `compute` on first use (or again after a failure). */
+  get(key: string, compute: () => Promise<T>): Promise<T> {
+    let l = this.#values.get(key);
+    if (l === undefined) {
+      l = new Lazy(compute);
+      this.#values.set(key, l);
+    }
+    return l.get();
+  }
+}
+
+/**
+ * The error of an identity call whose answer names no user (`message`: which call, what to
+ * check): `BAD_RESPONSE`, final.
+ */
+export function noIdentity(message: string, secretValues: readonly string[]): ProviderError {
+  return new ProviderError(message, { code: 'BAD_RESPONSE', retryable: false, secretValues });
 }

@@ -12,10 +12,9 @@
  * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
-import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { authHeaders, Lazy } from '../auth.ts';
+import { authHeaders, LazyPerKey, noIdentity } from '../auth.ts';
 import { badShape, callJson, describeURL, field, str } from '../json.ts';
 import { pages, sameOriginNext } from '../paging.ts';
 
@@ -73,33 +72,22 @@ export interface BitbucketClient {
 export function bitbucketClient(p: ResolvedProvider, http: ProviderHttp): BitbucketClient {
   const headers = authHeaders(p, 'Bearer', 'bitbucket');
   const secretValues = http.secretValues;
-  const identities = new Map<string, Lazy<string>>();
+  const identities = new LazyPerKey<string>();
   return {
     http,
     headers,
     secretValues,
     repoURL: (r) => `${r.apiBase}/repositories/${r.path.map((s) => encodeURIComponent(s)).join('/')}`,
-    myUUID(r, signal) {
-      let l = identities.get(r.apiBase);
-      if (l === undefined) {
-        l = new Lazy(async () => {
-          const { data } = await callJson(http, { method: 'GET', url: `${r.apiBase}/user`, headers, signal });
-          const uuid = str(field(data, 'uuid'));
-          if (uuid === undefined) {
-            throw new ProviderError(
-              'Bitbucket GET /user answered without a uuid: check the Provider address',
-              {
-                code: 'BAD_RESPONSE',
-                retryable: false,
-                secretValues,
-              },
-            );
-          }
-          return uuid;
-        });
-        identities.set(r.apiBase, l);
-      }
-      return l.get();
-    },
+    myUUID: (r, signal) =>
+      identities.get(r.apiBase, async () => {
+        const { data } = await callJson(http, { method: 'GET', url: `${r.apiBase}/user`, headers, signal });
+        const uuid = str(field(data, 'uuid'));
+        if (uuid === undefined)
+          throw noIdentity(
+            'Bitbucket GET /user answered without a uuid: check the Provider address',
+            secretValues,
+          );
+        return uuid;
+      }),
   };
 }
