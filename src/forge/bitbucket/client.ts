@@ -15,8 +15,8 @@ import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
 import { authHeaders, LazyPerKey, noIdentity } from '../auth.ts';
-import { badShape, callJson, describeURL, field, str } from '../json.ts';
-import { pages, sameOriginNext } from '../paging.ts';
+import { callJson, field, str } from '../json.ts';
+import { pages, pageItems, pageWithNext } from '../paging.ts';
 
 /** Page size for listings (`pagelen`; Bitbucket's maximum for these endpoints is 50–100). */
 export const BITBUCKET_PAGE_LEN = 50;
@@ -44,14 +44,8 @@ export function valuesPages(
       const data =
         prefetched ?? (await callJson(http, { method: 'GET', url: u, headers, signal: opts.signal })).data;
       prefetched = undefined;
-      const values = field(data, 'values');
-      if (!Array.isArray(values)) throw badShape(`GET ${describeURL(u)}`, http.secretValues);
-      const next = str(field(data, 'next'));
-      return {
-        items: values as unknown[],
-        next:
-          next === undefined || values.length === 0 ? undefined : sameOriginNext(next, u, http.secretValues),
-      };
+      const values = pageItems(data, u, http.secretValues, 'values');
+      return pageWithNext(values, str(field(data, 'next')), u, http.secretValues);
     },
     what,
     http.secretValues,

@@ -14,8 +14,8 @@ import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
 import { authHeaders, LazyPerKey, noIdentity } from '../auth.ts';
-import { badShape, callJson, describeURL, field } from '../json.ts';
-import { pages } from '../paging.ts';
+import { callJson, field } from '../json.ts';
+import { pageItems, pages } from '../paging.ts';
 
 /** Page size (`limit`) of every listing. */
 export const BITBUCKET_SERVER_PAGE_SIZE = 100;
@@ -42,11 +42,10 @@ export function pagedValues(
     async (start) => {
       const u = `${url}${sep}start=${start}&limit=${BITBUCKET_SERVER_PAGE_SIZE}`;
       const { data } = await callJson(http, { method: 'GET', url: u, headers, signal });
-      const values = field(data, 'values');
-      if (!Array.isArray(values)) throw badShape(`GET ${describeURL(u)}`, http.secretValues);
+      const values = pageItems(data, u, http.secretValues, 'values');
       const next = field(data, 'nextPageStart');
       const last = field(data, 'isLastPage') !== false || typeof next !== 'number' || next <= start;
-      return { items: values as unknown[], next: last ? undefined : next };
+      return { items: values, next: last ? undefined : next };
     },
     what,
     http.secretValues,
