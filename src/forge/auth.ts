@@ -70,9 +70,12 @@ export class LazyPerKey<T> {
 }
 
 /**
- * The error of an identity call whose answer names no user (`message`: which call, what to
- * check): `BAD_RESPONSE`, final.
+ * The credentials' identity an identity call answered (`id`, as read from the answer).
+ * @throws ProviderError `BAD_RESPONSE`, final, with `message` (which call, what to check) when
+ *   the answer names no user (`id` undefined or empty).
  */
-export function noIdentity(message: string, secretValues: readonly string[]): ProviderError {
-  return new ProviderError(message, { code: 'BAD_RESPONSE', retryable: false, secretValues });
+export function identityOf(id: string | undefined, message: string, secretValues: readonly string[]): string {
+  if (id === undefined || id === '')
+    throw new ProviderError(message, { code: 'BAD_RESPONSE', retryable: false, secretValues });
+  return id;
 }

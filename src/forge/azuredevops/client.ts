@@ -16,7 +16,7 @@ import { classifyAnswer } from '../../notifier/classify.ts';
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { basicAuth, LazyPerKey, noIdentity } from '../auth.ts';
+import { basicAuth, identityOf, LazyPerKey } from '../auth.ts';
 import { badShape, describeURL, field, parseJson, str } from '../json.ts';
 import { pages } from '../paging.ts';
 
@@ -178,12 +178,8 @@ export function azureClient(p: ResolvedProvider, http: ProviderHttp): AzureClien
         const url = `${base}/connectionData`;
         const { data } = await call('GET', url, { signal });
         const id = str(field(field(data, 'authenticatedUser'), 'id'));
-        if (id === undefined || id === '')
-          throw noIdentity(
-            `GET ${url} answered without the authenticated user: check the credentials`,
-            secretValues,
-          );
-        return id.toLowerCase();
+        const message = `GET ${url} answered without the authenticated user: check the credentials`;
+        return identityOf(id, message, secretValues).toLowerCase();
       });
     },
   };

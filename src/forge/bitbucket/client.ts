@@ -14,7 +14,7 @@
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { authHeaders, LazyPerKey, noIdentity } from '../auth.ts';
+import { authHeaders, identityOf, LazyPerKey } from '../auth.ts';
 import { callJson, field, str } from '../json.ts';
 import { pages, pageItems, pageWithNext } from '../paging.ts';
 
@@ -75,13 +75,8 @@ export function bitbucketClient(p: ResolvedProvider, http: ProviderHttp): Bitbuc
     myUUID: (r, signal) =>
       identities.get(r.apiBase, async () => {
         const { data } = await callJson(http, { method: 'GET', url: `${r.apiBase}/user`, headers, signal });
-        const uuid = str(field(data, 'uuid'));
-        if (uuid === undefined)
-          throw noIdentity(
-            'Bitbucket GET /user answered without a uuid: check the Provider address',
-            secretValues,
-          );
-        return uuid;
+        const message = 'Bitbucket GET /user answered without a uuid: check the Provider address';
+        return identityOf(str(field(data, 'uuid')), message, secretValues);
       }),
   };
 }

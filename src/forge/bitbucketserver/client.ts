@@ -13,7 +13,7 @@
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { authHeaders, LazyPerKey, noIdentity } from '../auth.ts';
+import { authHeaders, identityOf, LazyPerKey } from '../auth.ts';
 import { callJson, field } from '../json.ts';
 import { pageItems, pages } from '../paging.ts';
 
@@ -87,13 +87,13 @@ export function bitbucketServerClient(p: ResolvedProvider, http: ProviderHttp): 
           acceptStatus: [404],
           ...(signal !== undefined ? { signal } : {}),
         });
-        const name = res.status === 404 ? p.username : res.text.trim();
-        if (name === undefined || name === '')
-          throw noIdentity(
-            'Bitbucket Data Center did not say who the credentials belong to (GET /plugins/servlet/applinks/whoami answered no user): check the credentials',
-            secretValues,
-          );
-        return name.toLowerCase();
+        const message =
+          'Bitbucket Data Center did not say who the credentials belong to (GET /plugins/servlet/applinks/whoami answered no user): check the credentials';
+        return identityOf(
+          res.status === 404 ? p.username : res.text.trim(),
+          message,
+          secretValues,
+        ).toLowerCase();
       }),
   };
 }

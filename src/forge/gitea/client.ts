@@ -10,7 +10,7 @@
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { authHeaders, LazyPerKey, noIdentity } from '../auth.ts';
+import { authHeaders, identityOf, LazyPerKey } from '../auth.ts';
 import { callJson, field, idOf } from '../json.ts';
 
 /** Page size of Gitea listings (Gitea's default maximum `MAX_RESPONSE_ITEMS` is 50). */
@@ -51,13 +51,8 @@ export function giteaClient(p: ResolvedProvider, http: ProviderHttp): GiteaClien
     myId: (r, signal) =>
       identities.get(r.apiBase, async () => {
         const { data } = await callJson(http, { method: 'GET', url: `${r.apiBase}/user`, headers, signal });
-        const id = idOf(field(data, 'id'));
-        if (id === undefined)
-          throw noIdentity(
-            'Gitea GET /user answered without a user id: check the Provider address and token',
-            secretValues,
-          );
-        return id;
+        const message = 'Gitea GET /user answered without a user id: check the Provider address and token';
+        return identityOf(idOf(field(data, 'id')), message, secretValues);
       }),
   };
 }

@@ -20,7 +20,7 @@ import type { ResolvedProvider } from '../../credential/provider.ts';
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { LazyPerKey, noIdentity } from '../auth.ts';
+import { identityOf, LazyPerKey } from '../auth.ts';
 import { field, idOf, isRecord, parseJson } from '../json.ts';
 
 type ResourceOptions = ConstructorParameters<typeof Commits>[0];
@@ -228,13 +228,8 @@ export function gitlabClient(p: ResolvedProvider, http: ProviderHttp): GitLabCli
     myUserId: (repo, signal) =>
       me.get(repo.apiBase, async () => {
         const u: unknown = await resources(repo, signal).users.showCurrentUser();
-        const id = idOf(field(u, 'id'));
-        if (id === undefined)
-          throw noIdentity(
-            'GitLab GET /user answered without a user id: check the Provider address and token',
-            secretValues,
-          );
-        return id;
+        const message = 'GitLab GET /user answered without a user id: check the Provider address and token';
+        return identityOf(idOf(field(u, 'id')), message, secretValues);
       }),
     projectId: (repo) => decodeURIComponent(repo.id),
   };
