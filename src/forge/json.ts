@@ -84,6 +84,27 @@ export function badShape(what: string, secretValues: readonly string[]): Provide
   );
 }
 
+/**
+ * The id (a string or a number) of what a create call answered, as a string.
+ * @throws ProviderError `BAD_RESPONSE`, final, `<forge> answered a <thing> creation without a
+ *   <thing> id`, when the answer has none.
+ */
+export function createdId(
+  id: unknown,
+  forge: string,
+  thing: string,
+  secretValues: readonly string[],
+): string {
+  const v = idOf(id);
+  if (v === undefined)
+    throw new ProviderError(`${forge} answered a ${thing} creation without a ${thing} id`, {
+      code: 'BAD_RESPONSE',
+      retryable: false,
+      secretValues,
+    });
+  return v;
+}
+
 export interface JsonCall {
   method: string;
   url: string;
