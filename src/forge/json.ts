@@ -143,3 +143,17 @@ export async function callJson(
   const data = ok ? parseJson(res, `${call.method} ${describeURL(call.url)}`, http.secretValues) : null;
   return { status: res.status, headers: res.headers, data };
 }
+
+/**
+ * Whether `GET url` finds something (false on 404), for a pull request named by an event.
+ * @throws ProviderError from the call for any other non-2xx answer.
+ */
+export async function exists(
+  http: ProviderHttp,
+  url: string,
+  headers: Record<string, string>,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  const { status } = await callJson(http, { method: 'GET', url, headers, acceptStatus: [404], signal });
+  return status !== 404;
+}
