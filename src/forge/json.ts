@@ -25,6 +25,16 @@ export function field(v: unknown, k: string): unknown {
   return isRecord(v) ? v[k] : undefined;
 }
 
+/** `{id}` of each item of `list` (an array; anything else holds none) with an `id` that `keep` accepts. */
+export function idsWhere(list: unknown, keep: (item: unknown) => boolean): { id: string }[] {
+  const out: { id: string }[] = [];
+  for (const item of Array.isArray(list) ? (list as unknown[]) : []) {
+    const id = idOf(field(item, 'id'));
+    if (id !== undefined && keep(item)) out.push({ id });
+  }
+  return out;
+}
+
 /** A URL without its query (query strings may hold search terms we do not want in messages). */
 export function describeURL(url: string): string {
   const q = url.indexOf('?');
