@@ -2,6 +2,7 @@
  * Credentials and identity helpers shared by the forges that call their REST API directly.
  */
 import type { ResolvedProvider } from '../credential/provider.ts';
+import { ProviderError } from '../notifier/errors.ts';
 
 /** `Basic <base64(user:password)>`. */
 export function basicAuth(username: string, password: string): string {
@@ -48,4 +49,33 @@ export class Lazy<T> {
     }
     return this.#value;
   }
+}
+
+/**
+ * Values computed once per key on first use, each kept like a {@link Lazy} (a failed computation
+ * is not kept): the credentials' own identity per API base.
+ */
+export class LazyPerKey<T> {
+  readonly #values = new Map<string, Lazy<T>>();
+
+  /** The value of `key`, computed by `compute` on first use (or again after a failure). */
+  get(key: string, compute: () => Promise<T>): Promise<T> {
+    let l = this.#values.get(key);
+    if (l === undefined) {
+      l = new Lazy(compute);
+      this.#values.set(key, l);
+    }
+    return l.get();
+  }
+}
+
+/**
+ * The credentials' identity an identity call answered (`id`, as read from the answer).
+ * @throws ProviderError `BAD_RESPONSE`, final, with `message` (which call, what to check) when
+ *   the answer names no user (`id` undefined or empty).
+ */
+export function identityOf(id: string | undefined, message: string, secretValues: readonly string[]): string {
+  if (id === undefined || id === '')
+    throw new ProviderError(message, { code: 'BAD_RESPONSE', retryable: false, secretValues });
+  return id;
 }

@@ -25,6 +25,16 @@ export function field(v: unknown, k: string): unknown {
   return isRecord(v) ? v[k] : undefined;
 }
 
+/** `{id}` of each item of `list` (an array; anything else holds none) with an `id` that `keep` accepts. */
+export function idsWhere(list: unknown, keep: (item: unknown) => boolean): { id: string }[] {
+  const out: { id: string }[] = [];
+  for (const item of Array.isArray(list) ? (list as unknown[]) : []) {
+    const id = idOf(field(item, 'id'));
+    if (id !== undefined && keep(item)) out.push({ id });
+  }
+  return out;
+}
+
 /** A URL without its query (query strings may hold search terms we do not want in messages). */
 export function describeURL(url: string): string {
   const q = url.indexOf('?');
@@ -84,6 +94,27 @@ export function badShape(what: string, secretValues: readonly string[]): Provide
   );
 }
 
+/**
+ * The id (a string or a number) of what a create call answered, as a string.
+ * @throws ProviderError `BAD_RESPONSE`, final, `<forge> answered a <thing> creation without a
+ *   <thing> id`, when the answer has none.
+ */
+export function createdId(
+  id: unknown,
+  forge: string,
+  thing: string,
+  secretValues: readonly string[],
+): string {
+  const v = idOf(id);
+  if (v === undefined)
+    throw new ProviderError(`${forge} answered a ${thing} creation without a ${thing} id`, {
+      code: 'BAD_RESPONSE',
+      retryable: false,
+      secretValues,
+    });
+  return v;
+}
+
 export interface JsonCall {
   method: string;
   url: string;
@@ -121,4 +152,18 @@ export async function callJson(
   const ok = res.status >= 200 && res.status <= 299;
   const data = ok ? parseJson(res, `${call.method} ${describeURL(call.url)}`, http.secretValues) : null;
   return { status: res.status, headers: res.headers, data };
+}
+
+/**
+ * Whether `GET url` finds something (false on 404), for a pull request named by an event.
+ * @throws ProviderError from the call for any other non-2xx answer.
+ */
+export async function exists(
+  http: ProviderHttp,
+  url: string,
+  headers: Record<string, string>,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  const { status } = await callJson(http, { method: 'GET', url, headers, acceptStatus: [404], signal });
+  return status !== 404;
 }

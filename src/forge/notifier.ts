@@ -9,9 +9,10 @@ import type { GitProviderType } from '../api/v1alpha1.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { assertFits, ProviderError } from '../notifier/errors.ts';
 import type { ProviderHttp } from '../notifier/http.ts';
-import type { Notifier, NotifierDeps, Serialize } from '../notifier/types.ts';
+import type { Notifier, Serialize } from '../notifier/types.ts';
 import { credentialKey } from '../credential/key.ts';
 import type { ProviderLimits, RenderedNotification } from '../template/rendered.ts';
+import type { FieldLimit } from '../text.ts';
 import { resolveRepository, type ForgeRepo } from './address.ts';
 import { commentKey, newCommentCache, upsertStickyComment } from './comment.ts';
 import { newStatusCache, syncCommitStatus } from './status.ts';
@@ -69,6 +70,16 @@ function commentStepFailed(err: unknown, statusSet: boolean, what: string): unkn
   });
 }
 
+/**
+ * Whether the event reports a preview run: a PKO Stack with `spec.preview: true` (reasons
+ * `PreviewStarted|PreviewSucceeded|PreviewFailed`), or a stall about a preview Update
+ * (`metadata.updateType` `preview`). Only such runs — and events naming a pull request
+ * (`metadata.pullRequest`) — comment on the open pull requests whose head is their commit.
+ */
+export function isPreviewRun(ev: NotificationEvent): boolean {
+  return /^Preview(?:Started|Succeeded|Failed)$/.test(ev.reason) || ev.metadata.updateType === 'preview';
+}
+
 /** Pull request ids named explicitly by the event (`metadata.pullRequest`, a positive integer), or undefined. */
 export function explicitPullRequest(ev: NotificationEvent): string | undefined {
   const v = ev.metadata.pullRequest?.trim();
@@ -92,16 +103,11 @@ export interface ForgeNotifierOptions {
   credential?: string;
 }
 
-/** The {@link ForgeNotifierOptions} that order writes to one target (from the factory's deps). */
+/**
+ * The {@link ForgeNotifierOptions} that order writes to one target, from a notifier's or a
+ * preview forge's deps (the preview forge's status resolutions share the deliveries' order).
+ */
 export function targetOrdering(
-  p: ResolvedProvider,
-  deps: NotifierDeps,
-): Pick<ForgeNotifierOptions, 'serialize' | 'credential'> {
-  return deps.serialize ? { serialize: deps.serialize, credential: credentialKey(p) } : {};
-}
-
-/** The {@link ForgeNotifierOptions} ordering of a preview forge (its status resolutions), from its factory's deps. */
-export function previewOrdering(
   p: ResolvedProvider,
   deps: { serialize?: Serialize | undefined },
 ): Pick<ForgeNotifierOptions, 'serialize' | 'credential'> {
@@ -117,10 +123,12 @@ const runNow: Serialize = (_key, fn) => fn();
  * 3. resolves the repository;
  * 4. with `rendered.commitStatus`: `syncCommitStatus` (skip when identical to the newest);
  * 5. with `rendered.comment` and `pullRequestComment` on: for each pull request (explicit
- *    `metadata.pullRequest`, else open ones whose head is the commit) `upsertStickyComment`; for
- *    the base Stack's deployment of a merge (`previewThread.merged`), also the pull requests the
- *    commit merged (`mergedPullRequests`), where only an existing comment is edited; a
- *    pull request that refuses for good (locked, archived, gone: case N02) is reported after the
+ *    `metadata.pullRequest`, else — for a preview run only ({@link isPreviewRun}) — open ones
+ *    whose head is the commit) `upsertStickyComment`; for the base Stack's deployment of a merge
+ *    (`previewThread.merged`), the pull requests the commit merged (`mergedPullRequests`), where
+ *    only an existing comment is edited. A deploy run with neither writes no comment and looks
+ *    up no pull request for one (a comment belongs to a preview: docs/previews.md). A pull
+ *    request that refuses for good (locked, archived, gone: case N02) is reported after the
  *    others got theirs, as a final error whose verdict says so.
  * A retried send repeats nothing that already took effect (both steps are idempotent).
  * @throws ProviderError
@@ -139,31 +147,15 @@ export function forgeNotifier<R, P extends { id: string }>(
 
   const check = (rendered: RenderedNotification): void => {
     const cs = rendered.commitStatus;
-    if (cs !== undefined) {
-      assertFits(cs.context, limits.statusContext, `${opts.label}: the commit status context`, secretValues);
-      if (cs.name !== undefined)
-        assertFits(cs.name, limits.statusName, `${opts.label}: the commit status name`, secretValues);
-      assertFits(
-        cs.description,
-        limits.statusDescription,
-        `${opts.label}: the commit status description`,
-        secretValues,
-      );
-      if (cs.targetURL !== undefined)
-        assertFits(
-          cs.targetURL,
-          limits.statusTargetURL,
-          `${opts.label}: the commit status link`,
-          secretValues,
-        );
-    }
-    if (rendered.comment !== undefined)
-      assertFits(
-        rendered.comment.body,
-        limits.comment,
-        `${opts.label}: the pull request comment`,
-        secretValues,
-      );
+    const fields: [string | undefined, FieldLimit | undefined, string][] = [
+      [cs?.context, limits.statusContext, 'the commit status context'],
+      [cs?.name, limits.statusName, 'the commit status name'],
+      [cs?.description, limits.statusDescription, 'the commit status description'],
+      [cs?.targetURL, limits.statusTargetURL, 'the commit status link'],
+      [rendered.comment?.body, limits.comment, 'the pull request comment'],
+    ];
+    for (const [value, limit, what] of fields)
+      if (value !== undefined) assertFits(value, limit, `${opts.label}: ${what}`, secretValues);
   };
 
   return {
@@ -225,11 +217,16 @@ export function forgeNotifier<R, P extends { id: string }>(
       const comment = rendered.comment;
       if (comment !== undefined && opts.pullRequestComment) {
         const refused: { pr: string; err: ProviderError }[] = [];
+        // A comment belongs to a preview (or to the pull request an event names): a deploy run of
+        // a Stack that follows a pull request's branch comments nowhere, and costs no lookup.
         // A failure to find the pull requests (an answer over the read limit, N17) fails the
         // comment step, saying so: it is never "no pull request".
-        const found = await ctx.pullRequests().catch((err: unknown) => {
-          throw commentStepFailed(err, cs !== undefined, `finding the pull requests of ${sha}`);
-        });
+        const found =
+          explicitPullRequest(ev) !== undefined || isPreviewRun(ev)
+            ? await ctx.pullRequests().catch((err: unknown) => {
+                throw commentStepFailed(err, cs !== undefined, `finding the pull requests of ${sha}`);
+              })
+            : [];
         // The base Stack's deployment of a merge: the merged pull request's comment of its
         // preview (same marker) is edited; one without such a comment gets none.
         const merged =

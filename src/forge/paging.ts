@@ -8,7 +8,7 @@
 import LinkHeader from 'http-link-header';
 import { ProviderError } from '../notifier/errors.ts';
 import type { ProviderHttp } from '../notifier/http.ts';
-import { badShape, callJson, describeURL } from './json.ts';
+import { badShape, callJson, describeURL, isRecord } from './json.ts';
 
 /** The `rel="next"` target of an RFC 8288 `Link` header, or undefined (also for an unparsable header). */
 export function nextLink(link: string | null): string | undefined {
@@ -71,6 +71,38 @@ export async function* pages<T, C>(
 }
 
 /**
+ * The array a listing page holds: `data` itself, or its field `key` (`values`).
+ * @throws ProviderError `BAD_RESPONSE` (naming `GET <url>` without its query) when it is not an array.
+ */
+export function pageItems(
+  data: unknown,
+  url: string,
+  secretValues: readonly string[],
+  key?: string,
+): unknown[] {
+  const items = key === undefined ? data : isRecord(data) ? data[key] : undefined;
+  if (!Array.isArray(items)) throw badShape(`GET ${describeURL(url)}`, secretValues);
+  return items as unknown[];
+}
+
+/**
+ * A page of `items` fetched from `url` whose answer named `next`: followed on `url`'s origin only
+ * ({@link sameOriginNext}); an empty page or no `next` ends the listing.
+ * @throws ProviderError `BAD_RESPONSE` for a `next` on another origin.
+ */
+export function pageWithNext(
+  items: unknown[],
+  next: string | undefined,
+  url: string,
+  secretValues: readonly string[],
+): { items: unknown[]; next: string | undefined } {
+  return {
+    items,
+    next: next === undefined || items.length === 0 ? undefined : sameOriginNext(next, url, secretValues),
+  };
+}
+
+/**
  * Pages of a JSON-array listing that paginates with RFC 8288 `Link: <…>; rel="next"` (Gitea,
  * GitLab): starts at `url`, follows `next` (same origin only) until there is none.
  * @throws ProviderError from the calls, `BAD_RESPONSE` for a page that is not an array,
@@ -87,13 +119,12 @@ export function linkPages(
     url,
     async (u) => {
       const { data, headers: h } = await callJson(http, { method: 'GET', url: u, headers, signal });
-      if (!Array.isArray(data)) throw badShape(`GET ${describeURL(u)}`, http.secretValues);
-      const next = nextLink(h.get('link'));
-      return {
-        items: data as unknown[],
-        next:
-          next === undefined || data.length === 0 ? undefined : sameOriginNext(next, u, http.secretValues),
-      };
+      return pageWithNext(
+        pageItems(data, u, http.secretValues),
+        nextLink(h.get('link')),
+        u,
+        http.secretValues,
+      );
     },
     what,
     http.secretValues,

@@ -286,11 +286,16 @@ describe('N03: read-modify-write per target', () => {
       await obj.waitReady('alerts', 'first');
       await obj.waitReady('alerts', 'second');
       const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
-      await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+      // A preview Stack: a preview run's comment goes on the pull request whose head is its commit.
+      await sim.createStack(
+        'app',
+        { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } },
+        { preview: true },
+      );
       for (let pr = 1; pr <= 4; pr++) {
         const c = sha();
         gh.addPullRequest('acme/app', { number: pr, headSha: c });
-        const run = await sim.startRun('app', { type: 'up', commit: c });
+        const run = await sim.startRun('app', { type: 'preview', commit: c });
         await sim.finishRun(run, 'succeeded');
         await waitFor(() => Promise.resolve(gh.statuses('acme/app', c).some((s) => s.state === 'success')), {
           timeoutMs: 20_000,

@@ -183,7 +183,8 @@ describe('a 30,000-character failure shows its last line in every channel', () =
       expect(
         measure(r.commitStatus?.description ?? '', limits.statusDescription?.unit ?? 'codePoints'),
       ).toBeLessThanOrEqual(limits.statusDescription?.max ?? Infinity);
-      await send(forgeProviders()[type], ev, r);
+      // A deploy run comments only on a pull request it names (src/forge/notifier.ts).
+      await send(forgeProviders()[type], { ...ev, metadata: { ...ev.metadata, pullRequest: '1' } }, r);
       let comments: string[];
       let descriptions: string[];
       if (type === 'github') {

@@ -1,6 +1,6 @@
 /**
  * Issue 9's stress suite: exactly once through failover, under load. Two controller processes
- * with leader election deliver 500-event bursts (25 Stacks × 10 runs × Started/Succeeded) from
+ * with leader election deliver 500-event bursts (25 preview Stacks × 10 runs × Started/Succeeded) from
  * the PKO simulator to a generic webhook and to GitHub (the contract server: commit statuses and
  * sticky pull-request comments), while a busy-loop child process keeps one core hot. In every
  * round the leader is SIGKILLed at a random point of the burst (after a random number of
@@ -87,9 +87,12 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
       const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
       const stacks: { name: string; uid: string }[] = [];
       for (let i = 0; i < STACKS; i++) {
-        const s = await sim.createStack(`s${i}`, {
-          git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' },
-        });
+        // Preview Stacks: a preview run's comment goes on the pull request whose head is its commit.
+        const s = await sim.createStack(
+          `s${i}`,
+          { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } },
+          { preview: true },
+        );
         stacks.push({ name: `s${i}`, uid: s.metadata.uid ?? '' });
       }
       await bindControllerRole();
@@ -190,7 +193,7 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
               const c = { stack, sha, pr: ++pr };
               commits.push(c);
               gh.addPullRequest('acme/app', { number: c.pr, headSha: sha });
-              const run = await sim.startRun(stack.name, { type: 'up', commit: sha });
+              const run = await sim.startRun(stack.name, { type: 'preview', commit: sha });
               await sim.finishRun(run, 'succeeded');
               Object.assign(c, { run: run.name });
             }
@@ -216,7 +219,7 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
         const resultsAt = (): Set<string> =>
           new Set(
             generic()
-              .filter((e) => e.reason === 'UpdateSucceeded')
+              .filter((e) => e.reason === 'PreviewSucceeded')
               .map((e) => e.metadata['updateName'] ?? ''),
           );
         const githubDone = (c: (typeof commits)[number]): boolean =>

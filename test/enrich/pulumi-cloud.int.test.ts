@@ -68,7 +68,12 @@ describe('change sets from Pulumi Cloud on the pull request', () => {
         await obj.secret('pulumi', { accessToken: TOKEN });
         await obj.secret('app-secrets', { DB_PASSWORD: LEAKED });
         await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
-        await obj.alert('gh', { providerRef: { name: 'gh' }, eventSources: [{ kind: 'Stack' }] });
+        // A deploy run comments only on a pull request it names: the Alert names #7.
+        await obj.alert('gh', {
+          providerRef: { name: 'gh' },
+          eventSources: [{ kind: 'Stack' }],
+          eventMetadata: { pullRequest: '7' },
+        });
         await obj.waitReady('alerts', 'gh');
         const sim = new PkoSimulator(admin, ns, { version: 'v1' });
         await sim.createStack(

@@ -49,9 +49,10 @@ describe('answers classified, seen in kubectl', () => {
       await sim.createStack(
         'app',
         { git: { projectRepo: 'https://github.com/acme/app.git', branch: 'main' } },
-        { stack: 'acme/app/dev' },
+        // A preview Stack: its comment goes on the pull request whose head is the commit.
+        { stack: 'acme/app/dev', preview: true },
       );
-      const run = await sim.startRun('app', { type: 'up', commit: SHA });
+      const run = await sim.startRun('app', { type: 'preview', commit: SHA });
       await sim.finishRun(run, 'failed');
 
       await waitFor(() => Promise.resolve(gh.statuses('acme/app', SHA).some((s) => s.state === 'failure')), {

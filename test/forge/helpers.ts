@@ -39,6 +39,19 @@ export function event(commit: string, metadata: Record<string, string | undefine
 }
 
 /**
+ * A preview run's event on `commit` (a Stack with `spec.preview: true`, as src/source/derive.ts
+ * derives it: reason `PreviewSucceeded`, `metadata.updateType` `preview`): its comment goes on
+ * the open pull requests whose head is the commit. A plain {@link event} is a deploy run's, which
+ * comments only on a pull request it names (`metadata.pullRequest`).
+ */
+export function previewEvent(
+  commit: string,
+  metadata: Record<string, string | undefined> = {},
+): NotificationEvent {
+  return { ...event(commit, { updateType: 'preview', ...metadata }), reason: 'PreviewSucceeded' };
+}
+
+/**
  * The base Stack's deployment of `commit` (a merge) as the router marks it: `previewThread.merged`,
  * so the forge looks up the pull request the commit merged and edits its preview's comment.
  */

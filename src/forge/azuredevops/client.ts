@@ -16,7 +16,7 @@ import { classifyAnswer } from '../../notifier/classify.ts';
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { basicAuth, Lazy } from '../auth.ts';
+import { basicAuth, identityOf, LazyPerKey } from '../auth.ts';
 import { badShape, describeURL, field, parseJson, str } from '../json.ts';
 import { pages } from '../paging.ts';
 
@@ -138,7 +138,7 @@ export function azureClient(p: ResolvedProvider, http: ProviderHttp): AzureClien
       ? `${r.apiBase.slice(0, -suffix.length)}/_apis`
       : r.apiBase;
   };
-  const identities = new Map<string, Lazy<string>>();
+  const identities = new LazyPerKey<string>();
   return {
     secretValues,
     call,
@@ -174,27 +174,13 @@ export function azureClient(p: ResolvedProvider, http: ProviderHttp): AzureClien
     repoURL,
     me(r, signal) {
       const base = orgApi(r);
-      let l = identities.get(base);
-      if (l === undefined) {
-        l = new Lazy(async () => {
-          const url = `${base}/connectionData`;
-          const { data } = await call('GET', url, { signal });
-          const id = str(field(field(data, 'authenticatedUser'), 'id'));
-          if (id === undefined || id === '') {
-            throw new ProviderError(
-              `GET ${url} answered without the authenticated user: check the credentials`,
-              {
-                code: 'BAD_RESPONSE',
-                retryable: false,
-                secretValues,
-              },
-            );
-          }
-          return id.toLowerCase();
-        });
-        identities.set(base, l);
-      }
-      return l.get();
+      return identities.get(base, async () => {
+        const url = `${base}/connectionData`;
+        const { data } = await call('GET', url, { signal });
+        const id = str(field(field(data, 'authenticatedUser'), 'id'));
+        const message = `GET ${url} answered without the authenticated user: check the credentials`;
+        return identityOf(id, message, secretValues).toLowerCase();
+      });
     },
   };
 }

@@ -8,9 +8,8 @@
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
-import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';
-import { field, idOf, isRecord, str } from '../json.ts';
+import { createdId, field, idOf, isRecord, str } from '../json.ts';
 import type { CommentPart, ForgeComment } from '../types.ts';
 import { withQuery, type AzureClient, type AzurePullRequest } from './client.ts';
 
@@ -48,16 +47,9 @@ export function azureComments(c: AzureClient): CommentPart<ForgeRepo, AzurePullR
           signal: ctx.signal,
         },
       );
-      const threadId = idOf(field(data, 'id'));
+      const threadId = createdId(field(data, 'id'), 'Azure DevOps', 'thread', c.secretValues);
       const comments = field(data, 'comments');
       const commentId = Array.isArray(comments) ? idOf(field(comments[0], 'id')) : undefined;
-      if (threadId === undefined) {
-        throw new ProviderError('Azure DevOps answered a thread creation without a thread id', {
-          code: 'BAD_RESPONSE',
-          retryable: false,
-          secretValues: c.secretValues,
-        });
-      }
       return `${threadId}/${commentId ?? '1'}`;
     },
 

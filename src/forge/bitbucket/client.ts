@@ -12,12 +12,11 @@
  * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
-import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { authHeaders, Lazy } from '../auth.ts';
-import { badShape, callJson, describeURL, field, str } from '../json.ts';
-import { pages, sameOriginNext } from '../paging.ts';
+import { authHeaders, identityOf, LazyPerKey } from '../auth.ts';
+import { callJson, field, str } from '../json.ts';
+import { pages, pageItems, pageWithNext } from '../paging.ts';
 
 /** Page size for listings (`pagelen`; Bitbucket's maximum for these endpoints is 50–100). */
 export const BITBUCKET_PAGE_LEN = 50;
@@ -45,14 +44,8 @@ export function valuesPages(
       const data =
         prefetched ?? (await callJson(http, { method: 'GET', url: u, headers, signal: opts.signal })).data;
       prefetched = undefined;
-      const values = field(data, 'values');
-      if (!Array.isArray(values)) throw badShape(`GET ${describeURL(u)}`, http.secretValues);
-      const next = str(field(data, 'next'));
-      return {
-        items: values as unknown[],
-        next:
-          next === undefined || values.length === 0 ? undefined : sameOriginNext(next, u, http.secretValues),
-      };
+      const values = pageItems(data, u, http.secretValues, 'values');
+      return pageWithNext(values, str(field(data, 'next')), u, http.secretValues);
     },
     what,
     http.secretValues,
@@ -73,33 +66,17 @@ export interface BitbucketClient {
 export function bitbucketClient(p: ResolvedProvider, http: ProviderHttp): BitbucketClient {
   const headers = authHeaders(p, 'Bearer', 'bitbucket');
   const secretValues = http.secretValues;
-  const identities = new Map<string, Lazy<string>>();
+  const identities = new LazyPerKey<string>();
   return {
     http,
     headers,
     secretValues,
     repoURL: (r) => `${r.apiBase}/repositories/${r.path.map((s) => encodeURIComponent(s)).join('/')}`,
-    myUUID(r, signal) {
-      let l = identities.get(r.apiBase);
-      if (l === undefined) {
-        l = new Lazy(async () => {
-          const { data } = await callJson(http, { method: 'GET', url: `${r.apiBase}/user`, headers, signal });
-          const uuid = str(field(data, 'uuid'));
-          if (uuid === undefined) {
-            throw new ProviderError(
-              'Bitbucket GET /user answered without a uuid: check the Provider address',
-              {
-                code: 'BAD_RESPONSE',
-                retryable: false,
-                secretValues,
-              },
-            );
-          }
-          return uuid;
-        });
-        identities.set(r.apiBase, l);
-      }
-      return l.get();
-    },
+    myUUID: (r, signal) =>
+      identities.get(r.apiBase, async () => {
+        const { data } = await callJson(http, { method: 'GET', url: `${r.apiBase}/user`, headers, signal });
+        const message = 'Bitbucket GET /user answered without a uuid: check the Provider address';
+        return identityOf(str(field(data, 'uuid')), message, secretValues);
+      }),
   };
 }

@@ -7,9 +7,8 @@
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
-import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';
-import { callJson, field, idOf, str } from '../json.ts';
+import { createdId, callJson, field, idOf, str } from '../json.ts';
 import type { CommentPart, ForgeComment } from '../types.ts';
 import { valuesPages, type BitbucketClient, type BitbucketPullRequest } from './client.ts';
 
@@ -40,15 +39,7 @@ export function bitbucketComments(c: BitbucketClient): CommentPart<ForgeRepo, Bi
         body: { content: { raw: body } },
         signal: ctx.signal,
       });
-      const id = idOf(field(data, 'id'));
-      if (id === undefined) {
-        throw new ProviderError('Bitbucket answered a comment creation without a comment id', {
-          code: 'BAD_RESPONSE',
-          retryable: false,
-          secretValues: c.secretValues,
-        });
-      }
-      return id;
+      return createdId(field(data, 'id'), 'Bitbucket', 'comment', c.secretValues);
     },
 
     async editComment(ctx, pr, ref, body) {

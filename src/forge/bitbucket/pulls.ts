@@ -7,7 +7,7 @@
  * last for the one whose merge commit it is.
  */
 import type { ForgeRepo } from '../address.ts';
-import { callJson, field, idOf, str } from '../json.ts';
+import { callJson, exists, field, idOf, idsWhere, str } from '../json.ts';
 import type { PullRequestPart } from '../types.ts';
 import {
   BITBUCKET_PAGE_LEN,
@@ -25,16 +25,10 @@ function openWithHead(pr: unknown, sha: string): boolean {
 
 export function bitbucketPulls(c: BitbucketClient): PullRequestPart<ForgeRepo, BitbucketPullRequest> {
   return {
-    async pullRequest(ctx, id) {
-      const { status } = await callJson(c.http, {
-        method: 'GET',
-        url: `${c.repoURL(ctx.repo)}/pullrequests/${id}`,
-        headers: c.headers,
-        acceptStatus: [404],
-        signal: ctx.signal,
-      });
-      return status === 404 ? undefined : { id };
-    },
+    pullRequest: async (ctx, id) =>
+      (await exists(c.http, `${c.repoURL(ctx.repo)}/pullrequests/${id}`, c.headers, ctx.signal))
+        ? { id }
+        : undefined,
 
     async pullRequestsForCommit(ctx) {
       const out: BitbucketPullRequest[] = [];
@@ -80,15 +74,10 @@ export function bitbucketPulls(c: BitbucketClient): PullRequestPart<ForgeRepo, B
         headers: c.headers,
         signal: ctx.signal,
       });
-      const values = field(data, 'values');
-      const out: BitbucketPullRequest[] = [];
-      for (const pr of Array.isArray(values) ? values : []) {
-        const id = idOf(field(pr, 'id'));
+      return idsWhere(field(data, 'values'), (pr) => {
         const hash = str(field(field(pr, 'merge_commit'), 'hash'))?.toLowerCase();
-        if (id !== undefined && hash !== undefined && hash.length >= 7 && ctx.sha.startsWith(hash))
-          out.push({ id });
-      }
-      return out;
+        return hash !== undefined && hash.length >= 7 && ctx.sha.startsWith(hash);
+      });
     },
   };
 }

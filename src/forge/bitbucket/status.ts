@@ -11,7 +11,7 @@
 import type { CommitState } from '../../template/rendered.ts';
 import type { ForgeRepo } from '../address.ts';
 import { callJson, isRecord, str } from '../json.ts';
-import type { StatusPart } from '../types.ts';
+import type { NativeStatus, StatusPart } from '../types.ts';
 import type { BitbucketClient, BitbucketPullRequest } from './client.ts';
 
 const STATE: Record<CommitState, string> = {
@@ -19,6 +19,24 @@ const STATE: Record<CommitState, string> = {
   success: 'SUCCESSFUL',
   failure: 'FAILED',
 };
+
+/**
+ * The body of a build status, Bitbucket Cloud's and Data Center's alike: `key` = the (fitted)
+ * context, `name` = the whole one, and the `url` both require — `fallback` (the commit's page)
+ * when the status has no link.
+ */
+export function buildStatus(
+  status: NativeStatus,
+  fallback: string,
+): { key: string; state: string; name: string; description: string; url: string } {
+  return {
+    key: status.context,
+    state: status.state,
+    name: status.name,
+    description: status.description,
+    url: status.targetURL !== undefined && status.targetURL !== '' ? status.targetURL : fallback,
+  };
+}
 
 export function bitbucketStatuses(c: BitbucketClient): StatusPart<ForgeRepo, BitbucketPullRequest> {
   return {
@@ -45,13 +63,7 @@ export function bitbucketStatuses(c: BitbucketClient): StatusPart<ForgeRepo, Bit
         method: 'POST',
         url: `${c.repoURL(ctx.repo)}/commit/${ctx.sha}/statuses/build`,
         headers: c.headers,
-        body: {
-          key: status.context,
-          state: status.state,
-          name: status.name,
-          description: status.description,
-          url: status.targetURL !== undefined && status.targetURL !== '' ? status.targetURL : fallback,
-        },
+        body: buildStatus(status, fallback),
         signal: ctx.signal,
       });
     },

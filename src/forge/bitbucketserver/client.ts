@@ -11,12 +11,11 @@
  * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
-import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { authHeaders, Lazy } from '../auth.ts';
-import { badShape, callJson, describeURL, field } from '../json.ts';
-import { pages } from '../paging.ts';
+import { authHeaders, identityOf, LazyPerKey } from '../auth.ts';
+import { callJson, field } from '../json.ts';
+import { pageItems, pages } from '../paging.ts';
 
 /** Page size (`limit`) of every listing. */
 export const BITBUCKET_SERVER_PAGE_SIZE = 100;
@@ -43,11 +42,10 @@ export function pagedValues(
     async (start) => {
       const u = `${url}${sep}start=${start}&limit=${BITBUCKET_SERVER_PAGE_SIZE}`;
       const { data } = await callJson(http, { method: 'GET', url: u, headers, signal });
-      const values = field(data, 'values');
-      if (!Array.isArray(values)) throw badShape(`GET ${describeURL(u)}`, http.secretValues);
+      const values = pageItems(data, u, http.secretValues, 'values');
       const next = field(data, 'nextPageStart');
       const last = field(data, 'isLastPage') !== false || typeof next !== 'number' || next <= start;
-      return { items: values as unknown[], next: last ? undefined : next };
+      return { items: values, next: last ? undefined : next };
     },
     what,
     http.secretValues,
@@ -71,7 +69,7 @@ export function bitbucketServerClient(p: ResolvedProvider, http: ProviderHttp): 
   const headers = authHeaders(p, 'Bearer', 'bitbucketserver');
   const secretValues = http.secretValues;
   const webRoot = (r: ForgeRepo): string => r.apiBase.replace(/\/rest$/, '');
-  const identities = new Map<string, Lazy<string>>();
+  const identities = new LazyPerKey<string>();
   return {
     http,
     headers,
@@ -81,28 +79,21 @@ export function bitbucketServerClient(p: ResolvedProvider, http: ProviderHttp): 
       return `${r.apiBase}/api/latest/projects/${encodeURIComponent(key ?? '')}/repos/${encodeURIComponent(slug ?? '')}`;
     },
     webRoot,
-    me(r, signal) {
-      let l = identities.get(r.apiBase);
-      if (l === undefined) {
-        l = new Lazy(async () => {
-          const res = await http.request(`${webRoot(r)}/plugins/servlet/applinks/whoami`, {
-            method: 'GET',
-            headers: { ...headers, Accept: 'text/plain' },
-            acceptStatus: [404],
-            ...(signal !== undefined ? { signal } : {}),
-          });
-          const name = res.status === 404 ? p.username : res.text.trim();
-          if (name === undefined || name === '') {
-            throw new ProviderError(
-              'Bitbucket Data Center did not say who the credentials belong to (GET /plugins/servlet/applinks/whoami answered no user): check the credentials',
-              { code: 'BAD_RESPONSE', retryable: false, secretValues },
-            );
-          }
-          return name.toLowerCase();
+    me: (r, signal) =>
+      identities.get(r.apiBase, async () => {
+        const res = await http.request(`${webRoot(r)}/plugins/servlet/applinks/whoami`, {
+          method: 'GET',
+          headers: { ...headers, Accept: 'text/plain' },
+          acceptStatus: [404],
+          ...(signal !== undefined ? { signal } : {}),
         });
-        identities.set(r.apiBase, l);
-      }
-      return l.get();
-    },
+        const message =
+          'Bitbucket Data Center did not say who the credentials belong to (GET /plugins/servlet/applinks/whoami answered no user): check the credentials';
+        return identityOf(
+          res.status === 404 ? p.username : res.text.trim(),
+          message,
+          secretValues,
+        ).toLowerCase();
+      }),
   };
 }

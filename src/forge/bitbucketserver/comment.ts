@@ -11,7 +11,7 @@
  */
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';
-import { callJson, field, idOf, str } from '../json.ts';
+import { createdId, callJson, field, idOf, str } from '../json.ts';
 import type { CommentPart, ForgeComment } from '../types.ts';
 import { pagedValues, type BitbucketServerClient, type BitbucketServerPullRequest } from './client.ts';
 
@@ -61,14 +61,7 @@ export function bitbucketServerComments(
         body: { text: body },
         signal: ctx.signal,
       });
-      const id = idOf(field(data, 'id'));
-      if (id === undefined) {
-        throw new ProviderError('Bitbucket Data Center answered a comment creation without a comment id', {
-          code: 'BAD_RESPONSE',
-          retryable: false,
-          secretValues: c.secretValues,
-        });
-      }
+      const id = createdId(field(data, 'id'), 'Bitbucket Data Center', 'comment', c.secretValues);
       return refOf(id, field(data, 'version'));
     },
 

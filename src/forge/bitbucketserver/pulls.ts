@@ -5,7 +5,7 @@
  * pull requests merged last for the one whose merge commit it is.
  */
 import type { ForgeRepo } from '../address.ts';
-import { callJson, field, idOf, str } from '../json.ts';
+import { callJson, exists, field, idOf, idsWhere, str } from '../json.ts';
 import type { PullRequestPart } from '../types.ts';
 import { pagedValues, type BitbucketServerClient, type BitbucketServerPullRequest } from './client.ts';
 
@@ -13,16 +13,10 @@ export function bitbucketServerPulls(
   c: BitbucketServerClient,
 ): PullRequestPart<ForgeRepo, BitbucketServerPullRequest> {
   return {
-    async pullRequest(ctx, id) {
-      const { status } = await callJson(c.http, {
-        method: 'GET',
-        url: `${c.repoURL(ctx.repo)}/pull-requests/${id}`,
-        headers: c.headers,
-        acceptStatus: [404],
-        signal: ctx.signal,
-      });
-      return status === 404 ? undefined : { id };
-    },
+    pullRequest: async (ctx, id) =>
+      (await exists(c.http, `${c.repoURL(ctx.repo)}/pull-requests/${id}`, c.headers, ctx.signal))
+        ? { id }
+        : undefined,
 
     async pullRequestsForCommit(ctx) {
       const out: BitbucketServerPullRequest[] = [];
@@ -59,14 +53,10 @@ export function bitbucketServerPulls(
         headers: c.headers,
         signal: ctx.signal,
       });
-      const values = field(data, 'values');
-      const out: BitbucketServerPullRequest[] = [];
-      for (const pr of Array.isArray(values) ? values : []) {
-        const id = idOf(field(pr, 'id'));
-        const merge = str(field(field(field(pr, 'properties'), 'mergeCommit'), 'id'))?.toLowerCase();
-        if (id !== undefined && merge === ctx.sha) out.push({ id });
-      }
-      return out;
+      return idsWhere(
+        field(data, 'values'),
+        (pr) => str(field(field(field(pr, 'properties'), 'mergeCommit'), 'id'))?.toLowerCase() === ctx.sha,
+      );
     },
   };
 }

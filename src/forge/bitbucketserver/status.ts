@@ -16,6 +16,7 @@ import type { CommitState } from '../../template/rendered.ts';
 import type { ForgeRepo } from '../address.ts';
 import { callJson, field, str } from '../json.ts';
 import type { StatusPart, StatusSnapshot } from '../types.ts';
+import { buildStatus } from '../bitbucket/status.ts';
 import { pagedValues, type BitbucketServerClient, type BitbucketServerPullRequest } from './client.ts';
 
 const STATE: Record<CommitState, string> = {
@@ -57,13 +58,7 @@ export function bitbucketServerStatuses(
         method: 'POST',
         url: `${c.repoURL(ctx.repo)}/commits/${ctx.sha}/builds`,
         headers: c.headers,
-        body: {
-          key: status.context,
-          state: status.state,
-          name: status.name,
-          description: status.description,
-          url: status.targetURL !== undefined && status.targetURL !== '' ? status.targetURL : fallback,
-        },
+        body: buildStatus(status, fallback),
         signal: ctx.signal,
       });
     },

@@ -8,10 +8,9 @@
  * Case ids (F08, …) are described in docs/cases.md.
  */
 import type { ResolvedProvider } from '../../credential/provider.ts';
-import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
-import { authHeaders, Lazy } from '../auth.ts';
+import { authHeaders, identityOf, LazyPerKey } from '../auth.ts';
 import { callJson, field, idOf } from '../json.ts';
 
 /** Page size of Gitea listings (Gitea's default maximum `MAX_RESPONSE_ITEMS` is 50). */
@@ -41,7 +40,7 @@ export interface GiteaClient {
 export function giteaClient(p: ResolvedProvider, http: ProviderHttp): GiteaClient {
   const headers = authHeaders(p, 'token', 'gitea');
   const secretValues = http.secretValues;
-  const identities = new Map<string, Lazy<string>>();
+  const identities = new LazyPerKey<string>();
   const originalPath = (r: ForgeRepo): string =>
     `${r.apiBase}/repos/${r.path.map((s) => encodeURIComponent(s)).join('/')}`;
   return {
@@ -49,27 +48,11 @@ export function giteaClient(p: ResolvedProvider, http: ProviderHttp): GiteaClien
     headers,
     secretValues,
     repoPath: originalPath,
-    myId(r, signal) {
-      let l = identities.get(r.apiBase);
-      if (l === undefined) {
-        l = new Lazy(async () => {
-          const { data } = await callJson(http, { method: 'GET', url: `${r.apiBase}/user`, headers, signal });
-          const id = idOf(field(data, 'id'));
-          if (id === undefined) {
-            throw new ProviderError(
-              'Gitea GET /user answered without a user id: check the Provider address and token',
-              {
-                code: 'BAD_RESPONSE',
-                retryable: false,
-                secretValues,
-              },
-            );
-          }
-          return id;
-        });
-        identities.set(r.apiBase, l);
-      }
-      return l.get();
-    },
+    myId: (r, signal) =>
+      identities.get(r.apiBase, async () => {
+        const { data } = await callJson(http, { method: 'GET', url: `${r.apiBase}/user`, headers, signal });
+        const message = 'Gitea GET /user answered without a user id: check the Provider address and token';
+        return identityOf(idOf(field(data, 'id')), message, secretValues);
+      }),
   };
 }

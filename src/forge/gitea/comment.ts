@@ -6,9 +6,8 @@
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
-import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';
-import { callJson, field, idOf, str } from '../json.ts';
+import { createdId, callJson, field, idOf, str } from '../json.ts';
 import { collect, linkPages } from '../paging.ts';
 import type { CommentPart, ForgeComment } from '../types.ts';
 import type { GiteaClient, GiteaPullRequest } from './client.ts';
@@ -40,15 +39,7 @@ export function giteaComments(c: GiteaClient): CommentPart<ForgeRepo, GiteaPullR
         body: { body },
         signal: ctx.signal,
       });
-      const id = idOf(field(data, 'id'));
-      if (id === undefined) {
-        throw new ProviderError('Gitea answered a comment creation without a comment id', {
-          code: 'BAD_RESPONSE',
-          retryable: false,
-          secretValues: c.secretValues,
-        });
-      }
-      return id;
+      return createdId(field(data, 'id'), 'Gitea', 'comment', c.secretValues);
     },
 
     async editComment(ctx, _pr, ref, body) {

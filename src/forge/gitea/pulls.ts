@@ -7,24 +7,17 @@
 import { LRUCache } from 'lru-cache';
 import type { AuthorAssociation } from '../../api/v1alpha1.ts';
 import type { ForgeRepo } from '../address.ts';
-import { callJson, field, idOf, str } from '../json.ts';
+import { callJson, exists, field, idOf, str } from '../json.ts';
 import { linkPages } from '../paging.ts';
 import type { OpenPullRequest, PullRequestDiscovery, PullRequestPart, PullRequestState } from '../types.ts';
 import { GITEA_PAGE_SIZE, type GiteaClient, type GiteaPullRequest } from './client.ts';
 
 export function giteaPulls(c: GiteaClient): PullRequestPart<ForgeRepo, GiteaPullRequest> {
   return {
-    async pullRequest(ctx, index) {
-      const base = c.repoPath(ctx.repo);
-      const { status } = await callJson(c.http, {
-        method: 'GET',
-        url: `${base}/pulls/${index}`,
-        headers: c.headers,
-        acceptStatus: [404],
-        signal: ctx.signal,
-      });
-      return status === 404 ? undefined : { id: index };
-    },
+    pullRequest: async (ctx, index) =>
+      (await exists(c.http, `${c.repoPath(ctx.repo)}/pulls/${index}`, c.headers, ctx.signal))
+        ? { id: index }
+        : undefined,
 
     async pullRequestsForCommit(ctx) {
       const base = c.repoPath(ctx.repo);

@@ -17,6 +17,7 @@ import type { ProviderHttp } from '../../notifier/http.ts';
 import { parseForgeAddress } from '../address.ts';
 import { Lazy } from '../auth.ts';
 import { repositoryFor } from '../notifier.ts';
+import { MAX_PAGES, tooManyPages } from '../paging.ts';
 import { toProviderError } from './errors.ts';
 import { buildOctokit, originOf, type GitHubOctokit } from './octokit.ts';
 
@@ -169,4 +170,28 @@ export function requestOptions(
   write = false,
 ): { request: { signal?: AbortSignal; retries?: number } } {
   return { request: { ...(signal !== undefined ? { signal } : {}), ...(write ? { retries: 0 } : {}) } };
+}
+
+/** Octokit parameters of a listing in `ctx.repo`: where, `per_page`, the send's signal. */
+export function listing(
+  c: GitHubClient,
+  ctx: { repo: GitHubRepo; signal: AbortSignal | undefined },
+): ReturnType<GitHubClient['at']> & { per_page: number } & ReturnType<typeof requestOptions> {
+  return { ...c.at(ctx.repo), per_page: GITHUB_PAGE_SIZE, ...requestOptions(ctx.signal) };
+}
+
+/**
+ * The items of each page of `it` (Octokit's `paginate.iterator`), at most `MAX_PAGES` pages.
+ * @throws ProviderError `TOO_MANY_PAGES` (saying `what`) on the page after the last allowed.
+ */
+export async function* boundedPages<T>(
+  it: AsyncIterable<{ data: T[] }>,
+  what: string,
+  secretValues: readonly string[],
+): AsyncGenerator<T[], void, undefined> {
+  let n = 0;
+  for await (const page of it) {
+    if (++n > MAX_PAGES) throw tooManyPages(what, secretValues);
+    yield page.data;
+  }
 }

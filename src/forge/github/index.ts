@@ -5,8 +5,8 @@
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { Notifier, NotifierDeps, Serialize } from '../../notifier/types.ts';
-import { forgeNotifier, previewOrdering, targetOrdering } from '../notifier.ts';
-import type { ForgeAdapter, ForgeDefinition, PreviewForge } from '../types.ts';
+import { forgeDefinition, notifierOf, previewForgeOf, type ForgeParts } from '../define.ts';
+import type { PreviewForge } from '../types.ts';
 import { githubAddress } from './address.ts';
 import {
   githubClient,
@@ -18,10 +18,21 @@ import {
 import { githubComments } from './comment.ts';
 import { githubLimits } from './limits.ts';
 import { githubDiscovery, githubPulls } from './pulls.ts';
-import { previewForge } from '../preview.ts';
 import { githubStatuses } from './status.ts';
 
 export type { GitHubNotifierOptions } from './client.ts';
+
+const parts: ForgeParts<'github', GitHubClient, GitHubRepo, PullRef> = {
+  type: 'github',
+  address: githubAddress,
+  limits: githubLimits,
+  client: (p, http) => githubClient(p, http),
+  label: (c) => c.label,
+  repository: (_p, c, ev) => c.repository(ev),
+  repoKey: (c, r) => c.repoKey(r),
+  parts: [githubStatuses, githubComments, githubPulls],
+  discovery: githubDiscovery,
+};
 
 /**
  * Builds the `github` notifier for `p`, owning `deps.http`.
@@ -32,27 +43,7 @@ export function createGitHubNotifier(
   deps: NotifierDeps,
   opts: GitHubNotifierOptions = {},
 ): Notifier {
-  const c = githubClient(p, deps.http, opts);
-  return forgeNotifier(
-    deps.http,
-    {
-      pullRequestComment: p.pullRequestComment,
-      label: c.label,
-      limits: githubLimits,
-      ...targetOrdering(p, deps),
-    },
-    adapter(c),
-  );
-}
-
-function adapter(c: GitHubClient): ForgeAdapter<GitHubRepo, PullRef> {
-  return {
-    repository: (ev) => c.repository(ev),
-    repoKey: (r) => c.repoKey(r),
-    ...githubStatuses(c),
-    ...githubComments(c),
-    ...githubPulls(c),
-  };
+  return notifierOf(parts, p, deps, githubClient(p, deps.http, opts));
 }
 
 /** The `github` preview forge of `p` (src/preview/): discovery with conditional requests. */
@@ -61,14 +52,7 @@ export function createGitHubPreviewForge(
   deps: { http: ProviderHttp; serialize?: Serialize | undefined },
   opts: GitHubNotifierOptions = {},
 ): PreviewForge {
-  const c = githubClient(p, deps.http, opts);
-  return previewForge(deps.http, c.label, adapter(c), githubDiscovery(c), previewOrdering(p, deps));
+  return previewForgeOf(parts, githubDiscovery, p, deps, githubClient(p, deps.http, opts));
 }
 
-export const github: ForgeDefinition<'github'> = {
-  type: 'github',
-  address: githubAddress,
-  limits: githubLimits,
-  notifier: (p, deps) => createGitHubNotifier(p, deps),
-  previews: (p, deps) => createGitHubPreviewForge(p, deps),
-};
+export const github = forgeDefinition(parts);

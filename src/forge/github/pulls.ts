@@ -19,7 +19,9 @@ import type {
   ForgeSendContext,
 } from '../types.ts';
 import {
+  boundedPages,
   GITHUB_PAGE_SIZE,
+  listing,
   requestOptions,
   type GitHubClient,
   type GitHubRepo,
@@ -53,17 +55,12 @@ function commitPulls(
     const out: PullRef[] = [];
     try {
       const it = c.octokit.paginate.iterator('GET /repos/{owner}/{repo}/commits/{commit_sha}/pulls', {
-        ...c.at(ctx.repo),
+        ...listing(c, ctx),
         commit_sha: ctx.sha,
-        per_page: GITHUB_PAGE_SIZE,
-        ...requestOptions(ctx.signal),
       });
-      let n = 0;
-      for await (const page of it) {
-        if (++n > MAX_PAGES)
-          throw tooManyPages(`${c.label}: listing the pull requests of ${ctx.sha}`, c.secretValues);
-        for (const pr of page.data) if (keep(pr)) out.push({ id: String(pr.number), number: pr.number });
-      }
+      const what = `${c.label}: listing the pull requests of ${ctx.sha}`;
+      for await (const prs of boundedPages(it, what, c.secretValues))
+        for (const pr of prs) if (keep(pr)) out.push({ id: String(pr.number), number: pr.number });
     } catch (err) {
       const status = statusOf(err);
       if (status === 409 || status === 422) return [];

@@ -12,15 +12,9 @@
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
-import { MAX_PAGES, tooManyPages } from '../paging.ts';
 import type { StatusPart } from '../types.ts';
-import {
-  GITHUB_PAGE_SIZE,
-  requestOptions,
-  type GitHubClient,
-  type GitHubRepo,
-  type PullRef,
-} from './client.ts';
+import { boundedPages, listing, requestOptions } from './client.ts';
+import type { GitHubClient, GitHubRepo, PullRef } from './client.ts';
 
 export function githubStatuses(c: GitHubClient): StatusPart<GitHubRepo, PullRef> {
   return {
@@ -31,16 +25,12 @@ export function githubStatuses(c: GitHubClient): StatusPart<GitHubRepo, PullRef>
       const want = context.toLowerCase();
       return c.call(async () => {
         const it = c.octokit.paginate.iterator('GET /repos/{owner}/{repo}/commits/{ref}/statuses', {
-          ...c.at(ctx.repo),
+          ...listing(c, ctx),
           ref: ctx.sha,
-          per_page: GITHUB_PAGE_SIZE,
-          ...requestOptions(ctx.signal),
         });
-        let n = 0;
-        for await (const page of it) {
-          if (++n > MAX_PAGES)
-            throw tooManyPages(`${c.label}: listing the statuses of ${ctx.sha}`, c.secretValues);
-          for (const s of page.data) {
+        const what = `${c.label}: listing the statuses of ${ctx.sha}`;
+        for await (const statuses of boundedPages(it, what, c.secretValues)) {
+          for (const s of statuses) {
             if (s.context.toLowerCase() === want) return { state: s.state, description: s.description ?? '' };
           }
         }

@@ -20,6 +20,7 @@ import type { ResolvedProvider } from '../../credential/provider.ts';
 import { ProviderError } from '../../notifier/errors.ts';
 import type { ProviderHttp } from '../../notifier/http.ts';
 import type { ForgeRepo } from '../address.ts';
+import { identityOf, LazyPerKey } from '../auth.ts';
 import { field, idOf, isRecord, parseJson } from '../json.ts';
 
 type ResourceOptions = ConstructorParameters<typeof Commits>[0];
@@ -220,34 +221,16 @@ export function gitlabClient(p: ResolvedProvider, http: ProviderHttp): GitLabCli
     }
     return r;
   };
-  const me = new Map<string, Promise<string>>();
+  const me = new LazyPerKey<string>();
   return {
     secretValues,
     resources,
-    myUserId(repo, signal) {
-      let v = me.get(repo.apiBase);
-      if (v === undefined) {
-        v = resources(repo, signal)
-          .users.showCurrentUser()
-          .then((u: unknown) => {
-            const id = idOf(field(u, 'id'));
-            if (id === undefined) {
-              throw new ProviderError(
-                'GitLab GET /user answered without a user id: check the Provider address and token',
-                {
-                  code: 'BAD_RESPONSE',
-                  retryable: false,
-                  secretValues,
-                },
-              );
-            }
-            return id;
-          });
-        me.set(repo.apiBase, v);
-        v.catch(() => me.delete(repo.apiBase));
-      }
-      return v;
-    },
+    myUserId: (repo, signal) =>
+      me.get(repo.apiBase, async () => {
+        const u: unknown = await resources(repo, signal).users.showCurrentUser();
+        const message = 'GitLab GET /user answered without a user id: check the Provider address and token';
+        return identityOf(idOf(field(u, 'id')), message, secretValues);
+      }),
     projectId: (repo) => decodeURIComponent(repo.id),
   };
 }

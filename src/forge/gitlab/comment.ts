@@ -5,20 +5,11 @@
  *
  * Case ids (F08, …) are described in docs/cases.md.
  */
-import { ProviderError } from '../../notifier/errors.ts';
 import type { ForgeRepo } from '../address.ts';
-import { field, idOf, str } from '../json.ts';
+import { createdId, field, idOf, str } from '../json.ts';
 import { MAX_PAGES } from '../paging.ts';
 import type { CommentPart, ForgeComment } from '../types.ts';
 import { PER_PAGE, type GitLabClient, type MergeRequest } from './client.ts';
-
-function badNote(secretValues: readonly string[]): ProviderError {
-  return new ProviderError('GitLab answered a note creation without a note id', {
-    code: 'BAD_RESPONSE',
-    retryable: false,
-    secretValues,
-  });
-}
 
 export function gitlabComments(c: GitLabClient): CommentPart<ForgeRepo, MergeRequest> {
   return {
@@ -52,9 +43,7 @@ export function gitlabComments(c: GitLabClient): CommentPart<ForgeRepo, MergeReq
       const note: unknown = await c
         .resources(ctx.repo, ctx.signal)
         .notes.create(c.projectId(ctx.repo), Number(mr.id), body);
-      const id = idOf(field(note, 'id'));
-      if (id === undefined) throw badNote(c.secretValues);
-      return id;
+      return createdId(field(note, 'id'), 'GitLab', 'note', c.secretValues);
     },
 
     async editComment(ctx, mr, ref, body) {

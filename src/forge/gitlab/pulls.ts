@@ -39,17 +39,20 @@ export function gitlabPulls(c: GitLabClient): PullRequestPart<ForgeRepo, MergeRe
       throw err;
     }
   };
+  /** The merge requests "related to" the commit (every page; any state), as GitLab lists them. */
+  const ofCommit = async (ctx: { repo: ForgeRepo; sha: string; signal: AbortSignal | undefined }) => {
+    const query = { perPage: PER_PAGE, maxPages: MAX_PAGES };
+    const list: unknown = await c
+      .resources(ctx.repo, ctx.signal)
+      .commits.allMergeRequests(c.projectId(ctx.repo), ctx.sha, query);
+    return Array.isArray(list) ? (list as unknown[]) : [];
+  };
   return {
     pullRequest: show,
 
     async pullRequestsForCommit(ctx) {
-      const query = { perPage: PER_PAGE, maxPages: MAX_PAGES };
-      const list: unknown = await c
-        .resources(ctx.repo, ctx.signal)
-        .commits.allMergeRequests(c.projectId(ctx.repo), ctx.sha, query);
-      if (!Array.isArray(list)) return [];
       const out: MergeRequest[] = [];
-      for (const mr of list) {
+      for (const mr of await ofCommit(ctx)) {
         if (str(field(mr, 'state')) !== 'opened' || str(field(mr, 'sha')) !== ctx.sha) continue;
         const iid = idOf(field(mr, 'iid'));
         if (iid === undefined) continue;
@@ -64,13 +67,8 @@ export function gitlabPulls(c: GitLabClient): PullRequestPart<ForgeRepo, MergeRe
     // commit, squash commit or — after a fast-forward merge, `merge_commit_sha` null — head the
     // commit is.
     async mergedPullRequests(ctx) {
-      const query = { perPage: PER_PAGE, maxPages: MAX_PAGES };
-      const list: unknown = await c
-        .resources(ctx.repo, ctx.signal)
-        .commits.allMergeRequests(c.projectId(ctx.repo), ctx.sha, query);
-      if (!Array.isArray(list)) return [];
       const out: MergeRequest[] = [];
-      for (const mr of list) {
+      for (const mr of await ofCommit(ctx)) {
         if (str(field(mr, 'state')) !== 'merged') continue;
         const merge = str(field(mr, 'merge_commit_sha'));
         const made =

@@ -6,6 +6,7 @@ import {
   MARKER,
   deployEvent,
   event,
+  previewEvent,
   failure,
   forgeNotifier,
   provider,
@@ -38,7 +39,7 @@ describe('azuredevops', () => {
   it("one comment follows the change: the base Stack's deployment of a merge edits the preview thread of the completed pull request whose lastMergeCommit it is (pullrequestquery); none is created elsewhere", async () => {
     const s = await server();
     const pr = s.addPull('acme', 'Platform', 'infra', { pullRequestId: 40, sourceCommit: sha('1') });
-    await notifier(s).send(event(sha('1')), rendered('success', { comment: 'preview: +1 to create' }));
+    await notifier(s).send(previewEvent(sha('1')), rendered('success', { comment: 'preview: +1 to create' }));
     const [thread] = pr.threads;
     s.addPull('acme', 'Platform', 'infra', {
       pullRequestId: 41,
@@ -66,8 +67,9 @@ describe('azuredevops', () => {
     const s = await server();
     s.addPull('acme', 'Platform', 'infra', { pullRequestId: 31, sourceCommit: SHA });
     const n = notifier(s);
-    await n.send(event(SHA), rendered('pending', { comment: 'preview 1' }));
-    for (let i = 2; i <= 5; i++) await n.send(event(SHA), rendered('success', { comment: `preview ${i}` }));
+    await n.send(previewEvent(SHA), rendered('pending', { comment: 'preview 1' }));
+    for (let i = 2; i <= 5; i++)
+      await n.send(previewEvent(SHA), rendered('success', { comment: `preview ${i}` }));
 
     const statuses = s.repo('acme', 'Platform', 'infra').statuses.get(SHA)!;
     expect(statuses.map((x) => [x.state, x.context])).toEqual([
@@ -145,7 +147,7 @@ describe('azuredevops', () => {
     for (let i = 1; i <= 130; i++)
       s.addPull('acme', 'Platform', 'infra', { pullRequestId: i, sourceCommit: i === 125 ? SHA : sha('0') });
     s.addPull('acme', 'Platform', 'infra', { pullRequestId: 500, sourceCommit: SHA, status: 'completed' });
-    await notifier(s).send(event(SHA), rendered('success', { comment: 'c' }));
+    await notifier(s).send(previewEvent(SHA), rendered('success', { comment: 'c' }));
     expect(
       s
         .repo('acme', 'Platform', 'infra')

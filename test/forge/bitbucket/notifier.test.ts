@@ -7,6 +7,7 @@ import {
   MARKER,
   deployEvent,
   event,
+  previewEvent,
   failure,
   forgeNotifier,
   provider,
@@ -59,7 +60,7 @@ describe('bitbucket (Cloud)', () => {
   it("one comment follows the change: the base Stack's deployment of a merge edits the preview comment of the merged pull request whose merge_commit (12 hex) starts the commit; none is created elsewhere", async () => {
     const s = await server();
     const pr = s.addPull('acme', 'infra', { id: 6, sourceCommit: sha('1') });
-    await notifier(s).send(event(sha('1')), rendered('success', { comment: 'preview: +1 to create' }));
+    await notifier(s).send(previewEvent(sha('1')), rendered('success', { comment: 'preview: +1 to create' }));
     const [previewComment] = pr.comments;
     const merge = sha('2');
     s.addPull('acme', 'infra', { id: 7, sourceCommit: sha('3'), state: 'MERGED', mergeCommit: sha('4') });
@@ -85,8 +86,9 @@ describe('bitbucket (Cloud)', () => {
     const s = await server();
     s.addPull('acme', 'infra', { id: 4, sourceCommit: SHA });
     const n = notifier(s);
-    await n.send(event(SHA), rendered('pending', { comment: 'preview 1' }));
-    for (let i = 2; i <= 5; i++) await n.send(event(SHA), rendered('success', { comment: `preview ${i}` }));
+    await n.send(previewEvent(SHA), rendered('pending', { comment: 'preview 1' }));
+    for (let i = 2; i <= 5; i++)
+      await n.send(previewEvent(SHA), rendered('success', { comment: `preview ${i}` }));
 
     const statuses = [...s.repo('acme', 'infra').statuses.get(SHA)!.values()];
     expect(statuses).toEqual([
@@ -180,7 +182,7 @@ describe('bitbucket (Cloud)', () => {
       for (let i = 1; i <= 70; i++)
         s.addPull('acme', 'infra', { id: i, sourceCommit: i === 66 ? SHA : sha('d') });
       s.addPull('acme', 'infra', { id: 99, sourceCommit: SHA, state: 'MERGED' });
-      await notifier(s).send(event(SHA), rendered('success', { comment: 'x' }));
+      await notifier(s).send(previewEvent(SHA), rendered('success', { comment: 'x' }));
       expect(
         s
           .repo('acme', 'infra')

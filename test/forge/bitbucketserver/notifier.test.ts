@@ -6,6 +6,7 @@ import {
   MARKER,
   deployEvent,
   event,
+  previewEvent,
   failure,
   forgeNotifier,
   provider,
@@ -56,7 +57,7 @@ describe('bitbucketserver (Data Center)', () => {
   it("one comment follows the change: the base Stack's deployment of a merge edits the preview comment of the merged pull request whose properties.mergeCommit is the commit; none is created elsewhere", async () => {
     const s = await server();
     const pr = s.addPull('PROJ', 'infra', { id: 30, latestCommit: sha('1') });
-    await basic(s).send(event(sha('1')), rendered('success', { comment: 'preview: +1 to create' }));
+    await basic(s).send(previewEvent(sha('1')), rendered('success', { comment: 'preview: +1 to create' }));
     const [previewComment] = s.comments('PROJ', 'infra', 30);
     s.addPull('PROJ', 'infra', { id: 31, latestCommit: sha('3'), state: 'MERGED', mergeCommit: sha('4') });
     Object.assign(pr, { state: 'MERGED', mergeCommit: sha('2') });
@@ -76,8 +77,9 @@ describe('bitbucketserver (Data Center)', () => {
     const s = await server();
     s.addPull('PROJ', 'infra', { id: 21, latestCommit: SHA });
     const n = basic(s);
-    await n.send(event(SHA), rendered('pending', { comment: 'preview 1' }));
-    for (let i = 2; i <= 5; i++) await n.send(event(SHA), rendered('success', { comment: `preview ${i}` }));
+    await n.send(previewEvent(SHA), rendered('pending', { comment: 'preview 1' }));
+    for (let i = 2; i <= 5; i++)
+      await n.send(previewEvent(SHA), rendered('success', { comment: `preview ${i}` }));
 
     expect([...s.builds.get(SHA)!.values()].map((b) => [b.key, b.state, b.name, b.url])).toEqual([
       [CONTEXT, 'SUCCESSFUL', CONTEXT, 'https://console.example.com/runs/1'],
@@ -111,7 +113,7 @@ describe('bitbucketserver (Data Center)', () => {
     await forgeNotifier(
       provider({ type: 'bitbucketserver', address: address(s), token: HTTP_TOKEN }),
       later,
-    ).send(event(SHA), rendered('success', { comment: 'x' }));
+    ).send(previewEvent(SHA), rendered('success', { comment: 'x' }));
     expect(s.requests.every((r) => r.headers.authorization === `Bearer ${HTTP_TOKEN}`)).toBe(true);
     expect(s.comments('PROJ', 'infra', 2)).toHaveLength(1);
   });
@@ -119,16 +121,18 @@ describe('bitbucketserver (Data Center)', () => {
   it('F08: on a private CA, calls fail TLS verification without ca.crt and succeed with it', async () => {
     const s = await server({ tls: { certPem: pki.certPem, keyPem: pki.keyPem } });
     s.addPull('PROJ', 'infra', { id: 5, latestCommit: SHA });
-    const without = await failure(() => basic(s).send(event(SHA), rendered('success', { comment: 'c' })));
+    const without = await failure(() =>
+      basic(s).send(previewEvent(SHA), rendered('success', { comment: 'c' })),
+    );
     expect(without.code).toBe('TLS');
     expect(without.retryable).toBe(true);
     const wrongCA = await failure(() =>
-      basic(s, { tls: { ca: pki.otherCaPem } }).send(event(SHA), rendered('success')),
+      basic(s, { tls: { ca: pki.otherCaPem } }).send(previewEvent(SHA), rendered('success')),
     );
     expect(wrongCA.code).toBe('TLS');
     expect(s.requests).toHaveLength(0);
 
-    await basic(s, { tls: { ca: pki.caPem } }).send(event(SHA), rendered('success', { comment: 'c' }));
+    await basic(s, { tls: { ca: pki.caPem } }).send(previewEvent(SHA), rendered('success', { comment: 'c' }));
     expect(s.builds.get(SHA)!.get(CONTEXT)!.state).toBe('SUCCESSFUL');
     expect(s.comments('PROJ', 'infra', 5)).toHaveLength(1);
     // whoami, build statuses, builds, PRs of the commit, activities, comment: all over verified TLS.

@@ -29,10 +29,9 @@ const CLUSTER = 'e2e';
 const ORG = 'acme';
 const WAIT_MS = 20_000;
 const TEST_MS = 120_000;
-/** Title of the built-in comment once an `up` run succeeded (templates/pullRequestComment.hbs). */
-const UPDATE_OK = 'Update of stack acme/app/dev succeeded';
-const UPDATE_FAILED = 'Update of stack acme/app/dev failed';
+/** Title of the built-in comment once a `preview` run succeeded (templates/pullRequestComment.hbs). */
 const PREVIEW_OK = 'Preview of stack acme/app/dev succeeded';
+const PREVIEW_FAILED = 'Preview of stack acme/app/dev failed';
 const MARKER = /<!-- pko-notification-controller:[^ ]+ -->/;
 
 let gitea: Gitea;
@@ -91,16 +90,19 @@ interface Setup {
 /**
  * A namespace, the controller watching it, a Secret with the bot's token, a `gitea` Provider
  * with the owner address `<gitea>/acme` (plus `extra` spec), an Alert for every Stack, and
- * Stack `app` whose `spec.projectRepo` is `<gitea>/acme/<repo>.git`.
+ * Stack `app` whose `spec.projectRepo` is `<gitea>/acme/<repo>.git`: a preview Stack
+ * (`spec.preview: true`, whose runs comment on the pull request whose head is their commit)
+ * unless `preview` is false.
  */
 async function setup(
   prefix: string,
   repo: string,
   extra: Record<string, unknown> = {},
   pulumiStack = 'acme/app/dev',
+  preview = true,
 ): Promise<Setup> {
   const ns = await createTestNamespace(prefix);
-  return setupIn(ns, new Objects(ns), repo, extra, pulumiStack);
+  return setupIn(ns, new Objects(ns), repo, extra, pulumiStack, preview);
 }
 
 /** Waits until the newest status of `context` on `sha` is `state` (and there are at least `count`). */
@@ -145,19 +147,32 @@ async function runOn(
   return run;
 }
 
+/** Waits until the Alert reports an event of `reason` delivered, its newest (the send, comment step included, is over). */
+async function delivered(s: Setup, reason: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const d = (await s.obj.get('alerts', 'gitea')).status?.lastDelivery?.[0];
+      return d?.message?.includes(reason) === true && d.result === 'Delivered' ? true : undefined;
+    },
+    { timeoutMs: WAIT_MS, what: `the Alert's lastDelivery for ${reason}` },
+  );
+}
+
 describe('gitea end to end (real Gitea 1.27.3)', () => {
   it(
-    'statuses on real commits (Started → pending, Succeeded → success, Failed → failure) and one sticky comment on a real PR, edited in place across runs and a git push',
+    "statuses on real commits (Started → pending, Succeeded → success, Failed → failure) and one sticky comment on a real PR, the previews', edited in place across runs and a git push; the deploy run writes none",
     async () => {
       const repo = 'app';
       const { sha, pull } = await repoWithPull(repo);
       const human = await gitea.addComment(ORG, repo, pull, 'LGTM, deploy it', alice);
-      const s = await setup('gt-e2e', repo);
+      // A deploy Stack on which previews are run too (PKO v2 Update objects of type preview).
+      const s = await setup('gt-e2e', repo, {}, 'acme/app/dev', false);
       try {
         const context = contextOf(s.ns);
         await runOn(s, repo, sha, 'preview', 'succeeded', 0);
         const first = await waitForComment(repo, pull, PREVIEW_OK);
         await runOn(s, repo, sha, 'up', 'succeeded', 2);
+        await delivered(s, 'UpdateSucceeded');
 
         const statuses = await ours(repo, sha, context);
         expect(statuses.map((x) => x.status)).toEqual(['pending', 'success', 'pending', 'success']);
@@ -171,20 +186,18 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
         );
         expect(combined.data).toMatchObject({ state: 'success', sha });
 
-        // One comment of ours, the same one (same id) edited in place to show the update.
-        const updated = await waitForComment(repo, pull, UPDATE_OK);
-        expect(updated.id).toBe(first.id);
-        expect(updated.body).toMatch(MARKER);
-        expect(updated.body).toContain(sha.slice(0, 7));
-        expect(await mine(repo, pull)).toHaveLength(1);
+        // One comment of ours, the preview's: the deploy run (its result delivered) left it alone.
+        expect(await mine(repo, pull)).toEqual([first]);
+        expect(first.body).toMatch(MARKER);
+        expect(first.body).toContain(sha.slice(0, 7));
 
-        // A push to the PR branch over git/HTTP moves the PR head; a failed run on the new commit
-        // sets failure there and edits the same comment again.
+        // A push to the PR branch over git/HTTP moves the PR head; a failed preview on the new
+        // commit sets failure there and edits the same comment.
         const sha2 = await gitea.gitPush(ORG, repo, 'feature', alice);
         expect((await gitea.getPull(ORG, repo, pull)).head.sha).toBe(sha2);
-        await runOn(s, repo, sha2, 'up', 'failed', 0);
+        await runOn(s, repo, sha2, 'preview', 'failed', 0);
         expect((await ours(repo, sha2, context)).map((x) => x.status)).toEqual(['pending', 'failure']);
-        const failed = await waitForComment(repo, pull, UPDATE_FAILED);
+        const failed = await waitForComment(repo, pull, PREVIEW_FAILED);
         expect(failed.id).toBe(first.id);
         expect(failed.body).toContain(sha2.slice(0, 7));
         expect(await mine(repo, pull)).toHaveLength(1);
@@ -228,8 +241,8 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
         await seed(0);
         s = await setupWithProxy('gt-pages', repo, ns0, proxy.url);
         const context = contextOf(s.ns);
-        const run = await runOn(s, repo, sha, 'up', 'succeeded', 0);
-        const comment = await waitForComment(repo, pull, UPDATE_OK);
+        const run = await runOn(s, repo, sha, 'preview', 'succeeded', 0);
+        const comment = await waitForComment(repo, pull, PREVIEW_OK);
         await seed(60);
         expect(await gitea.statuses(ORG, repo, sha)).toHaveLength(122);
 
@@ -258,11 +271,11 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
                 .some(
                   (l) =>
                     l['msg'] === 'delivered' &&
-                    l['reason'] === 'UpdateSucceeded' &&
+                    l['reason'] === 'PreviewSucceeded' &&
                     String(l['event']).includes(run.name),
                 ),
             ),
-          { timeoutMs: WAIT_MS, what: 'the restarted controller delivering UpdateSucceeded again' },
+          { timeoutMs: WAIT_MS, what: 'the restarted controller delivering PreviewSucceeded again' },
         );
         const after = proxy.seen.slice(before);
         // It read every page of the commit's statuses (ours is on none of the first page's 50
@@ -297,9 +310,9 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
       const s = await setup('gt-rename', repo);
       try {
         const context = contextOf(s.ns);
-        const run = await s.sim.startRun('app', { type: 'up', commit: sha });
+        const run = await s.sim.startRun('app', { type: 'preview', commit: sha });
         await waitForState(repo, sha, context, 'pending', 1);
-        const started = await waitForComment(repo, pull, 'Update of stack acme/app/dev started');
+        const started = await waitForComment(repo, pull, 'Preview of stack acme/app/dev started');
 
         await gitea.renameRepo(ORG, repo, 'new-name');
         // What Gitea answers on the old path (observed on Gitea 1.27.3): 301 to the new path for
@@ -313,16 +326,16 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
         await s.sim.finishRun(run, 'succeeded');
         const statuses = await waitForState('new-name', sha, context, 'success', 2);
         expect(statuses.map((x) => x.status)).toEqual(['pending', 'success']);
-        const done = await waitForComment('new-name', pull, UPDATE_OK);
+        const done = await waitForComment('new-name', pull, PREVIEW_OK);
         expect(done.id).toBe(started.id);
         expect(await mine('new-name', pull)).toHaveLength(1);
         // Delivered, not failed with a redirect error (the Alert status is written in batches).
         const last = await waitFor(
           async () => {
             const d = (await s.obj.get('alerts', 'gitea')).status?.lastDelivery?.[0];
-            return d?.message?.includes('UpdateSucceeded') === true ? d : undefined;
+            return d?.message?.includes('PreviewSucceeded') === true ? d : undefined;
           },
-          { timeoutMs: WAIT_MS, what: "the Alert's lastDelivery for UpdateSucceeded" },
+          { timeoutMs: WAIT_MS, what: "the Alert's lastDelivery for PreviewSucceeded" },
         );
         expect(last).toMatchObject({ result: 'Delivered', reason: 'Delivered' });
       } finally {
@@ -361,10 +374,10 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
           })
         ).data;
       try {
-        const run = await s.sim.startRun('app', { type: 'up', commit: sha });
+        const run = await s.sim.startRun('app', { type: 'preview', commit: sha });
         await waitForState(repo, sha, contextOf(s.ns), 'pending', 1);
         await s.sim.finishRun(run, 'failed', {
-          message: `up failed: exit status 1\nstderr: error: cc @alice, see #${String(issue)}\n<script>alert(1)</script>`,
+          message: `preview failed: exit status 1\nstderr: error: cc @alice, see #${String(issue)}\n<script>alert(1)</script>`,
         });
         await waitForState(repo, sha, contextOf(s.ns), 'failure', 2);
         const ours = await waitForComment(repo, pull, 'failed');
@@ -406,8 +419,8 @@ describe('gitea end to end (real Gitea 1.27.3)', () => {
       expect(pr.head.sha).toBe(sha);
       const s = await setup('gt-fork', repo);
       try {
-        await runOn(s, repo, sha, 'up', 'succeeded', 0);
-        const c = await waitForComment(repo, pr.number, UPDATE_OK);
+        await runOn(s, repo, sha, 'preview', 'succeeded', 0);
+        const c = await waitForComment(repo, pr.number, PREVIEW_OK);
         expect(c.body).toContain(sha.slice(0, 7));
         expect(await mine(repo, pr.number)).toHaveLength(1);
         // The fork itself got nothing: the Stack's repository is the base one.
@@ -440,6 +453,7 @@ async function setupIn(
   repo: string,
   extra: Record<string, unknown>,
   pulumiStack = 'acme/app/dev',
+  preview = true,
 ): Promise<Setup> {
   const ctl = await startInProcess(ns, { flags: [`--cluster-name=${CLUSTER}`] });
   await obj.secret('gitea', { token: bot.token });
@@ -455,7 +469,7 @@ async function setupIn(
   await sim.createStack(
     'app',
     { git: { projectRepo: `${gitea.url}/${ORG}/${repo}.git`, branch: 'feature' } },
-    { stack: pulumiStack },
+    { stack: pulumiStack, preview },
   );
   return { ns, obj, ctl, sim };
 }

@@ -6,6 +6,7 @@ import {
   MARKER,
   deployEvent,
   event,
+  previewEvent,
   failure,
   forgeNotifier,
   provider,
@@ -37,8 +38,9 @@ describe('gitea', () => {
     const s = await server();
     s.addPull('acme', 'infra', { number: 12, sha: SHA });
     const n = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
-    await n.send(event(SHA), rendered('pending', { comment: 'preview 1' }));
-    for (let i = 2; i <= 5; i++) await n.send(event(SHA), rendered('success', { comment: `preview ${i}` }));
+    await n.send(previewEvent(SHA), rendered('pending', { comment: 'preview 1' }));
+    for (let i = 2; i <= 5; i++)
+      await n.send(previewEvent(SHA), rendered('success', { comment: `preview ${i}` }));
 
     const statuses = s.repo('acme', 'infra').statuses.get(SHA)!;
     expect(statuses.map((x) => [x.context, x.status])).toEqual([
@@ -104,13 +106,13 @@ describe('gitea', () => {
     const s = await server();
     s.addPull('acme', 'infra', { number: 12, sha: SHA });
     const p = provider({ type: 'gitea', address: address(s), token: TOKEN });
-    await forgeNotifier(p, later).send(event(SHA), rendered('pending', { comment: 'first' }));
+    await forgeNotifier(p, later).send(previewEvent(SHA), rendered('pending', { comment: 'first' }));
     // A restart (nothing cached), and the listing answers valid JSON padded past 8 MiB.
     const n = forgeNotifier(p, later);
     const listing = (r: { method: string; path: string }): boolean =>
       r.method === 'GET' && /\/issues\/12\/comments$/.test(r.path);
     s.failNext({ status: 200, text: `[${' '.repeat(9 * 1024 * 1024)}]` }, 1, listing);
-    const e = await failure(() => n.send(event(SHA), rendered('success', { comment: 'second' })));
+    const e = await failure(() => n.send(previewEvent(SHA), rendered('success', { comment: 'second' })));
     expect(e.code).toBe('RESPONSE_TOO_LARGE');
     expect(e.message).toMatch(
       /^the commit status is set, but the comment on pull request #12 failed: GET .* answered 200 with a body over 8 MiB/,
@@ -159,7 +161,7 @@ describe('gitea', () => {
     for (let i = 1; i <= 120; i++) s.addPull('acme', 'infra', { number: i, sha: sha(i === 117 ? 'a' : 'b') });
     s.addPull('acme', 'infra', { number: 200, sha: SHA, state: 'closed' });
     const n = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
-    await n.send(event(SHA), rendered('success', { comment: 'hello' }));
+    await n.send(previewEvent(SHA), rendered('success', { comment: 'hello' }));
     const withComments = s
       .repo('acme', 'infra')
       .pulls.filter((p) => p.comments.length > 0)
@@ -234,9 +236,9 @@ describe('gitea', () => {
       const s = await server();
       s.addPull('acme', 'infra', { number: 4, sha: SHA });
       const n = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
-      await n.send(event(SHA), rendered('pending', { comment: 'started' }));
+      await n.send(previewEvent(SHA), rendered('pending', { comment: 'started' }));
       s.moveRepo('acme', 'infra', 'platform', 'infra-v2');
-      await n.send(event(SHA), rendered('success', { comment: 'done' }));
+      await n.send(previewEvent(SHA), rendered('success', { comment: 'done' }));
 
       const moved = s.repo('platform', 'infra-v2');
       expect(moved.statuses.get(SHA)!.map((x) => x.status)).toEqual(['pending', 'success']);
@@ -255,7 +257,7 @@ describe('gitea', () => {
 
       // A new notifier (restart) finds the move again from the first answer.
       const n2 = forgeNotifier(provider({ type: 'gitea', address: address(s), token: TOKEN }), later);
-      await n2.send(event(SHA), rendered('failure', { comment: 'failed' }));
+      await n2.send(previewEvent(SHA), rendered('failure', { comment: 'failed' }));
       expect(moved.statuses.get(SHA)!.map((x) => x.status)).toEqual(['pending', 'success', 'failure']);
       expect(moved.pulls[0]!.comments.map((c) => c.body)).toEqual([`${MARKER}\nfailed`]);
     });

@@ -11,7 +11,7 @@ import { startGitHubServer } from './server.ts';
 const SHA = '4e3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a291';
 
 describe('github end to end', () => {
-  it('preview then update on a commit: status sequence on the commit and one sticky comment on its pull request', async () => {
+  it("preview then update on a commit: status sequence on the commit; one sticky comment on its pull request, the preview's; the update costs its two status writes and nothing else", async () => {
     const gh = await startGitHubServer({
       basePath: '/api/v3',
       repos: ['acme/app'],
@@ -39,7 +39,9 @@ describe('github end to end', () => {
           .statuses('acme/app', SHA)
           .map((s) => s.state)
           .reverse();
-      const step = async (type: 'preview' | 'up'): Promise<void> => {
+      /** Runs `type` on SHA to success, its result delivered; returns the GitHub calls it made. */
+      const step = async (type: 'preview' | 'up'): Promise<(string | undefined)[]> => {
+        const from = gh.apiCalls().length;
         const n = states().length;
         const run = await sim.startRun('app', { type, commit: SHA });
         await waitFor(() => Promise.resolve(states().length > n), {
@@ -51,9 +53,25 @@ describe('github end to end', () => {
           timeoutMs: 20_000,
           what: `success status for ${type}`,
         });
+        // The run's send is over (its comment step included).
+        const reason = type === 'preview' ? 'PreviewSucceeded' : 'UpdateSucceeded';
+        await waitFor(
+          async () => {
+            const d = (await obj.get('alerts', 'gh')).status?.lastDelivery?.[0];
+            return d?.message?.includes(reason) === true && d.result === 'Delivered';
+          },
+          { timeoutMs: 20_000, what: `${reason} delivered` },
+        );
+        return gh
+          .apiCalls()
+          .slice(from)
+          .map((e) => e.operationId);
       };
-      await step('preview');
-      await step('up');
+      const preview = await step('preview');
+      expect(preview).toContain('repos/list-pull-requests-associated-with-commit');
+      // A deploy run writes no comment on the open pull request whose head is its commit, and
+      // does not look for one: one call per new status (the context was listed by the preview).
+      expect(await step('up')).toEqual(['repos/create-commit-status', 'repos/create-commit-status']);
 
       const statuses = gh.statuses('acme/app', SHA).reverse();
       expect(statuses.map((s) => s.state)).toEqual(['pending', 'success', 'pending', 'success']);
@@ -69,12 +87,11 @@ describe('github end to end', () => {
             gh
               .comments('acme/app', 7)
               .filter((c) => c.login === 'pko-bot')
-              .find((c) => /succeeded/i.test(c.body) && /update/i.test(c.body)),
+              .find((c) => c.body.includes('Preview of stack acme/app/dev succeeded')),
           ),
-        { timeoutMs: 20_000, what: 'sticky comment showing the update result' },
+        { timeoutMs: 20_000, what: 'sticky comment showing the preview result' },
       );
       expect(gh.comments('acme/app', 7).filter((c) => c.login === 'pko-bot')).toHaveLength(1);
-      expect(ours.edits).toBeGreaterThanOrEqual(1);
       expect(ours.body).toContain(SHA.slice(0, 7));
       expect(gh.comments('acme/app', 7).find((c) => c.login === 'octocat')?.edits).toBe(0);
 
@@ -118,12 +135,17 @@ describe('github end to end', () => {
       await obj.alert('gh', {
         providerRef: { name: 'gh' },
         eventSources: [{ kind: 'Stack' }],
-        eventReasons: ['UpdateSucceeded'],
+        eventReasons: ['PreviewSucceeded'],
       });
       await obj.waitReady('alerts', 'gh');
       const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
-      await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
-      const run = await sim.startRun('app', { type: 'up', commit: sha });
+      // A preview Stack: its comment goes on the pull request whose head is the commit.
+      await sim.createStack(
+        'app',
+        { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } },
+        { preview: true },
+      );
+      const run = await sim.startRun('app', { type: 'preview', commit: sha });
       await sim.finishRun(run, 'succeeded');
       const last = await waitFor(
         async () => (await obj.get('alerts', 'gh')).status?.lastDelivery?.find((d) => d.result === 'Failed'),

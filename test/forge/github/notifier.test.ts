@@ -18,9 +18,9 @@ import { ProviderHttp } from '../../../src/notifier/http.ts';
 import { createNotifier, hasNotifier } from '../../../src/provider-types.ts';
 import type { Notifier, RenderedNotification } from '../../../src/notifier/types.ts';
 import { makeTestPKI, type TestPKI } from '../../support/pki.ts';
-import { resolvedFromSecret } from '../helpers.ts';
+import { event, previewEvent, resolvedFromSecret } from '../helpers.ts';
 import { startProxy, type TestProxy } from '../../support/proxy.ts';
-import { resolved, sampleEvent } from '../../notifier/fixtures.ts';
+import { resolved } from '../../notifier/fixtures.ts';
 import {
   gitHubContract,
   startGitHubServer,
@@ -95,9 +95,6 @@ function build(p: ResolvedProvider, opts: GitHubNotifierOptions = { pacing: fals
   return { notifier, urls };
 }
 
-function event(commit: string, extra: Record<string, string> = {}): NotificationEvent {
-  return { ...sampleEvent, metadata: { ...sampleEvent.metadata, commit, ...extra } };
-}
 function status(
   state: 'pending' | 'success' | 'failure',
   description: string,
@@ -358,7 +355,7 @@ describe('sticky pull-request comment', () => {
     });
     const p = provider(s, token);
     await build(p).notifier.send(
-      event(head),
+      previewEvent(head),
       withComment(status('success', 'Preview succeeded'), 'Preview: +1 to create'),
     );
     const [preview] = s.comments(REPO, 50);
@@ -418,7 +415,7 @@ describe('sticky pull-request comment', () => {
     const { notifier } = build(provider(s, token));
     for (let push = 1; push <= 5; push++) {
       await notifier.send(
-        event(head),
+        previewEvent(head),
         withComment(status('success', 'Preview succeeded'), `Preview #${push}: 3 to change`),
       );
     }
@@ -445,7 +442,7 @@ describe('sticky pull-request comment', () => {
     // An identical body is not written again.
     const before = s.log.length;
     await notifier.send(
-      event(head),
+      previewEvent(head),
       withComment(status('success', 'Preview succeeded'), 'Preview #5: 3 to change'),
     );
     expect(s.log.length).toBe(before);
@@ -488,7 +485,58 @@ describe('sticky pull-request comment', () => {
     expect(s.violations).toEqual([]);
   });
 
-  it('N04: GitHub lists open PRs #3 (head C), #2 (head B), #1 (head A), all containing A: only #1 gets the comment; none when no PR has A as head', async () => {
+  it("a deploy run's new status costs exactly the status listing and the status write: no pull-request lookup, no comment on the open pull request whose head is the commit", async () => {
+    const s = await server();
+    const head = sha('deploy-head');
+    s.addPullRequest(REPO, { number: 20, headSha: head });
+    const { notifier } = build(provider(s, newToken()));
+    // A deploy Stack following the pull request's branch, with the built-in template's comment.
+    await notifier.send(event(head), withComment(status('pending', 'Update started'), 'started'));
+    await notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'done'));
+    expect(s.apiCalls().map((e) => e.operationId)).toEqual([
+      'repos/list-commit-statuses-for-ref',
+      'repos/create-commit-status',
+      'repos/create-commit-status',
+    ]);
+    expect(s.comments(REPO, 20)).toEqual([]);
+    expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success', 'pending']); // newest first
+
+    // A preview run of the same commit comments there (N04); the context is known by now.
+    const calls = s.apiCalls().length;
+    await notifier.send(previewEvent(head), withComment(status('success', 'Preview succeeded'), 'preview'));
+    expect(
+      s
+        .apiCalls()
+        .slice(calls)
+        .map((e) => e.operationId),
+    ).toEqual([
+      'repos/create-commit-status',
+      'repos/list-pull-requests-associated-with-commit',
+      'users/get-authenticated',
+      'issues/list-comments',
+      'issues/create-comment',
+    ]);
+    expect(s.comments(REPO, 20).map((c) => c.body)).toEqual([`${MARKER}\npreview`]);
+    expect(s.violations).toEqual([]);
+  });
+
+  it("a preview Stack's stall about its preview Update comments on the pull request whose head is the commit; a deploy Stack's stall does not", async () => {
+    const s = await server();
+    const head = sha('stall-head');
+    s.addPullRequest(REPO, { number: 21, headSha: head });
+    const { notifier } = build(provider(s, newToken()));
+    const stalled = (updateType: string): NotificationEvent => ({
+      ...event(head, { updateType }),
+      reason: 'StackStalled',
+    });
+    await notifier.send(stalled('up'), withComment(status('failure', 'Stack stalled'), 'deploy'));
+    expect(s.comments(REPO, 21)).toEqual([]);
+    await notifier.send(stalled('preview'), withComment(status('failure', 'Stack stalled'), 'preview'));
+    expect(s.comments(REPO, 21).map((c) => c.body)).toEqual([`${MARKER}\npreview`]);
+    expect(s.violations).toEqual([]);
+  });
+
+  it('N04: a preview run naming no pull request: GitHub lists open PRs #3 (head C), #2 (head B), #1 (head A), all containing A: only #1 gets the comment; none when no PR has A as head', async () => {
     const s = await server();
     const [A, B, C] = [sha('n04-a'), sha('n04-b'), sha('n04-c')];
     s.addPullRequest(REPO, { number: 3, headSha: C, commits: [A, B] });
@@ -498,7 +546,7 @@ describe('sticky pull-request comment', () => {
     s.addPullRequest(REPO, { number: 4, headSha: A, state: 'closed' });
     s.addPullRequest(REPO, { number: 5, headSha: A, state: 'closed', merged: true });
     const { notifier } = build(provider(s, newToken()));
-    await notifier.send(event(A), withComment(status('pending', 'Update started'), 'body'));
+    await notifier.send(previewEvent(A), withComment(status('pending', 'Preview started'), 'body'));
     const commented = [1, 2, 3, 4, 5].filter((n) => s.comments(REPO, n).some((c) => c.login === 'pko-bot'));
     expect(commented).toEqual([1]);
 
@@ -506,7 +554,7 @@ describe('sticky pull-request comment', () => {
     const D = sha('n04-d');
     s.addPullRequest(REPO, { number: 6, headSha: sha('n04-e'), commits: [D] });
     s.addPullRequest(REPO, { number: 7, headSha: sha('n04-f'), commits: [D], fork: true });
-    await notifier.send(event(D), withComment(status('pending', 'Update started'), 'body'));
+    await notifier.send(previewEvent(D), withComment(status('pending', 'Preview started'), 'body'));
     expect([6, 7].filter((n) => s.comments(REPO, n).length > 0)).toEqual([]);
     expect(s.violations).toEqual([]);
   });
@@ -519,7 +567,7 @@ describe('sticky pull-request comment', () => {
     s.lockIssue(REPO, 9);
     const { notifier } = build(provider(s, newToken()));
     const e = await failure(() =>
-      notifier.send(event(head), withComment(status('failure', 'Update failed'), 'body')),
+      notifier.send(previewEvent(head), withComment(status('failure', 'Update failed'), 'body')),
     );
     expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['failure']);
     expect(s.comments(REPO, 9)).toEqual([]);
@@ -540,7 +588,7 @@ describe('sticky pull-request comment', () => {
     s.padAnswers({ operationId: 'repos/list-pull-requests-associated-with-commit', toBytes: 50_000_000 });
     const { notifier } = build(provider(s, newToken()));
     const e = await failure(() =>
-      notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'body')),
+      notifier.send(previewEvent(head), withComment(status('success', 'Update succeeded'), 'body')),
     );
     expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success']);
     expect(e.code).toBe('RESPONSE_TOO_LARGE');
@@ -550,7 +598,7 @@ describe('sticky pull-request comment', () => {
     );
     expect(s.comments(REPO, 12)).toEqual([]);
     // Nothing was remembered as "none": the next send asks again, and comments once it can read.
-    await notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'body'));
+    await notifier.send(previewEvent(head), withComment(status('success', 'Update succeeded'), 'body'));
     expect(s.comments(REPO, 12).map((c) => c.login)).toEqual(['pko-bot']);
     expect(s.violations).toEqual([]);
   });
@@ -560,7 +608,7 @@ describe('sticky pull-request comment', () => {
     const head = sha('n17-comments');
     s.addPullRequest(REPO, { number: 13, headSha: head });
     const before = build(provider(s, newToken()));
-    await before.notifier.send(event(head), withComment(status('pending', 'Update started'), 'first'));
+    await before.notifier.send(previewEvent(head), withComment(status('pending', 'Update started'), 'first'));
     const mine = (): number =>
       s.comments(REPO, 13).filter((c) => c.login === 'pko-bot' && c.body.includes(MARKER)).length;
     expect(mine()).toBe(1);
@@ -569,7 +617,7 @@ describe('sticky pull-request comment', () => {
     // A restart: a new notifier, nothing cached about where our comment is.
     const after = build(provider(s, newToken()));
     const e = await failure(() =>
-      after.notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'second')),
+      after.notifier.send(previewEvent(head), withComment(status('success', 'Update succeeded'), 'second')),
     );
     expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success', 'pending']);
     expect(e.code).toBe('RESPONSE_TOO_LARGE');
@@ -588,7 +636,7 @@ describe('sticky pull-request comment', () => {
     s.withoutPullRequestPermission(token);
     const { notifier } = build(p);
     const e = await failure(() =>
-      notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'body')),
+      notifier.send(previewEvent(head), withComment(status('success', 'Update succeeded'), 'body')),
     );
     expect(s.statuses(REPO, head).map((x) => x.state)).toEqual(['success']);
     expect([e.status, e.retryable, e.verdict]).toEqual([403, false, { kind: 'permission', retry: false }]);
@@ -616,12 +664,12 @@ describe('sticky pull-request comment', () => {
     const head = sha('n07');
     s.addPullRequest(REPO, { number: 12, headSha: head });
     const { notifier, urls } = build(provider(s, newToken()));
-    await notifier.send(event(head), withComment(status('pending', 'Update started'), 'started'));
+    await notifier.send(previewEvent(head), withComment(status('pending', 'Update started'), 'started'));
     s.renameRepo(REPO, 'acme/app-renamed');
-    await notifier.send(event(head), withComment(status('success', 'Update succeeded'), 'done'));
+    await notifier.send(previewEvent(head), withComment(status('success', 'Update succeeded'), 'done'));
     // After a restart the first call is a read: 301, remembered for the calls that follow.
     const { notifier: restarted } = build(provider(s, newToken()));
-    await restarted.send(event(head), withComment(status('failure', 'Update failed'), 'failed'));
+    await restarted.send(previewEvent(head), withComment(status('failure', 'Update failed'), 'failed'));
 
     expect(s.statuses('acme/app-renamed', head).map((x) => x.state)).toEqual([
       'failure',
@@ -668,7 +716,7 @@ failed`,
     const s = await server();
     s.commitNotIndexed(sha(11));
     const { notifier } = build(provider(s, newToken()));
-    await notifier.send(event(sha(11)), withComment(status('pending', 'Update started'), 'body'));
+    await notifier.send(previewEvent(sha(11)), withComment(status('pending', 'Update started'), 'body'));
     expect(posts(s)).toBe(1);
     const lookup = s
       .apiCalls()
@@ -676,7 +724,7 @@ failed`,
     expect(lookup.map((e) => e.status)).toEqual([422]);
     expect(s.apiCalls().some((e) => e.operationId === 'issues/create-comment')).toBe(false);
     // A commit without pull requests: nothing to comment on either.
-    await notifier.send(event(sha(12)), withComment(status('pending', 'Update started'), 'body'));
+    await notifier.send(previewEvent(sha(12)), withComment(status('pending', 'Update started'), 'body'));
     expect(posts(s)).toBe(2);
     expect(s.violations).toEqual([]);
   });
@@ -829,8 +877,8 @@ describe('GitHub App', () => {
     const s = await server({ app: a });
     s.addPullRequest(REPO, { number: 5, headSha: sha(14) });
     const { notifier } = build(appProvider(s, a));
-    await notifier.send(event(sha(14)), withComment(status('pending', 'Preview started'), 'running'));
-    await notifier.send(event(sha(14)), withComment(status('success', 'Preview succeeded'), 'done'));
+    await notifier.send(previewEvent(sha(14)), withComment(status('pending', 'Preview started'), 'running'));
+    await notifier.send(previewEvent(sha(14)), withComment(status('success', 'Preview succeeded'), 'done'));
 
     const ops = s.apiCalls().map((e) => `${e.operationId ?? '?'} ${e.auth}`);
     expect(ops[0]).toBe(`apps/create-installation-access-token jwt:${a.id}`);
@@ -852,7 +900,10 @@ describe('GitHub App', () => {
 
     // A new notifier (restart) recognises the App's comment as its own and edits it.
     const { notifier: again } = build(appProvider(s, a));
-    await again.send(event(sha(14)), withComment(status('success', 'Preview succeeded'), 'done again'));
+    await again.send(
+      previewEvent(sha(14)),
+      withComment(status('success', 'Preview succeeded'), 'done again'),
+    );
     expect(s.comments(REPO, 5).map((c) => [c.body, c.edits])).toEqual([[`${MARKER}\ndone again`, 2]]);
     expect(s.violations).toEqual([]);
   });
@@ -899,7 +950,10 @@ describe('GitHub App', () => {
       proxy: { address: px.url },
     });
     const { notifier } = build(p);
-    await notifier.send(event(sha(16)), withComment(status('success', 'Preview succeeded'), 'via proxy'));
+    await notifier.send(
+      previewEvent(sha(16)),
+      withComment(status('success', 'Preview succeeded'), 'via proxy'),
+    );
 
     const ops = s.apiCalls().map((e) => e.operationId);
     expect(ops).toContain('apps/create-installation-access-token');

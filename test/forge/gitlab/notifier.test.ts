@@ -6,6 +6,7 @@ import {
   MARKER,
   deployEvent,
   event,
+  previewEvent,
   failure,
   forgeNotifier,
   provider,
@@ -61,7 +62,7 @@ describe('gitlab', () => {
     const HEAD = sha('2');
     const mr = s.addMR(PATH, { iid: 8, sha: HEAD, source_branch: 'feature/y' });
     const n = notifier(s);
-    await n.send(event(HEAD), rendered('success', { comment: 'preview: +1 to create' }));
+    await n.send(previewEvent(HEAD), rendered('success', { comment: 'preview: +1 to create' }));
     const note = mr.notes[0]!;
     const p = s.project(PATH);
     const cases: [string, Partial<typeof mr>][] = [
@@ -95,7 +96,7 @@ describe('gitlab', () => {
     const s = await server();
     s.addMR(PATH, { iid: 7, sha: SHA, source_branch: 'feature/x' });
     const n = notifier(s);
-    const ev = event(SHA); // no branch: the MR's source branch is the ref
+    const ev = previewEvent(SHA); // no branch: the MR's source branch is the ref
     await n.send(ev, rendered('pending', { comment: 'preview 1: running' }));
     for (let i = 2; i <= 5; i++) await n.send(ev, rendered('success', { comment: `preview ${i}: done` }));
 
@@ -199,7 +200,10 @@ describe('gitlab', () => {
     }
     const n = notifier(s);
     for (let i = 1; i <= 5; i++)
-      await n.send(event(SHA, { branch: 'feature' }), rendered('success', { comment: `preview ${i}` }));
+      await n.send(
+        previewEvent(SHA, { branch: 'feature' }),
+        rendered('success', { comment: `preview ${i}` }),
+      );
     const notes = s.project(PATH).mrs[0]!.notes;
     expect(notes).toHaveLength(250);
     expect(notes.filter((x) => x.body.includes(MARKER))).toHaveLength(2);
@@ -295,7 +299,7 @@ describe('gitlab', () => {
     s.addMR(PATH, { iid: 3, sha: SHA });
     const body = `${MARKER}\n`;
     const text = 'x'.repeat(1_000_000 - body.length);
-    await notifier(s).send(event(SHA, { branch: 'b' }), rendered('success', { comment: text }));
+    await notifier(s).send(previewEvent(SHA, { branch: 'b' }), rendered('success', { comment: text }));
     const notes = s.project(PATH).mrs[0]!.notes;
     expect(notes).toHaveLength(1);
     expect(notes[0]!.body.length).toBe(1_000_000);
