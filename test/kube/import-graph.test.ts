@@ -1,6 +1,7 @@
 /**
  * The controller process loads no module of `@kubernetes/client-node` (issue 21: importing it
- * costs +80 MiB RSS per process). A child `node` runs the entry point `src/main.ts --help` —
+ * costs +80 MiB RSS per process), and loads the GitHub and GitLab client libraries (Octokit,
+ * gitbeaker: ~17 and ~19 MiB) only when a Provider of that type first sends. A child `node` runs the entry point `src/main.ts --help` —
  * whose static imports are the whole controller — with a resolve hook recording every module,
  * and the list is checked. The same hook on a process that does import client-node must see it,
  * so the check cannot pass for a hook that records nothing.
@@ -36,6 +37,11 @@ describe('controller import graph', () => {
     expect(modules.some((m) => m.includes('/node_modules/undici/'))).toBe(true);
     // … and nothing of client-node.
     expect(modules.filter((m) => m.includes('@kubernetes/client-node'))).toEqual([]);
+    // The forges are in the graph, their client libraries are not (imported on first use).
+    expect(modules.some((m) => m.endsWith('/src/forge/github/client.ts'))).toBe(true);
+    expect(modules.some((m) => m.endsWith('/src/forge/gitlab/client.ts'))).toBe(true);
+    expect(modules.filter((m) => m.includes('/node_modules/@octokit/'))).toEqual([]);
+    expect(modules.filter((m) => m.includes('/node_modules/@gitbeaker/'))).toEqual([]);
   }, 90_000);
 
   it('the recording sees client-node when a process imports it', async () => {

@@ -19,7 +19,8 @@ import { Lazy } from '../auth.ts';
 import { repositoryFor } from '../notifier.ts';
 import { MAX_PAGES, tooManyPages } from '../paging.ts';
 import { toProviderError } from './errors.ts';
-import { buildOctokit, originOf, type GitHubOctokit } from './octokit.ts';
+import type { GitHubOctokit, OctokitOptions } from './octokit.ts';
+import { originOf } from './origin.ts';
 
 /** Page size of every listing (GitHub's maximum). */
 export const GITHUB_PAGE_SIZE = 100;
@@ -53,7 +54,11 @@ export interface GitHubNotifierOptions {
 }
 
 export interface GitHubClient {
-  octokit: GitHubOctokit;
+  /**
+   * The Provider's Octokit. Loaded on the first {@link GitHubClient.call}: read it only inside
+   * one (it throws before).
+   */
+  readonly octokit: GitHubOctokit;
   label: string;
   secretValues: readonly string[];
   now(): number;
@@ -70,6 +75,17 @@ export interface GitHubClient {
 
 function trimSlash(s: string): string {
   return s.replace(/\/+$/, '');
+}
+
+/**
+ * Octokit and its plugins (./octokit.ts), imported on the first call: @octokit/rest and
+ * @octokit/auth-app cost a process ~17 MiB RSS (measured: a fresh Node 24 importing each alone),
+ * and a controller without GitHub Providers never needs them (issue 21, idle RSS).
+ */
+let octokitModulePromise: Promise<typeof import('./octokit.ts')> | undefined;
+function octokitModule(): Promise<typeof import('./octokit.ts')> {
+  octokitModulePromise ??= import('./octokit.ts');
+  return octokitModulePromise;
 }
 
 /**
@@ -96,14 +112,20 @@ export function githubClient(
   /** Origins credentials may be sent to: the API base(s) in use and the App base. */
   const allowedOrigins = new Set<string>([originOf(appBase)]);
   if (parsed.ok) allowedOrigins.add(originOf(defaultBase));
-  const octokit = buildOctokit(p, http, {
+  const octokitOptions: OctokitOptions = {
     baseUrl: appBase,
     allowedOrigins,
     logger: opts.logger,
     pacing: opts.pacing ?? true,
-  });
+  };
+  let octokit: GitHubOctokit | undefined;
+  const load = async (): Promise<GitHubOctokit> => {
+    octokit ??= (await octokitModule()).buildOctokit(p, http, octokitOptions);
+    return octokit;
+  };
   const call = async <T>(fn: () => Promise<T>): Promise<T> => {
     try {
+      await load();
       return await fn();
     } catch (err) {
       throw toProviderError(err, secretValues, now());
@@ -114,7 +136,7 @@ export function githubClient(
   const lookupIdentity = async (signal: AbortSignal | undefined): Promise<Identity> => {
     const request = signal === undefined ? {} : { signal };
     if (app !== undefined) {
-      const res = await octokit.request('GET /app', { baseUrl: appBase, request });
+      const res = await (await load()).request('GET /app', { baseUrl: appBase, request });
       const slug = res.data?.slug;
       if (typeof slug !== 'string' || slug === '') {
         throw new ProviderError(`${label}: GET /app answered without the App's slug`, {
@@ -126,7 +148,7 @@ export function githubClient(
       return { kind: 'login', login: `${slug}[bot]` };
     }
     try {
-      const res = await octokit.request('GET /user', { baseUrl: defaultBase, request });
+      const res = await (await load()).request('GET /user', { baseUrl: defaultBase, request });
       return { kind: 'login', login: res.data.login };
     } catch (err) {
       // An installation token (e.g. a workflow's GITHUB_TOKEN) may not read /user ("Resource not
@@ -137,7 +159,10 @@ export function githubClient(
     }
   };
   return {
-    octokit,
+    get octokit(): GitHubOctokit {
+      if (octokit === undefined) throw new Error(`${label}: Octokit read before a call loaded it`);
+      return octokit;
+    },
     label,
     secretValues,
     now,

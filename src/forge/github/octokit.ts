@@ -28,6 +28,7 @@ import { createAppAuth } from '@octokit/auth-app';
 import { retry } from '@octokit/plugin-retry';
 import { throttling } from '@octokit/plugin-throttling';
 import { Octokit } from '@octokit/rest';
+import { originOf } from './origin.ts';
 import { credentialKey } from '../../credential/key.ts';
 import type { ResolvedProvider } from '../../credential/provider.ts';
 import type { Logger } from '../../log.ts';
@@ -63,14 +64,6 @@ export interface OctokitOptions {
   logger?: Logger | undefined;
   /** Write pacing by plugin-throttling (default true; tests that write a lot turn it off). */
   pacing: boolean;
-}
-
-export function originOf(url: string): string {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return url;
-  }
 }
 
 function pathOf(url: string): string {

@@ -21,9 +21,9 @@ export function gitlabComments(c: GitLabClient): CommentPart<ForgeRepo, MergeReq
         perPage: PER_PAGE,
         maxPages: MAX_PAGES,
       };
-      const notes: unknown = await c
-        .resources(ctx.repo, ctx.signal)
-        .notes.all(c.projectId(ctx.repo), Number(mr.id), query);
+      const notes: unknown = await (
+        await c.resources(ctx.repo, ctx.signal)
+      ).notes.all(c.projectId(ctx.repo), Number(mr.id), query);
       if (!Array.isArray(notes)) return;
       const page: ForgeComment[] = [];
       for (const n of notes) {
@@ -40,16 +40,16 @@ export function gitlabComments(c: GitLabClient): CommentPart<ForgeRepo, MergeReq
     },
 
     async createComment(ctx, mr, body) {
-      const note: unknown = await c
-        .resources(ctx.repo, ctx.signal)
-        .notes.create(c.projectId(ctx.repo), Number(mr.id), body);
+      const note: unknown = await (
+        await c.resources(ctx.repo, ctx.signal)
+      ).notes.create(c.projectId(ctx.repo), Number(mr.id), body);
       return createdId(field(note, 'id'), 'GitLab', 'note', c.secretValues);
     },
 
     async editComment(ctx, mr, ref, body) {
-      await c
-        .resources(ctx.repo, ctx.signal)
-        .notes.edit(c.projectId(ctx.repo), Number(mr.id), Number(ref), { body });
+      await (
+        await c.resources(ctx.repo, ctx.signal)
+      ).notes.edit(c.projectId(ctx.repo), Number(mr.id), Number(ref), { body });
       return ref;
     },
   };

@@ -32,7 +32,9 @@ export function gitlabPulls(c: GitLabClient): PullRequestPart<ForgeRepo, MergeRe
   const show: PullRequestPart<ForgeRepo, MergeRequest>['pullRequest'] = async (ctx, iid) => {
     try {
       return toMR(
-        await c.resources(ctx.repo, ctx.signal).mergeRequests.show(c.projectId(ctx.repo), Number(iid)),
+        await (
+          await c.resources(ctx.repo, ctx.signal)
+        ).mergeRequests.show(c.projectId(ctx.repo), Number(iid)),
       );
     } catch (err) {
       if (err instanceof ProviderError && err.status === 404) return undefined;
@@ -42,9 +44,9 @@ export function gitlabPulls(c: GitLabClient): PullRequestPart<ForgeRepo, MergeRe
   /** The merge requests "related to" the commit (every page; any state), as GitLab lists them. */
   const ofCommit = async (ctx: { repo: ForgeRepo; sha: string; signal: AbortSignal | undefined }) => {
     const query = { perPage: PER_PAGE, maxPages: MAX_PAGES };
-    const list: unknown = await c
-      .resources(ctx.repo, ctx.signal)
-      .commits.allMergeRequests(c.projectId(ctx.repo), ctx.sha, query);
+    const list: unknown = await (
+      await c.resources(ctx.repo, ctx.signal)
+    ).commits.allMergeRequests(c.projectId(ctx.repo), ctx.sha, query);
     return Array.isArray(list) ? (list as unknown[]) : [];
   };
   return {
@@ -102,7 +104,9 @@ export function gitlabDiscovery(c: GitLabClient): PullRequestDiscovery<ForgeRepo
   const associations = new LRUCache<string, AuthorAssociation>({ max: 1_000, ttl: 5 * 60_000 });
   return {
     async listOpen(repo, base, _etag, signal) {
-      const list: unknown = await c.resources(repo, signal).mergeRequests.all({
+      const list: unknown = await (
+        await c.resources(repo, signal)
+      ).mergeRequests.all({
         projectId: c.projectId(repo),
         state: 'opened',
         targetBranch: base,
@@ -141,9 +145,9 @@ export function gitlabDiscovery(c: GitLabClient): PullRequestDiscovery<ForgeRepo
       if (known !== undefined) return known;
       let level = 0;
       try {
-        const m: unknown = await c
-          .resources(repo, signal)
-          .members.show(c.projectId(repo), Number(pull.authorId), { includeInherited: true });
+        const m: unknown = await (
+          await c.resources(repo, signal)
+        ).members.show(c.projectId(repo), Number(pull.authorId), { includeInherited: true });
         level = Number(field(m, 'access_level')) || 0;
       } catch (err) {
         if (!(err instanceof ProviderError) || err.status !== 404) throw err;
@@ -165,7 +169,7 @@ export function gitlabDiscovery(c: GitLabClient): PullRequestDiscovery<ForgeRepo
     async pullRequestState(repo, number, signal): Promise<PullRequestState | undefined> {
       let mr: unknown;
       try {
-        mr = await c.resources(repo, signal).mergeRequests.show(c.projectId(repo), number);
+        mr = await (await c.resources(repo, signal)).mergeRequests.show(c.projectId(repo), number);
       } catch (err) {
         if (err instanceof ProviderError && err.status === 404) return undefined;
         throw err;

@@ -66,9 +66,9 @@ export function gitlabStatuses(c: GitLabClient): StatusPart<ForgeRepo, MergeRequ
         maxPages: MAX_PAGES,
         ...(ref !== undefined ? { ref } : {}),
       };
-      const list: unknown = await c
-        .resources(ctx.repo, ctx.signal)
-        .commits.allStatuses(c.projectId(ctx.repo), ctx.sha, query);
+      const list: unknown = await (
+        await c.resources(ctx.repo, ctx.signal)
+      ).commits.allStatuses(c.projectId(ctx.repo), ctx.sha, query);
       if (!Array.isArray(list)) return undefined;
       let newest: { id: number; snap: StatusSnapshot } | undefined;
       for (const s of list) {
@@ -86,20 +86,20 @@ export function gitlabStatuses(c: GitLabClient): StatusPart<ForgeRepo, MergeRequ
     async writeStatus(ctx, status) {
       const { ref, pipelineId } = await targetOf(ctx);
       try {
-        await c
-          .resources(ctx.repo, ctx.signal)
-          .commits.editStatus(
-            c.projectId(ctx.repo),
-            ctx.sha,
-            status.state as 'running' | 'success' | 'failed',
-            {
-              name: status.context,
-              description: status.description,
-              ...(status.targetURL !== undefined ? { targetUrl: status.targetURL } : {}),
-              ...(ref !== undefined ? { ref } : {}),
-              ...(pipelineId !== undefined ? { pipelineId } : {}),
-            },
-          );
+        await (
+          await c.resources(ctx.repo, ctx.signal)
+        ).commits.editStatus(
+          c.projectId(ctx.repo),
+          ctx.sha,
+          status.state as 'running' | 'success' | 'failed',
+          {
+            name: status.context,
+            description: status.description,
+            ...(status.targetURL !== undefined ? { targetUrl: status.targetURL } : {}),
+            ...(ref !== undefined ? { ref } : {}),
+            ...(pipelineId !== undefined ? { pipelineId } : {}),
+          },
+        );
       } catch (err) {
         // F15: already in that state — the status we want is the current one.
         if (err instanceof ProviderError && err.status === 400 && SAME_STATE.test(err.message)) return;
