@@ -339,19 +339,24 @@ export class DriftController {
     );
     const body = checkStack(base, dd, name, commit);
     if (!this.#mayWrite()) throw new Error('not holding the leader Lease: no check Stack created');
+    // The slot is taken before the create is sent: the two workers reconcile DriftDetections of
+    // different namespaces at once, and a slot counted only once the create has answered let
+    // both see a free one (4 checks ran with --drift-max-checks=3). Released if the create fails.
+    const slot = `${ns}/${name}`;
+    this.#created.set(slot, now);
     try {
       const created = await kubeRequest<Stack>(this.#o.kubeConfig, {
         method: 'POST',
         path: objectPath(stackRef(ns)),
         body,
       });
-      this.#created.set(`${ns}/${name}`, now);
       return {
         ...e,
         commit,
         check: { name, uid: created.metadata.uid ?? '', startTime: kubeTime(new Date(now)) },
       };
     } catch (err) {
+      this.#created.delete(slot);
       const why =
         errorStatusCode(err) === 409
           ? `a Stack named ${name} already exists; the check is tried again later`

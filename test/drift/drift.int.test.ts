@@ -9,7 +9,8 @@
  * Alert to a generic webhook receiver. The controller's clock is the real one plus an offset the
  * test moves forward to make the next check due.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { getGlobalDispatcher, type Dispatcher } from 'undici';
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { Objects, startInProcess, type InProcessController } from '../support/controller.ts';
@@ -23,7 +24,8 @@ import {
   playPreviewRun,
   recordedPreview,
 } from '../support/workspace-logs.ts';
-import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
+import { errorStatusCode, kubeRequest, loadKubeConfig, objectPath } from '../../src/kube/client.ts';
+import type { KubeConfig } from '../../src/kube/kubeconfig.ts';
 import type { Stack } from '../../src/api/pko.ts';
 import { DRIFT_CHECK_LABEL, type DriftDetection } from '../../src/api/v1alpha1.ts';
 
@@ -58,6 +60,36 @@ beforeAll(async () => {
 afterAll(async () => {
   await kubelet.close();
 });
+
+/**
+ * The controller's connection, with every Stack create held `delayMs` before it is sent: two
+ * workers deciding on check slots at once then both decide before either create has answered
+ * (the race that once let 4 checks run with --drift-max-checks=3, seen only under CPU load).
+ */
+function slowStackCreates(delayMs: number): KubeConfig {
+  const base = loadKubeConfig({ kubeconfig: inject('controllerKubeconfig') });
+  return {
+    getCurrentCluster: () => base.getCurrentCluster(),
+    async applySecurityAuthentication(target) {
+      let dispatcher: Dispatcher = getGlobalDispatcher();
+      await base.applySecurityAuthentication({
+        setHeaderParam: (k, v) => {
+          target.setHeaderParam(k, v);
+        },
+        setDispatcher: (d) => {
+          dispatcher = d;
+        },
+      });
+      target.setDispatcher(
+        dispatcher.compose((dispatch) => (opts, handler) => {
+          if (opts.method !== 'POST' || !/\/stacks(\?|$)/.test(opts.path)) return dispatch(opts, handler);
+          setTimeout(() => dispatch(opts, handler), delayMs);
+          return true;
+        }),
+      );
+    },
+  };
+}
 
 const ddPath = (ns: string, name?: string): string =>
   objectPath({
@@ -468,7 +500,7 @@ describe('drift detection (PKO v2 shapes, recorded agent log)', () => {
         '--drift-max-checks=3',
         '--drift-max-checks-per-namespace=2',
       ],
-      deps: { drift: { random: () => 0 } },
+      deps: { drift: { random: () => 0 }, kubeConfig: slowStackCreates(400) },
     });
     try {
       for (const ns of namespaces) {
