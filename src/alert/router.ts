@@ -9,7 +9,7 @@ import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Registry } from 'prom-client';
 import type { NotificationEvent, PreviewThread } from '../api/event.ts';
 import { GATE_ANNOTATION, parseGate, type EventGate } from '../api/gate.ts';
-import type { Stack, Update } from '../api/pko.ts';
+import { UPDATE_GROUP, UPDATE_PLURAL, UPDATE_VERSION, type Stack, type Update } from '../api/pko.ts';
 import { BASE_STACK_ANNOTATION, PULL_REQUEST_LABEL, isDriftCheck } from '../api/v1alpha1.ts';
 import type { DeliveryQueue, OfferedEvent } from '../delivery/types.ts';
 import { kubeRequest, objectPath, errorMessage, errorStatusCode } from '../kube/client.ts';
@@ -19,6 +19,7 @@ import type { Logger } from '../log.ts';
 import { parseResourceVersion } from '../delivery/order.ts';
 import {
   eventsForStack,
+  lastUpdateFallback,
   revisionsToRecord,
   stuckSince,
   updateObservedAt,
@@ -81,7 +82,18 @@ export interface RouterOptions {
     revision: string,
     resourceVersion: string,
   ) => Promise<void>;
+  /**
+   * Whether the PKO v2 Update `namespace/name` exists now, read from the API server (not the
+   * informer). Asked once before a Stack's `lastUpdate` yields its fallback event for an Update
+   * this process never saw (src/source/derive.ts `lastUpdateFallback`): the two informers watch
+   * separately, and under load the Stack naming a retry can arrive before the retry's Update.
+   * Rejects on other errors than 404 (the Stack is tried again with backoff). Default: a GET.
+   */
+  updateExistsNow?: (namespace: string, name: string) => Promise<boolean>;
 }
+
+/** How soon a Stack whose `lastUpdate` names an Update its informer has not delivered is looked at again, ms. */
+export const HELD_FALLBACK_RETRY_MS = 1_000;
 
 /** The Stack an Update belongs to: its ownerReference of kind Stack, else PKO's `pulumi.com/stack-name` label. */
 export function stackNameOfUpdate(u: Update): string | undefined {
@@ -181,6 +193,13 @@ export class Router {
   readonly #commits = new RunCommits();
   /** PKO v2 Updates seen, remembered after they are gone (N20). */
   readonly #seenUpdates = new SeenUpdates();
+  /**
+   * Stack uid → the `lastUpdate` Update an API read found gone: its fallback event may be derived
+   * (one name per Stack: the read is needed again only when `lastUpdate` names another).
+   */
+  readonly #confirmedGone = new Map<string, string>();
+  /** Stack uid → the `lastUpdate` Update that exists but is not in the informer yet. */
+  readonly #held = new Map<string, string>();
   /** `namespace/name` of the Updates whose commit this process recorded (or tried to); forgotten with the Update. */
   readonly #recorded = new Set<string>();
 
@@ -200,6 +219,7 @@ export class Router {
       v1FailureText: (uid, commit) => this.#v1Texts.text(uid, commit),
       updateCommit: (uid, name) => this.#commits.commit(uid, name),
       updateSeen: (uid, name) => this.#seenUpdates.seen(uid, name),
+      fallbackHeld: (uid, name) => this.#held.get(uid) === name,
     };
     const stackKey = (s: Stack): string => `${s.metadata.namespace ?? ''}/${s.metadata.name ?? ''}`;
     opts.stacks.on('add', (s) => {
@@ -217,6 +237,8 @@ export class Router {
         this.#v1Texts.forget(s.metadata.uid);
         this.#commits.forget(s.metadata.uid);
         this.#seenUpdates.forget(s.metadata.uid);
+        this.#confirmedGone.delete(s.metadata.uid);
+        this.#held.delete(s.metadata.uid);
       }
       this.queue.add(stackKey(s));
     });
@@ -380,7 +402,9 @@ export class Router {
     const i = key.indexOf('/');
     const stack = this.#o.stacks.get(key.slice(0, i), key.slice(i + 1));
     if (!stack?.metadata.uid) return undefined;
+    const held = await this.#holdUnseenFallback(stack);
     await this.#route(stack);
+    if (held) return { requeueAfterMs: HELD_FALLBACK_RETRY_MS };
     // A Stack waiting with no run is looked at again when it would count as stuck.
     const after = this.#o.stuckAfterMs;
     if (after === undefined) return undefined;
@@ -389,6 +413,64 @@ export class Router {
     if (since === undefined) return undefined;
     const due = since + after - (this.#o.now ?? Date.now)();
     return due > 0 ? { requeueAfterMs: due + 1_000 } : undefined;
+  }
+
+  /**
+   * Before a Stack's `lastUpdate` yields the fallback event of an Update never seen here, reads
+   * that Update once from the API server. Gone: the fallback is derived (and the answer kept for
+   * that name). Still there: the fallback is held and the Stack looked at again soon — the
+   * Update informer has not delivered it yet, and only the Update tells a retry that repeated its
+   * result (no event) from a new run. Returns whether the fallback is held.
+   */
+  async #holdUnseenFallback(stack: Stack): Promise<boolean> {
+    const uid = stack.metadata.uid ?? '';
+    const ns = stack.metadata.namespace ?? '';
+    const exists = (n: string, name: string): boolean => this.#o.updates.get(n, name) !== undefined;
+    const unheld: DeriveContext = {
+      reportingController: this.#ctx.reportingController,
+      updateSeen: (u, n) => this.#seenUpdates.seen(u, n),
+    };
+    const name = lastUpdateFallback(stack, unheld, { updateExists: exists });
+    // Only a Stack with Updates in the informer can be ahead of it in a way that matters: the
+    // fallback would be wrong for a retry or resync repeating its run's result, whose run is an
+    // Update the informer delivered. A Stack none of whose Updates is known (all gone after their
+    // TTL, or none ever made) is not read again.
+    const known = this.#updatesByStack.get(`${ns}/${stack.metadata.name ?? ''}`);
+    if (name === undefined || isDriftCheck(stack) || known === undefined || known.size === 0) {
+      this.#held.delete(uid);
+      return false;
+    }
+    if (this.#confirmedGone.get(uid) === name) {
+      this.#held.delete(uid);
+      return false;
+    }
+    const there = await (this.#o.updateExistsNow ?? ((n, u) => this.#updateExistsNow(n, u)))(ns, name);
+    if (there) {
+      this.#held.set(uid, name);
+      return true;
+    }
+    this.#held.delete(uid);
+    this.#confirmedGone.set(uid, name);
+    return false;
+  }
+
+  async #updateExistsNow(namespace: string, name: string): Promise<boolean> {
+    try {
+      await kubeRequest(this.#o.kubeConfig, {
+        method: 'GET',
+        path: objectPath({
+          group: UPDATE_GROUP,
+          version: UPDATE_VERSION,
+          plural: UPDATE_PLURAL,
+          namespace,
+          name,
+        }),
+      });
+      return true;
+    } catch (err) {
+      if (errorStatusCode(err) === 404) return false;
+      throw err;
+    }
   }
 
   async #route(stack: Stack): Promise<void> {

@@ -161,6 +161,12 @@ export interface DeriveContext {
    */
   updateSeen?: (stackUid: string, updateName: string) => boolean;
   /**
+   * PKO v2: the `lastUpdate` fallback is held for this Update name (the router found it still
+   * exists with an API read; its informer has not delivered it yet): no fallback event, since
+   * the Update itself decides whether its run is new (a retry repeating its result is not).
+   */
+  fallbackHeld?: (stackUid: string, updateName: string) => boolean;
+  /**
    * PKO v2: a Stack `Reconciling=True` for at least `afterMs` (since the condition's
    * `lastTransitionTime`) with no run in progress is stuck at `nowMs` (`StackStalled`, reason
    * `NoProgress`; see {@link stuckSince}). Absent: no such event (the rest stays clock-free).
@@ -525,8 +531,7 @@ export function eventsFromStack(
       // PKO v2: the Update-derived event has this id; this is the fallback once the Update is gone.
       // An Update seen earlier was derived while it existed (a resync continuation that repeated
       // its run's result yielded nothing then, and must not come back now: case N20).
-      const seen = ctx.updateSeen?.(stack.metadata.uid ?? '', last.name) === true;
-      if (isRunType(last.type) && !opts.updateExists(namespace, last.name) && !seen) {
+      if (isRunType(last.type) && lastUpdateFallback(stack, ctx, opts) !== undefined) {
         lastUpdateMetadata(metadata, last);
         events.push(
           makeEvent(
@@ -862,6 +867,29 @@ export function revisionsToRecord(
       out.push({ name, revision, resourceVersion });
   }
   return out;
+}
+
+/**
+ * The Update named by a PKO v2 Stack's finished `lastUpdate` when the event of its run must come
+ * from the Stack (the fallback in {@link eventsFromStack}): the Update is not in `updateExists`,
+ * was never seen by this process, and its fallback is not held (`ctx.fallbackHeld`). Otherwise
+ * undefined. The router reads the Update once from the API server before trusting this: an
+ * Update informer behind the Stack informer looks the same as an Update that is gone.
+ */
+export function lastUpdateFallback(
+  stack: Stack,
+  ctx: DeriveContext,
+  opts: { updateExists: (namespace: string, name: string) => boolean },
+): string | undefined {
+  const last = stack.status?.lastUpdate;
+  if (last === undefined) return undefined;
+  const name = last.name;
+  if (name === undefined || name === '' || !isRunType(last.type)) return undefined;
+  if (last.state !== 'succeeded' && last.state !== 'failed') return undefined;
+  const uid = stack.metadata.uid ?? '';
+  if (opts.updateExists(stack.metadata.namespace ?? '', name)) return undefined;
+  if (ctx.updateSeen?.(uid, name) === true || ctx.fallbackHeld?.(uid, name) === true) return undefined;
+  return name;
 }
 
 /**

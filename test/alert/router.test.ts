@@ -11,6 +11,7 @@ import type { AlertSpec } from '../../src/api/v1alpha1.ts';
 import { compileAlert } from '../../src/alert/compile.ts';
 import { AlertIndex } from '../../src/alert/routed.ts';
 import {
+  HELD_FALLBACK_RETRY_MS,
   Router,
   previewGateOf,
   previewThreadOf,
@@ -19,7 +20,7 @@ import {
 } from '../../src/alert/router.ts';
 import type { DeliveryAlert, DeliveryQueue, OfferedEvent } from '../../src/delivery/types.ts';
 import { deliveryAlert, quietLogger } from '../delivery/support.ts';
-import { NS, STACK_UID, update, v2FailedStack } from '../source/fixtures.ts';
+import { NS, STACK_UID, UPDATE_NAME, update, v2FailedStack } from '../source/fixtures.ts';
 
 type Handler = (...args: never[]) => void;
 
@@ -63,11 +64,13 @@ function routed(name: string, spec: Partial<AlertSpec>) {
   return { ...deliveryAlert({ key: `${NS}/${name}`, uid: `${name}-uid`, name }), compiled: r.alert };
 }
 
-function setup(enrich?: RouterOptions['enrich']) {
+function setup(enrich?: RouterOptions['enrich'], apiHas: (name: string) => boolean = () => false) {
   const stacks = new MemoryInformer<Stack>();
   const updates = new MemoryInformer<Update>();
   const alerts = new AlertIndex();
   const queue = new RecordingQueue();
+  /** The Update reads from the API server (`updateExistsNow`), by name. */
+  const reads: string[] = [];
   const router = new Router({
     kubeConfig: new KubeConfig(),
     stacks,
@@ -76,9 +79,13 @@ function setup(enrich?: RouterOptions['enrich']) {
     delivery: queue,
     logger: quietLogger(),
     reportingController: 'pko-notification-controller',
+    updateExistsNow: (_ns, name) => {
+      reads.push(name);
+      return Promise.resolve(apiHas(name));
+    },
     ...(enrich ? { enrich } : {}),
   });
-  return { stacks, updates, alerts, queue, router };
+  return { stacks, updates, alerts, queue, router, reads };
 }
 
 describe('Router', () => {
@@ -143,6 +150,65 @@ describe('Router', () => {
     expect(t.queue.offers.map((o) => o.events.map((e) => e.event.message.endsWith('(enriched)')))).toEqual([
       [true],
     ]);
+  });
+});
+
+describe('Router: the Stack ahead of the Update informer', () => {
+  const RETRY = 'app-dev-retry';
+  /** The failed run's retry (PKO: "Backoff time elapsed"), failed again with the same error. */
+  const retry = (): Update => {
+    const u = update('failed', 'up', RETRY);
+    u.metadata.uid = 'b1c2d3e4-0000-4000-8000-000000000002';
+    u.metadata.creationTimestamp = '2026-08-20T11:03:40Z';
+    if (u.spec) u.spec.message = 'Backoff time elapsed: 1m0s';
+    return u;
+  };
+  const afterRetry = (): Stack => {
+    const s = v2FailedStack();
+    if (s.status?.lastUpdate) s.status.lastUpdate = { ...s.status.lastUpdate, name: RETRY, failures: 2 };
+    return s;
+  };
+  const ids = (t: ReturnType<typeof setup>): string[] =>
+    t.queue.offers.flatMap((o) => o.events.map((e) => e.event.id.slice(STACK_UID.length + 1)));
+
+  it('a retry its informer has not delivered yet: no fallback event, looked at again; then no new event', async () => {
+    const t = setup(undefined, (name) => name === RETRY);
+    t.alerts.set(`${NS}/all`, routed('all', {}));
+    t.updates.add(update('failed'));
+    t.stacks.add(afterRetry());
+    // The Stack names the retry; the Update informer has only the first attempt.
+    const first = await t.router.reconcile(`${NS}/app-dev`);
+    expect(ids(t)).toEqual([`${UPDATE_NAME}/started`, `${UPDATE_NAME}/failed`]);
+    expect(first).toEqual({ requeueAfterMs: HELD_FALLBACK_RETRY_MS });
+    expect(t.reads).toEqual([RETRY]);
+    // The retry arrives: it repeated its run's result, which is no new event (one streak).
+    t.updates.add(retry());
+    t.queue.offers.length = 0;
+    expect(await t.router.reconcile(`${NS}/app-dev`)).toBeUndefined();
+    expect(ids(t)).toEqual([`${UPDATE_NAME}/started`, `${UPDATE_NAME}/failed`]);
+    expect(t.reads).toEqual([RETRY]);
+  });
+
+  it('an Update the API server no longer has: the fallback event is derived, and asked for once', async () => {
+    const t = setup(undefined, () => false);
+    t.alerts.set(`${NS}/all`, routed('all', {}));
+    t.updates.add(update('failed'));
+    t.stacks.add(afterRetry());
+    expect(await t.router.reconcile(`${NS}/app-dev`)).toBeUndefined();
+    expect(ids(t)).toEqual([`${UPDATE_NAME}/started`, `${UPDATE_NAME}/failed`, `${RETRY}/failed`]);
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(t.reads).toEqual([RETRY]);
+  });
+
+  it('no read when the informer holds the Update, or holds none of the Stack’s (all gone: TTL)', async () => {
+    const t = setup(undefined, () => true);
+    t.alerts.set(`${NS}/all`, routed('all', {}));
+    t.stacks.add(v2FailedStack());
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(ids(t)).toEqual([`${UPDATE_NAME}/failed`]);
+    t.updates.add(update('failed'));
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(t.reads).toEqual([]);
   });
 });
 
