@@ -9,7 +9,6 @@
  * split. Pure functions, no imports from the rest of the controller; and {@link readBounded}, the
  * bounded read of a response body as text (the notifier's and the Kubernetes client's).
  */
-import type { ReadableStream } from 'node:stream/web';
 import { stripVTControlCharacters } from 'node:util';
 
 /** How a length is counted: Unicode code points, UTF-16 code units (JS `length`) or UTF-8 bytes. */
@@ -302,24 +301,20 @@ export interface BoundedText {
 
 /**
  * Reads at most `max` bytes of `body` as UTF-8; the rest is cancelled unread (a response body:
- * src/notifier/body.ts, src/kube/client.ts).
+ * src/notifier/body.ts, src/kube/client.ts). `body` is a web `ReadableStream` (fetch) or a Node
+ * `Readable` (undici's `request`): stopping early cancels the one and destroys the other, which
+ * undici answers by closing the connection.
  */
-export async function readBounded(
-  body: ReadableStream<Uint8Array> | null,
-  max: number,
-): Promise<BoundedText> {
+export async function readBounded(body: AsyncIterable<Uint8Array> | null, max: number): Promise<BoundedText> {
   if (body === null) return { text: '', bytes: 0, truncated: false };
-  const reader = body.getReader();
   const decoder = new TextDecoder();
   let text = '';
   let seen = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
+  for await (const value of body) {
     if (seen + value.byteLength > max) {
       text += decoder.decode(value.subarray(0, max - seen), { stream: true });
       seen = max;
-      await reader.cancel();
+      // Leaving the loop cancels (web stream) or destroys (Node stream) the rest of the body.
       return { text: text + decoder.decode(), bytes: seen, truncated: true };
     }
     seen += value.byteLength;

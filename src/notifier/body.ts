@@ -9,8 +9,6 @@
  * - A body that is needed is read up to the caller's cap; over it the call fails with
  *   `RESPONSE_TOO_LARGE` instead of reading on.
  */
-import { ReadableStream } from 'node:stream/web';
-
 /** Caps per use, in bytes. */
 export const RESPONSE_CAPS = {
   /** A chat API's JSON answer (`{"ok":false,"error":"…"}`), e.g. Slack's chat.postMessage. */
@@ -43,10 +41,11 @@ export function jsonObject(text: string): Record<string, unknown> | undefined {
 }
 
 /**
- * Disposes of a body nobody reads: up to {@link DRAIN_BYTES} are read and dropped (nothing is
- * kept), then the rest is cancelled. Never rejects.
+ * Disposes of a body nobody reads — a web `ReadableStream` (fetch) or a Node `Readable` (undici's
+ * `request`): up to {@link DRAIN_BYTES} are read and dropped (nothing is kept), then the rest is
+ * cancelled (destroyed). Never rejects.
  */
-export async function discardBody(body: ReadableStream<Uint8Array> | null): Promise<void> {
+export async function discardBody(body: AsyncIterable<Uint8Array> | null): Promise<void> {
   if (body === null) return;
   try {
     await readWithin(body, DRAIN_BYTES);
@@ -60,22 +59,18 @@ export async function discardBody(body: ReadableStream<Uint8Array> | null): Prom
  * more than `max` bytes arrived (the rest is cancelled unread). Rejects when the read fails.
  */
 async function readWithin(
-  body: ReadableStream<Uint8Array>,
+  body: AsyncIterable<Uint8Array>,
   max: number,
   keep?: Uint8Array[],
 ): Promise<boolean> {
-  const reader = body.getReader();
   let seen = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return true;
+  for await (const value of body) {
     seen += value.byteLength;
-    if (seen > max) {
-      await reader.cancel();
-      return false;
-    }
+    // Leaving the loop cancels (web stream) or destroys (Node stream) the rest of the body.
+    if (seen > max) return false;
     keep?.push(value);
   }
+  return true;
 }
 
 /** A whole body read into memory, or how far it went before the cap. */
@@ -94,7 +89,7 @@ export interface BoundedBytes {
  * "no pull requests" (case N17). Over the cap the caller fails the call instead.
  */
 export async function readAllBounded(
-  body: ReadableStream<Uint8Array> | null,
+  body: AsyncIterable<Uint8Array> | null,
   max: number,
 ): Promise<BoundedBytes> {
   if (body === null) return { bytes: new Uint8Array(0), truncated: false };

@@ -6,13 +6,13 @@
  * Case ids (F08, F09) are described in docs/cases.md.
  */
 import { STATUS_CODES } from 'node:http';
-import type { Headers } from 'undici';
 import {
   classifyAnswer,
   isHtml,
   isSignInPage,
   verdictForCode,
   type AnswerKind,
+  type HeaderReader,
   type Verdict,
 } from './classify.ts';
 import { ProviderError } from './errors.ts';
@@ -131,7 +131,7 @@ export function httpError(
   method: string,
   target: string,
   status: number,
-  headers: Headers,
+  headers: HeaderReader,
   body: string,
   opts: { expectJson?: boolean; redirect?: RedirectRefusal | undefined; url?: string } = {},
 ): ProviderError {

@@ -4,8 +4,10 @@
  * `tls.key`, case F08) and proxy (`proxySecretRef`, case F09), so every call a notifier makes —
  * API calls, token exchanges, webhooks — is verified against the same CA and goes through the
  * same proxy. A `ca.crt` is the whole trust store for the Provider's endpoints (the public roots
- * are not added, as with `curl --cacert`). Requests use npm undici's own `fetch` (never the global one: mixing the global
- * fetch with npm undici dispatchers is unsupported).
+ * are not added, as with `curl --cacert`). `request()` sends with npm undici's `request` (no
+ * WHATWG Request/Response/stream objects per call: every delivered event makes at least one);
+ * the `fetch` handed to client libraries is npm undici's own `fetch` (never the global one: mixing
+ * the global fetch with npm undici dispatchers is unsupported).
  *
  * Every failure is a `ProviderError` (./errors.ts) whose message is redacted and says what to do.
  *
@@ -13,10 +15,17 @@
  */
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
-import { Agent, ProxyAgent, Response, fetch as undiciFetch, type Dispatcher, type Headers } from 'undici';
-import type { ReadableStream } from 'node:stream/web';
+import {
+  Agent,
+  ProxyAgent,
+  Response,
+  fetch as undiciFetch,
+  request as undiciRequest,
+  type Dispatcher,
+} from 'undici';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { discardBody, readAllBounded, readBounded, RESPONSE_CAPS } from './body.ts';
+import type { HeaderReader } from './classify.ts';
 import { egressDenial, egressMessage, type EgressDeniedError, type EgressPolicy } from './egress.ts';
 import { ProviderError } from './errors.ts';
 import { httpError, transportError, type FailureContext } from './http-errors.ts';
@@ -70,14 +79,49 @@ export interface HttpRequestInit {
 
 export interface HttpResponse {
   status: number;
-  headers: Headers;
+  /** The answer's headers, read as WHATWG `Headers` reads them ({@link ResponseHeaders}). */
+  headers: HttpHeaders;
   /** Body decoded as UTF-8 ('' when the caller discarded it). */
   text: string;
 }
 
+/** The headers of an {@link HttpResponse}: the part of WHATWG `Headers` callers read. */
+export interface HttpHeaders extends HeaderReader {
+  /** The value of header `name` (any case); a repeated header's values joined with `, `; `null` when absent. */
+  get(name: string): string | null;
+  /** Every header as `[lower-case name, value]`, sorted by name, repeated ones joined with `, `. */
+  entries(): IterableIterator<[string, string]>;
+}
+
+/** What `ProviderHttp.request` sends one hop with: the shape of undici's `request` it uses. */
+export type RequestFunction = (
+  url: string,
+  opts: {
+    method: string;
+    headers: Record<string, string>;
+    body?: string;
+    signal: AbortSignal;
+    dispatcher: Dispatcher;
+  },
+) => Promise<{
+  statusCode: number;
+  /** Lower-case names; a repeated header as an array (undici's `IncomingHttpHeaders`). */
+  headers: Record<string, string | string[] | undefined>;
+  /** Must be read to its end or stopped (destroyed): undici holds the connection until then. */
+  body: AsyncIterable<Uint8Array>;
+}>;
+
 export interface ProviderHttpOptions {
-  /** undici's `fetch` or a compatible function (tests inject a recording wrapper). Default: undici's. */
+  /**
+   * undici's `fetch` or a compatible function, used by the `fetch` property only (client libraries:
+   * Octokit); tests inject a recording wrapper. Default: undici's.
+   */
   fetch?: typeof undiciFetch;
+  /**
+   * undici's `request` or a compatible function, used by `request()` for every hop; tests inject a
+   * recording wrapper. Default: undici's.
+   */
+  request?: RequestFunction;
   /** Clock for HTTP-date `Retry-After` values, epoch milliseconds. Default `Date.now`. */
   now?: () => number;
   /** Bound of a successful response body in bytes; larger answers fail with code `RESPONSE_TOO_LARGE`. */
@@ -97,6 +141,7 @@ export class ProviderHttp {
   readonly #p: ResolvedProvider;
   readonly #dispatcher: Dispatcher;
   readonly #fetch: typeof undiciFetch;
+  readonly #request: RequestFunction;
   readonly #now: () => number;
   readonly #maxResponseBytes: number;
   readonly #secretValues: readonly string[];
@@ -107,6 +152,7 @@ export class ProviderHttp {
   constructor(p: ResolvedProvider, opts: ProviderHttpOptions = {}) {
     this.#p = p;
     this.#fetch = opts.fetch ?? undiciFetch;
+    this.#request = opts.request ?? undiciRequest;
     this.#now = opts.now ?? Date.now;
     this.#maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     this.#secretValues = secretValuesOf(p);
@@ -189,7 +235,10 @@ export class ProviderHttp {
         headers[k] = v;
       }
     };
-    put({ 'User-Agent': USER_AGENT });
+    // What undici's fetch added by itself, kept for endpoints that look at it: `Accept: */*`, and
+    // a string body's `Content-Type: text/plain;charset=UTF-8` (every caller names its own).
+    put({ 'User-Agent': USER_AGENT, Accept: '*/*' });
+    if (init.body !== undefined) put({ 'Content-Type': 'text/plain;charset=UTF-8' });
     put(this.#p.headers);
     if (init.headers) put(init.headers);
 
@@ -205,8 +254,11 @@ export class ProviderHttp {
         res,
         refused,
         url: at,
-      } = await this.#redirects.send(url, { method, headers, body: init.body }, (u, i) =>
-        this.#send(u, i, signal, state),
+      } = await this.#redirects.send(
+        url,
+        { method, headers, body: init.body },
+        (u, i) => this.#sendHop(u, i, signal, state),
+        (r) => discardBody(r.body),
       );
       const ok =
         (res.status >= 200 && res.status <= 299) || (init.acceptStatus?.includes(res.status) ?? false);
@@ -248,8 +300,24 @@ export class ProviderHttp {
     }
   }
 
-  /** One hop: undici's fetch through the Provider's dispatcher, recording whether it was sent. */
-  #send(url: string, init: RedirectInit, signal: AbortSignal, state: SendState): Promise<Response> {
+  /**
+   * One hop of `request()`: undici's `request` through the Provider's dispatcher, recording
+   * whether it was sent. No redirect is followed here (./redirect.ts does).
+   */
+  async #sendHop(url: string, init: RedirectInit, signal: AbortSignal, state: SendState): Promise<Answer> {
+    state.sent = false;
+    const res = await this.#request(url, {
+      method: init.method,
+      headers: init.headers,
+      ...(init.body !== undefined ? { body: init.body } : {}),
+      signal,
+      dispatcher: trackingDispatcher(this.#dispatcher, state),
+    });
+    return { status: res.statusCode, headers: new ResponseHeaders(res.headers), body: res.body };
+  }
+
+  /** One hop of `fetch`: undici's fetch through the Provider's dispatcher, recording whether it was sent. */
+  #fetchHop(url: string, init: RedirectInit, signal: AbortSignal, state: SendState): Promise<Response> {
     state.sent = false;
     return this.#fetch(url, {
       method: init.method,
@@ -318,8 +386,13 @@ export class ProviderHttp {
       try {
         const body = init.body ?? undefined;
         res = (
-          await this.#redirects.send(url, { method, headers, body }, (u, i) =>
-            this.#send(u, i, signal, state),
+          await this.#redirects.send(
+            url,
+            { method, headers, body },
+            (u, i) => this.#fetchHop(u, i, signal, state),
+            async (r) => {
+              await r.body?.cancel();
+            },
           )
         ).res;
       } catch (err) {
@@ -334,7 +407,7 @@ export class ProviderHttp {
       // Octokit would take a body that fails mid-read for "" (case N17; ./body.ts readAllBounded).
       let read;
       try {
-        read = await readAllBounded(res.body as ReadableStream<Uint8Array>, max);
+        read = await readAllBounded(res.body, max);
       } catch (err) {
         const denied = egressDenial(err);
         if (denied) throw this.#egressError(method, target, denied);
@@ -419,6 +492,45 @@ export class ProviderHttp {
       return "the Provider address (key 'address' of its Secret)";
     }
     return url;
+  }
+}
+
+/** One answer of `request()`'s hops, before its body is read. */
+interface Answer {
+  status: number;
+  headers: ResponseHeaders;
+  body: AsyncIterable<Uint8Array>;
+}
+
+/**
+ * The headers of an answer to undici's `request` (lower-case names, a repeated header as an
+ * array), read as WHATWG `Headers` reads them — and so as they read under `fetch`: by
+ * case-insensitive name, a repeated header's values joined with `, `, `null` when absent;
+ * `entries()` sorted by name.
+ */
+export class ResponseHeaders implements HttpHeaders {
+  readonly #h: Readonly<Record<string, string | string[] | undefined>>;
+
+  constructor(headers: Readonly<Record<string, string | string[] | undefined>>) {
+    this.#h = headers;
+  }
+
+  get(name: string): string | null {
+    const key = name.toLowerCase();
+    // Own names only: `constructor` or `__proto__` is no header unless the answer sent one.
+    if (!Object.hasOwn(this.#h, key)) return null;
+    const v = this.#h[key];
+    if (v === undefined) return null;
+    return typeof v === 'string' ? v : v.join(', ');
+  }
+
+  entries(): IterableIterator<[string, string]> {
+    const all: [string, string][] = [];
+    for (const key of Object.keys(this.#h).sort()) {
+      const v = this.get(key);
+      if (v !== null) all.push([key, v]);
+    }
+    return all[Symbol.iterator]();
   }
 }
 

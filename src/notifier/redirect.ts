@@ -13,7 +13,6 @@
  * go straight to its new place: `/api/v1/repos/acme/app/…` → `/api/v1/repos/platform/app2/…`.
  */
 import { LRUCache } from 'lru-cache';
-import type { Response } from 'undici';
 
 /** Bound of redirects followed for one request. */
 export const MAX_REDIRECTS = 5;
@@ -23,6 +22,15 @@ export interface RedirectInit {
   method: string;
   headers: Record<string, string>;
   body?: string | undefined;
+}
+
+/**
+ * What the follower reads of one answer: its status and headers (a WHATWG `Response` of
+ * `fetch`, or the `{status, headers}` view of undici's `request` answer in ./http.ts).
+ */
+export interface RedirectAnswer {
+  status: number;
+  headers: { get(name: string): string | null };
 }
 
 /** Why the final answer is a redirect that was not followed. */
@@ -128,15 +136,17 @@ export class RedirectFollower {
   }
 
   /**
-   * Sends `init` to `url` (after {@link resolve}) with `send`, following same-origin redirects.
+   * Sends `init` to `url` (after {@link resolve}) with `send`, following same-origin redirects;
+   * the body of each 3xx that is followed is disposed of with `discard` before the next hop.
    * @returns the final answer and its URL; when that answer is a redirect that was not followed,
    *   `refused` says why (the 3xx body is left unread for the caller).
    */
-  async send(
+  async send<R extends RedirectAnswer>(
     url: string,
     init: RedirectInit,
-    send: (url: string, init: RedirectInit) => Promise<Response>,
-  ): Promise<{ res: Response; url: string; refused?: RedirectRefusal }> {
+    send: (url: string, init: RedirectInit) => Promise<R>,
+    discard: (res: R) => Promise<void>,
+  ): Promise<{ res: R; url: string; refused?: RedirectRefusal }> {
     let at = this.resolve(url);
     for (let hop = 0; ; hop++) {
       const res = await send(at, init);
@@ -158,7 +168,7 @@ export class RedirectFollower {
       if ((res.status === 302 || res.status === 303) && init.method !== 'GET' && init.method !== 'HEAD')
         return { res, url: at, refused: { reason: 'write', location: shown(next) } };
       if (hop >= MAX_REDIRECTS) return { res, url: at, refused: { reason: 'tooMany' } };
-      await res.body?.cancel();
+      await discard(res);
       if (res.status === 301 || res.status === 308) {
         const moved = movedPrefix(from.pathname, next.pathname);
         if (moved !== undefined) this.#moved.set(`${from.origin}${moved.from}`, moved.to);

@@ -1,9 +1,11 @@
+import { createServer as createHttpServer, type RequestListener } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { fetch as undiciFetch, request as undiciRequest } from 'undici';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ResolvedProvider } from '../../src/credential/provider.ts';
 import { ProviderError } from '../../src/notifier/errors.ts';
-import { ProviderHttp, USER_AGENT } from '../../src/notifier/http.ts';
+import { ProviderHttp, USER_AGENT, type RequestFunction } from '../../src/notifier/http.ts';
 import { makeTestPKI, type TestPKI } from '../support/pki.ts';
 import { startProxy, type TestProxy } from '../support/proxy.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
@@ -143,6 +145,103 @@ describe('ProviderHttp: requests', () => {
     await h.close();
     const e = await failure(() => h.request(r.url, { method: 'GET' }));
     expect(e.code).toBe('CLOSED');
+  });
+});
+
+/** An HTTP server answering with `handler` on 127.0.0.1; its base URL. */
+async function httpServer(handler: RequestListener): Promise<string> {
+  const s = createHttpServer(handler);
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  cleanups.push(
+    () =>
+      new Promise<void>((r) => {
+        s.closeAllConnections();
+        s.close(() => {
+          r();
+        });
+      }),
+  );
+  return `http://127.0.0.1:${String((s.address() as AddressInfo).port)}`;
+}
+
+describe('ProviderHttp: answers read through undici request, as fetch read them', () => {
+  it('headers: any case, a repeated header joined with ", ", absent (or an Object name) null, entries as fetch', async () => {
+    const url = await httpServer((_req, res) => {
+      res.sendDate = false;
+      res.setHeader('X-Multi', ['a', 'b c']);
+      res.setHeader('Link', '<https://x.example/?page=2>; rel="next"');
+      res.setHeader('Content-Type', 'application/json');
+      res.end('{}');
+    });
+    const h = client(resolved({ address: url }));
+    const res = await h.request(`${url}/x`, { method: 'GET' });
+    const viaFetch = await undiciFetch(`${url}/x`);
+    await viaFetch.text();
+    for (const name of [
+      'x-multi',
+      'X-MULTI',
+      'link',
+      'content-type',
+      'x-absent',
+      'constructor',
+      '__proto__',
+    ]) {
+      expect([name, res.headers.get(name)]).toEqual([name, viaFetch.headers.get(name)]);
+    }
+    expect(res.headers.get('x-multi')).toBe('a, b c');
+    expect(res.headers.get('constructor')).toBeNull();
+    expect([...res.headers.entries()]).toEqual([...viaFetch.headers.entries()]);
+  });
+
+  it('sends Accept: */* and a string body as text/plain unless the Secret or the caller name them', async () => {
+    const r = await receiver();
+    const h = client(resolved({ address: r.url }));
+    await h.request(r.url, { method: 'POST', body: 'hi' });
+    await h.request(r.url, { method: 'GET' });
+    await h.request(r.url, {
+      method: 'POST',
+      body: '{}',
+      headers: { accept: 'application/json', 'content-type': 'application/json' },
+    });
+    expect(r.requests.map((q) => [q.headers.accept, q.headers['content-type']])).toEqual([
+      ['*/*', 'text/plain;charset=UTF-8'],
+      ['*/*', undefined],
+      ['application/json', 'application/json'],
+    ]);
+  });
+
+  it('the timeout covers reading the body: headers then a stalled body fail with TIMEOUT, sent', async () => {
+    const url = await httpServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"ok":');
+      // ...and nothing more.
+    });
+    const h = client(resolved({ address: url, timeoutMs: 300 }));
+    const started = Date.now();
+    const e = await failure(() => h.request(`${url}/hook`, { method: 'POST', body: '{}' }));
+    expect(Date.now() - started).toBeLessThan(4000);
+    expect([e.code, e.retryable]).toEqual(['TIMEOUT', true]);
+    expect(e.verdict).toEqual({ kind: 'ambiguous', retry: true });
+    expect(e.message).toMatch(/within 300ms \(spec\.timeout\) \(the request was sent/);
+  });
+
+  it('sends every hop through the injected request function; a permanent move is remembered', async () => {
+    const r = await receiver();
+    r.respondWith([{ status: 308, headers: { location: '/new/hook' } }, { status: 204 }, { status: 204 }]);
+    const hops: { url: string; method: string; body: string | undefined }[] = [];
+    const request: RequestFunction = (url, opts) => {
+      hops.push({ url, method: opts.method, body: opts.body });
+      return undiciRequest(url, opts);
+    };
+    const h = client(resolved({ address: r.url }), { request });
+    expect((await h.request(`${r.url}/old/hook`, { method: 'POST', body: '{"n":1}' })).status).toBe(204);
+    expect((await h.request(`${r.url}/old/hook`, { method: 'POST', body: '{"n":2}' })).status).toBe(204);
+    expect(hops).toEqual([
+      { url: `${r.url}/old/hook`, method: 'POST', body: '{"n":1}' },
+      { url: `${r.url}/new/hook`, method: 'POST', body: '{"n":1}' },
+      { url: `${r.url}/new/hook`, method: 'POST', body: '{"n":2}' },
+    ]);
+    expect(r.requests.map((q) => q.path)).toEqual(['/old/hook', '/new/hook', '/new/hook']);
   });
 });
 
