@@ -188,6 +188,10 @@ export class Router {
   readonly #updatesByStack = new Map<string, Set<string>>();
   readonly #flux = new Map<string, { url: string | undefined; at: number }>();
   readonly #ctx: DeriveContext;
+  /** What decides the `lastUpdate` fallback before any is held (#holdUnseenFallback). */
+  readonly #unheldCtx: DeriveContext;
+  readonly #inInformer = (namespace: string, name: string): boolean =>
+    this.#o.updates.get(namespace, name) !== undefined;
   /** PKO v1 error texts, seen in every stored Stack version (the condition showing them is brief). */
   readonly #v1Texts = new V1FailureTexts();
   readonly #commits = new RunCommits();
@@ -220,6 +224,10 @@ export class Router {
       updateCommit: (uid, name) => this.#commits.commit(uid, name),
       updateSeen: (uid, name) => this.#seenUpdates.seen(uid, name),
       fallbackHeld: (uid, name) => this.#held.get(uid) === name,
+    };
+    this.#unheldCtx = {
+      reportingController: opts.reportingController,
+      updateSeen: (uid, name) => this.#seenUpdates.seen(uid, name),
     };
     const stackKey = (s: Stack): string => `${s.metadata.namespace ?? ''}/${s.metadata.name ?? ''}`;
     opts.stacks.on('add', (s) => {
@@ -425,18 +433,16 @@ export class Router {
   async #holdUnseenFallback(stack: Stack): Promise<boolean> {
     const uid = stack.metadata.uid ?? '';
     const ns = stack.metadata.namespace ?? '';
-    const exists = (n: string, name: string): boolean => this.#o.updates.get(n, name) !== undefined;
-    const unheld: DeriveContext = {
-      reportingController: this.#ctx.reportingController,
-      updateSeen: (u, n) => this.#seenUpdates.seen(u, n),
-    };
-    const name = lastUpdateFallback(stack, unheld, { updateExists: exists });
     // Only a Stack with Updates in the informer can be ahead of it in a way that matters: the
     // fallback would be wrong for a retry or resync repeating its run's result, whose run is an
     // Update the informer delivered. A Stack none of whose Updates is known (all gone after their
     // TTL, or none ever made) is not read again.
     const known = this.#updatesByStack.get(`${ns}/${stack.metadata.name ?? ''}`);
-    if (name === undefined || isDriftCheck(stack) || known === undefined || known.size === 0) {
+    const name =
+      known === undefined || known.size === 0 || isDriftCheck(stack)
+        ? undefined
+        : lastUpdateFallback(stack, this.#unheldCtx, { updateExists: this.#inInformer });
+    if (name === undefined) {
       this.#held.delete(uid);
       return false;
     }
