@@ -154,34 +154,34 @@ export class Objects {
     });
   }
 
-  async provider(name: string, spec: object, labels?: Record<string, string>): Promise<void> {
+  /** Creates one of our objects (`plural`/`kind`) named `name` with `spec` as given and `labels`. */
+  async #create(
+    plural: string,
+    kind: string,
+    name: string,
+    spec: object,
+    labels?: Record<string, string>,
+  ): Promise<void> {
     await this.custom.createNamespacedCustomObject({
       group: GROUP,
       version: VERSION,
       namespace: this.namespace,
-      plural: 'providers',
+      plural,
       body: {
         apiVersion: `${GROUP}/${VERSION}`,
-        kind: 'Provider',
+        kind,
         metadata: { name, ...(labels ? { labels } : {}) },
         spec,
       },
     });
   }
 
+  async provider(name: string, spec: object, labels?: Record<string, string>): Promise<void> {
+    await this.#create('providers', 'Provider', name, spec, labels);
+  }
+
   async alert(name: string, spec: object, labels?: Record<string, string>): Promise<void> {
-    await this.custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: this.namespace,
-      plural: 'alerts',
-      body: {
-        apiVersion: `${GROUP}/${VERSION}`,
-        kind: 'Alert',
-        metadata: { name, ...(labels ? { labels } : {}) },
-        spec,
-      },
-    });
+    await this.#create('alerts', 'Alert', name, spec, labels);
   }
 
   async get(
@@ -206,18 +206,7 @@ export class Objects {
 
   /** Creates PullRequestPreview `name` with `spec` as given (no defaults) and `labels`. */
   async pullRequestPreview(name: string, spec: object, labels?: Record<string, string>): Promise<void> {
-    await this.custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: this.namespace,
-      plural: 'pullrequestpreviews',
-      body: {
-        apiVersion: `${GROUP}/${VERSION}`,
-        kind: 'PullRequestPreview',
-        metadata: { name, ...(labels ? { labels } : {}) },
-        spec,
-      },
-    });
+    await this.#create('pullrequestpreviews', 'PullRequestPreview', name, spec, labels);
   }
 
   /** PullRequestPreview `name` as stored, typed as the caller reads it. Throws as the API answers (404: none). */
