@@ -230,7 +230,7 @@ export class DeliveryEngine {
       await sender.passGate(s, stop);
       // Pacing and send: a slot in the Provider's queue, then the request.
       job.attempts++;
-      const r = await sender.send(s, stop, AbortSignal.any([this.#o.cancelSends, job.cancel()]), ctx);
+      const r = await sender.send(s, stop, [this.#o.cancelSends, job.cancel()], ctx);
       if (r.kind === 'stopped') return 'again';
       if (r.kind === 'failed') return { error: r.error, verdict: r.verdict };
       // Record, before the window slot is freed: a leader killed now repeats at most the window.

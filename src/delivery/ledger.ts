@@ -108,6 +108,11 @@ interface AlertLedger {
   ref: LedgerAlertRef;
   /** Prefix-free cover of the hash space: prefix → shard. */
   shards: Map<string, Shard>;
+  /**
+   * The shortest prefix length in `shards`, where a lookup starts (a cover of 10,000 Stacks is ~10
+   * bits deep: most lookups would try ten shorter prefixes first); `undefined` after a change.
+   */
+  minDepth?: number | undefined;
 }
 
 /** 32 leading bits of SHA-1 of `stackUid`, as a string of `0`/`1`. */
@@ -212,13 +217,19 @@ export class Ledger {
 
   #shardOf(a: AlertLedger, stackUid: string): Shard {
     const bits = this.#hashBits(stackUid);
-    for (let d = 0; d <= MAX_DEPTH; d++) {
+    if (a.minDepth === undefined) {
+      let min = MAX_DEPTH;
+      for (const prefix of a.shards.keys()) min = Math.min(min, prefix.length);
+      a.minDepth = min;
+    }
+    for (let d = a.minDepth; d <= MAX_DEPTH; d++) {
       const s = a.shards.get(bits.slice(0, d));
       if (s) return s;
     }
     // The cover is complete by construction; recover from a broken one rather than lose entries.
     const s = newShard('');
     a.shards.set('', s);
+    a.minDepth = 0;
     return s;
   }
 
@@ -433,6 +444,7 @@ export class Ledger {
     const carried: [string, Entry][] = [];
     for (const s of a.shards.values()) carried.push(...s.entries);
     a.shards = cover;
+    a.minDepth = undefined;
     for (const [k, e] of carried) this.#join(a, k, e, false);
     const stale: LedgerObject[] = [];
     for (const obj of objects) {
@@ -565,6 +577,7 @@ export class Ledger {
     }
     a.shards.delete(s.prefix);
     for (const h of halves) a.shards.set(h.prefix, h);
+    a.minDepth = undefined;
     s.entries = new Map();
     s.retired = true;
     // Through each half's own flush, so that later changes to it queue behind this write.
@@ -616,6 +629,10 @@ export class Ledger {
     for (let i = 0; i < 5; i++) {
       const sent = new Map(s.entries);
       const text = this.#text(s);
+      let bytes = 0;
+      const onAnswerBytes = (n: number): void => {
+        bytes = n;
+      };
       try {
         const res =
           s.rv === undefined
@@ -624,16 +641,18 @@ export class Ledger {
                 path: this.#path(a.ref.namespace),
                 query: { fieldManager: 'pkonc' },
                 body: this.#body(a, s, text),
+                onAnswerBytes,
               })
             : await kubeRequest<LedgerObject>(kc, {
                 method: 'PUT',
                 path: this.#path(a.ref.namespace, name),
                 query: { fieldManager: 'pkonc' },
                 body: this.#body(a, s, text),
+                onAnswerBytes,
               });
         s.rv = res.metadata.resourceVersion;
         this.#writes++;
-        const bytes = Buffer.byteLength(JSON.stringify(res), 'utf8');
+        // What the API server stored, as it answered it (the object with its metadata).
         this.#bytes += bytes;
         this.#m.writes.inc({ result: 'success' });
         this.#m.bytes.inc(bytes);

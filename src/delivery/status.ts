@@ -36,8 +36,11 @@ export class DeliveryStatusWriter {
   readonly #log: Logger;
   readonly #intervalMs: number;
   readonly #clock: Clock;
-  /** Alert key → Provider name → latest outcome not yet written. */
-  readonly #pending = new Map<string, Map<string, DeliveryOutcome>>();
+  /**
+   * Alert key → Provider name → latest outcome not yet written, as reported (turned into a
+   * `DeliveryOutcome` when written: a burst reports many per write).
+   */
+  readonly #pending = new Map<string, Map<string, { r: DeliveryOutcomeReport; atMs: number }>>();
   readonly #timers = new Map<string, unknown>();
 
   constructor(kc: KubeConfig, logger: Logger, intervalMs = 1000, clock: Clock = systemClock) {
@@ -53,7 +56,7 @@ export class DeliveryStatusWriter {
       byProvider = new Map();
       this.#pending.set(r.alertKey, byProvider);
     }
-    byProvider.set(r.provider, outcomeOf(r, this.#clock.now()));
+    byProvider.set(r.provider, { r, atMs: this.#clock.now() });
     if (this.#timers.has(r.alertKey)) return;
     this.#timers.set(
       r.alertKey,
@@ -79,7 +82,7 @@ export class DeliveryStatusWriter {
           namespace: alertKey.slice(0, i),
           name: alertKey.slice(i + 1),
         },
-        { lastDelivery: [...byProvider.values()] },
+        { lastDelivery: [...byProvider.values()].map(({ r, atMs }) => outcomeOf(r, atMs)) },
       );
     } catch (err) {
       this.#log.warn(

@@ -164,6 +164,8 @@ export interface KubeRequest {
    * `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` for an object's metadata only.
    */
   accept?: string;
+  /** Told the UTF-8 length of a 2xx answer's body, bytes (e.g. to count what a write stored). */
+  onAnswerBytes?: (bytes: number) => void;
 }
 
 /** URL and authenticated headers of a request to the current cluster of `kc`. */
@@ -257,6 +259,7 @@ export async function kubeRequest<T>(kc: KubeConfig, req: KubeRequest): Promise<
     clearTimeout(timer);
   }
   if (status >= 200 && status < 300) {
+    req.onAnswerBytes?.(Buffer.byteLength(text, 'utf8'));
     if (text === '') return undefined as T;
     try {
       return JSON.parse(text) as T;

@@ -245,9 +245,10 @@ export class ProviderHttp {
     await this.#checkProxied(url, method, target);
     // A timer of our own, cleared when the request ends (AbortSignal.timeout's would fire after
     // every finished request and build a DOMException: measured ~1 % of busy time).
-    const timer = new RequestTimer(this.#p.timeoutMs);
+    const timer = new RequestTimer(this.#p.timeoutMs, init.signal);
+    // Aborts on the caller's signal too; transportError looks at the caller's first.
     const timeout = timer.signal;
-    const signal = init.signal ? AbortSignal.any([timeout, init.signal]) : timeout;
+    const signal = timeout;
     const state: SendState = { sent: false };
     try {
       const {
@@ -376,10 +377,11 @@ export class ProviderHttp {
       headers[k] = v;
     }
     await this.#checkProxied(url, method, target);
-    const timer = new RequestTimer(this.#p.timeoutMs);
-    const timeout = timer.signal;
     const callerSignal = init.signal ?? undefined;
-    const signal = callerSignal ? AbortSignal.any([timeout, callerSignal]) : timeout;
+    // Aborts on the caller's signal too; transportError looks at the caller's first.
+    const timer = new RequestTimer(this.#p.timeoutMs, callerSignal);
+    const timeout = timer.signal;
+    const signal = timeout;
     try {
       const state: SendState = { sent: false };
       let res: Response;
@@ -541,19 +543,36 @@ export class ResponseHeaders implements HttpHeaders {
 class RequestTimer {
   readonly #ac = new AbortController();
   readonly #timer: NodeJS.Timeout;
+  readonly #caller: AbortSignal | undefined;
+  readonly #onCaller = (): void => {
+    this.#ac.abort(this.#caller?.reason);
+  };
 
-  constructor(ms: number) {
+  /**
+   * @param ms the Provider timeout.
+   * @param caller the caller's signal, if any: `signal` aborts with it too. A listener, not
+   *   `AbortSignal.any`: a composite registers with its sources until collected (measured: ~3 % of
+   *   the busy time of a burst, with the collector's share on top).
+   */
+  constructor(ms: number, caller?: AbortSignal) {
+    this.#caller = caller;
     this.#timer = setTimeout(() => {
       this.#ac.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
     }, ms);
+    if (caller) {
+      if (caller.aborted) this.#ac.abort(caller.reason);
+      else caller.addEventListener('abort', this.#onCaller, { once: true });
+    }
   }
 
+  /** Aborted when the timeout passes or the caller's signal aborts. */
   get signal(): AbortSignal {
     return this.#ac.signal;
   }
 
   clear(): void {
     clearTimeout(this.#timer);
+    this.#caller?.removeEventListener('abort', this.#onCaller);
   }
 }
 

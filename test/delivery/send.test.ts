@@ -63,7 +63,7 @@ describe('Sender', () => {
       // As delivery runs an attempt (src/delivery/deliver.ts): the credential gate, then the send.
       const attempt = async (p: PreparedSend) => {
         await sender.passGate(p, never);
-        return sender.send(p, never, never);
+        return sender.send(p, never, [never]);
       };
       const ev = runEvent('app-198c70e4c21', 'started', {
         commit: COMMIT,
