@@ -106,10 +106,14 @@ interface Lane {
   firstSeen: Map<string, number>;
   running: boolean;
   timer: unknown;
-  /** Aborted to cancel the lane's current wait or send (B06); renewed afterwards. */
-  cancel: AbortController;
-  /** Aborted to end the lane's current backoff wait early (Provider usable again). */
-  wake: AbortController;
+  /**
+   * Aborted to cancel the lane's current wait or send (B06); renewed afterwards. Made when a job
+   * first asks for it: a lane that only waits (a backlog of 10,000 Stacks is 10,000 lanes) holds
+   * none, and one that is not running has nothing to cancel.
+   */
+  cancel?: AbortController | undefined;
+  /** Aborted to end the lane's current backoff wait early (Provider usable again); made like `cancel`. */
+  wake?: AbortController | undefined;
 }
 
 export class Dispatcher implements DeliveryQueue {
@@ -224,8 +228,6 @@ export class Dispatcher implements DeliveryQueue {
       firstSeen: new Map(),
       running: false,
       timer: undefined,
-      cancel: new AbortController(),
-      wake: new AbortController(),
     };
     this.#lanes.set(key, lane);
     return lane;
@@ -297,10 +299,10 @@ export class Dispatcher implements DeliveryQueue {
       item,
       observedRv: () => lane.firstSeen.get(item.runKey),
       waiting: () => lane.pending.values(),
-      cancel: () => lane.cancel.signal,
-      wake: () => lane.wake.signal,
+      cancel: () => (lane.cancel ??= new AbortController()).signal,
+      wake: () => (lane.wake ??= new AbortController()).signal,
       rewake: () => {
-        lane.wake = new AbortController();
+        lane.wake = undefined;
       },
       // Made on first use: most events log nothing at the default level, and a pino child costs
       // its bindings' serialisation and redaction up front.
@@ -314,8 +316,8 @@ export class Dispatcher implements DeliveryQueue {
 
   async #runLane(lane: Lane): Promise<void> {
     while (!this.#stopping.signal.aborted) {
-      if (lane.cancel.signal.aborted) lane.cancel = new AbortController();
-      if (lane.wake.signal.aborted) lane.wake = new AbortController();
+      if (lane.cancel?.signal.aborted === true) lane.cancel = undefined;
+      if (lane.wake?.signal.aborted === true) lane.wake = undefined;
       const alert = this.#o.alerts.get(lane.alertKey);
       if (!alert || alert.uid !== lane.alertUid) {
         // Alert not Ready (keep the events while it exists, re-check later) or replaced.
@@ -344,7 +346,7 @@ export class Dispatcher implements DeliveryQueue {
   dropAlert(alertUid: string): void {
     for (const lane of this.#lanesWhere((l) => l.alertUid === alertUid)) {
       lane.pending.clear();
-      lane.cancel.abort();
+      if (lane.running) (lane.cancel ??= new AbortController()).abort();
       if (lane.timer !== undefined) this.#clock.clearTimeout(lane.timer);
       lane.timer = undefined;
       this.#lanes.delete(lane.key);
@@ -367,7 +369,7 @@ export class Dispatcher implements DeliveryQueue {
   /** Ends the backoff waits of lanes delivering to `providerKey` (usable again): they try now. */
   wakeProvider(providerKey: string): void {
     for (const lane of this.#lanesWhere((l) => l.providerKey === providerKey)) {
-      lane.wake.abort();
+      if (lane.running) (lane.wake ??= new AbortController()).abort();
       if (lane.timer !== undefined) {
         this.#clock.clearTimeout(lane.timer);
         lane.timer = undefined;
@@ -377,7 +379,8 @@ export class Dispatcher implements DeliveryQueue {
   }
 
   #interrupt(lane: Lane): void {
-    lane.cancel.abort();
+    // A running lane may be between its jobs: the next one starts cancelled and looks again.
+    if (lane.running) (lane.cancel ??= new AbortController()).abort();
     if (lane.timer !== undefined) {
       this.#clock.clearTimeout(lane.timer);
       lane.timer = undefined;
