@@ -247,8 +247,7 @@ export class ProviderHttp {
     // every finished request and build a DOMException: measured ~1 % of busy time).
     const timer = new RequestTimer(this.#p.timeoutMs, init.signal);
     // Aborts on the caller's signal too; transportError looks at the caller's first.
-    const timeout = timer.signal;
-    const signal = timeout;
+    const signal = timer.signal;
     const state: SendState = { sent: false };
     try {
       const {
@@ -295,7 +294,7 @@ export class ProviderHttp {
       if (err instanceof ProviderError) throw err;
       const denied = egressDenial(err);
       if (denied) throw this.#egressError(method, target, denied);
-      throw transportError(this.#failure(), err, method, target, timeout, init.signal, state.sent);
+      throw transportError(this.#failure(), err, method, target, signal, init.signal, state.sent);
     } finally {
       timer.clear();
     }
@@ -380,8 +379,7 @@ export class ProviderHttp {
     const callerSignal = init.signal ?? undefined;
     // Aborts on the caller's signal too; transportError looks at the caller's first.
     const timer = new RequestTimer(this.#p.timeoutMs, callerSignal);
-    const timeout = timer.signal;
-    const signal = timeout;
+    const signal = timer.signal;
     try {
       const state: SendState = { sent: false };
       let res: Response;
@@ -400,7 +398,7 @@ export class ProviderHttp {
       } catch (err) {
         const denied = egressDenial(err);
         if (denied) throw this.#egressError(method, target, denied);
-        throw transportError(this.#failure(), err, method, target, timeout, callerSignal, state.sent);
+        throw transportError(this.#failure(), err, method, target, signal, callerSignal, state.sent);
       }
       if (res.body === null) return res;
       const max = this.#maxResponseBytes;
@@ -413,7 +411,7 @@ export class ProviderHttp {
       } catch (err) {
         const denied = egressDenial(err);
         if (denied) throw this.#egressError(method, target, denied);
-        throw transportError(this.#failure(), err, method, target, timeout, callerSignal, true);
+        throw transportError(this.#failure(), err, method, target, signal, callerSignal, true);
       }
       if (read.truncated) throw this.#tooLarge(method, target, status, max);
       const capped = new Response(status === 204 || status === 304 ? null : read.bytes, {
