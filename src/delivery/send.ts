@@ -340,11 +340,13 @@ export class Sender {
     return q;
   }
 
-  /** Whether the dispatcher's window alone bounds `s`'s sends within the queue's (no pacing). */
+  /**
+   * Whether the dispatcher's window alone bounds `s`'s sends: a windowed class without pacing (the
+   * queue's concurrency is never below the window, {@link Sender.#concurrency}).
+   */
   #windowBounded(s: PreparedSend): boolean {
     if (PACING_MS[s.provider.type] !== undefined) return false;
-    const window = sendWindow(s.cls, this.#o.providerWindow ?? DEFAULT_PROVIDER_WINDOW);
-    return window !== undefined && window <= this.#concurrency(s);
+    return sendWindow(s.cls, this.#o.providerWindow ?? DEFAULT_PROVIDER_WINDOW) !== undefined;
   }
 
   /** Sends at once per Provider: the dispatcher's window for the class, at least `providerConcurrency`. */
