@@ -19,7 +19,7 @@ import { loadConfig } from '../../src/config.ts';
 import { startController, type ControllerDeps, type ControllerHandle } from '../../src/controller.ts';
 import type { Condition } from '../../src/api/meta.ts';
 import { loadKubeConfig } from '../../src/kube/client.ts';
-import { inject } from 'vitest';
+import { inject, onTestFailed } from 'vitest';
 import { kubeConfig, waitFor } from './cluster.ts';
 
 export const GROUP = 'notification.pko.dev';
@@ -72,6 +72,41 @@ export class LogCapture extends Writable {
   parsed(): Record<string, unknown>[] {
     return this.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
   }
+  /**
+   * The last `n` lines, one per line as `time level msg {fields}` — what a failed test prints so
+   * that a failure seen once in CI can be read afterwards (the lines are the redacted log).
+   */
+  tail(n = FAILURE_LOG_LINES): string {
+    const skip = new Set(['level', 'time', 'controller', 'msg']);
+    return this.lines
+      .slice(-n)
+      .map((l) => {
+        try {
+          const j = JSON.parse(l) as Record<string, unknown>;
+          const rest = Object.fromEntries(Object.entries(j).filter(([k]) => !skip.has(k)));
+          return `${String(j.time)} ${String(j.level)} ${String(j.msg)} ${JSON.stringify(rest)}`;
+        } catch {
+          return l;
+        }
+      })
+      .join('\n');
+  }
+}
+
+/** How many of the controller's last log lines a failed test prints. */
+const FAILURE_LOG_LINES = 120;
+
+/** Inside a test, prints the controller's last log lines if the test fails; elsewhere nothing. */
+function printLogsOnFailure(logs: LogCapture, namespace: string): void {
+  try {
+    onTestFailed(() => {
+      console.error(
+        `controller logs (namespace ${namespace || '*'}, last ${FAILURE_LOG_LINES} lines):\n${logs.tail()}`,
+      );
+    });
+  } catch {
+    // Not inside a test (beforeAll): the file's tests report on their own.
+  }
 }
 
 export interface InProcessController {
@@ -113,6 +148,7 @@ export async function startInProcess(
   );
   const logs = new LogCapture();
   if (process.env.PKO_NC_TEST_LOG) logs.on('finish', () => undefined);
+  printLogsOnFailure(logs, namespace);
   const redactor = new Redactor();
   const handle = await startController(cfg, {
     // The controller's own loader (src/kube/kubeconfig.ts), as in production.
