@@ -6,7 +6,7 @@
  * `startController`; tests call it in-process against the real API server.
  */
 import type { KubeConfig } from './kube/kubeconfig.ts';
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry, collectDefaultMetrics } from './kube/prom.ts';
 import type { Alert, DriftDetection, Provider, PullRequestPreview } from './api/v1alpha1.ts';
 import { GROUP, VERSION } from './api/v1alpha1.ts';
 import type { Stack, Update } from './api/pko.ts';

@@ -28,7 +28,8 @@
  * A 429 is waited out once when its `Retry-After` fits in the time left. Failures never throw:
  * they give a reason (a sentence without the token) that the caller puts in the change set's note.
  */
-import { fetch as undiciFetch, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { fetch as undiciFetch } from '../undici.ts';
 import {
   DEFAULT_PARSE_LIMITS,
   STEP_OPS,

@@ -11,7 +11,8 @@
  * short, secret-free errors carrying the HTTP code and the Status reason.
  */
 import { existsSync } from 'node:fs';
-import { fetch, request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { fetch, request } from '../undici.ts';
 import { readBounded } from '../text.ts';
 import {
   SERVICE_ACCOUNT_DIR,

@@ -3,7 +3,7 @@
  * and `--health-probe-bind-address`): `/metrics` (Prometheus text from prom-client) on one,
  * `/healthz` and `/readyz` on the other. Plain `node:http`, GET/HEAD only.
  */
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server, type ServerResponse } from '../node-http.ts';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 

@@ -37,7 +37,8 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { isIPv6 } from 'node:net';
-import { Agent, ProxyAgent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { Agent, ProxyAgent } from '../undici.ts';
 import { parse as parseYaml } from 'yaml';
 
 /** The current cluster of a kubeconfig: its name there and the API server URL. */

@@ -4,7 +4,7 @@
  * throw, so the first creator registers and later ones reuse it. Without a registry the
  * metric is created unregistered (still usable, never exported).
  */
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from './prom.ts';
 
 /** The metric registered as `name` on `registry`, else the one `create` makes on it (or on none). */
 function registered<M>(

@@ -11,7 +11,7 @@
  *
  * Labels are the kind only: never an object's name or namespace (docs/metrics.md, "Labels").
  */
-import { Gauge, type Registry } from 'prom-client';
+import { Gauge, type Registry } from './prom.ts';
 import type { Condition } from '../api/meta.ts';
 
 /** A source of cached objects of one kind (an Informer's `list()`). */

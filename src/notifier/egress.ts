@@ -32,7 +32,7 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import picomatch from 'picomatch';
-import { buildConnector } from 'undici';
+import { buildConnector } from '../undici.ts';
 
 export interface EgressOptions {
   /** Allow loopback addresses (development and tests only). */

@@ -5,7 +5,7 @@
  *
  * Case ids (F08, F09) are described in docs/cases.md.
  */
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES } from '../node-http.ts';
 import {
   classifyAnswer,
   isHtml,

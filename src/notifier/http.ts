@@ -15,14 +15,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
-import {
-  Agent,
-  ProxyAgent,
-  Response,
-  fetch as undiciFetch,
-  request as undiciRequest,
-  type Dispatcher,
-} from 'undici';
+import type { Dispatcher } from 'undici';
+import { Agent, ProxyAgent, Response, fetch as undiciFetch, request as undiciRequest } from '../undici.ts';
 import type { ResolvedProvider } from '../credential/provider.ts';
 import { discardBody, readAllBounded, readBounded, RESPONSE_CAPS } from './body.ts';
 import type { HeaderReader } from './classify.ts';

@@ -49,7 +49,7 @@
  * the body is forgotten again and the answer is 503, so a redelivery is not taken for a replay.
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from '../node-http.ts';
 import type { AddressInfo } from 'node:net';
 import { LRUCache } from 'lru-cache';
 import type { Registry } from 'prom-client';
