@@ -1,9 +1,10 @@
 /**
  * The parts of undici the controller uses, loaded from their own files instead of the package's
  * index. `import 'undici'` also loads undici's WebSocket, CacheStorage, SQLite cache store, mock
- * agents, interceptors and cookie helpers, none of which run here: 26 MiB of resident memory at
- * start against 17 MiB for these (fresh Node 24, `--max-semi-space-size=2`, measured for issue
- * 21; the controller's idle RSS is one of its goals against Flux's).
+ * agents, interceptors and cookie helpers, none of which run here: in a fresh Node 24
+ * (`--max-semi-space-size=2`) 26 MiB of resident memory at start against 17 MiB for these — less
+ * inside the controller, which loads much of the same anyway (docs/benchmarks.md, issue 21's
+ * seventh pass: with src/node-http.ts and ./kube/prom.ts, idle RSS 91.3 → 87.4 MiB).
  *
  * Values come from undici's files (undici 8 has no `exports` map: its files are reachable);
  * types from the package's declarations, so callers see the same API. undici is pinned to one

@@ -1,9 +1,9 @@
 /**
  * The parts of prom-client the controller uses, loaded from their own files instead of the
  * package's index. The index also loads the Pushgateway client and the cluster-mode aggregator
- * (node:cluster), neither used here: 19 MiB of resident memory at start against 13 MiB for these,
- * default metrics included (fresh Node 24, `--max-semi-space-size=2`, measured for issue 21; the
- * controller's idle RSS is one of its goals against Flux's).
+ * (node:cluster), neither used here: in a fresh Node 24 (`--max-semi-space-size=2`) 19 MiB of
+ * resident memory at start against 13 MiB for these, default metrics included — less inside the
+ * controller, which loads much of the same anyway (docs/benchmarks.md, issue 21's seventh pass).
  *
  * Values come from prom-client's files (no `exports` map in prom-client 15); types from its
  * declarations. prom-client is pinned to one version in package.json, and test/library-files.test.ts
