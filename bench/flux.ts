@@ -44,6 +44,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startControlPlane } from '../src/envtest/controlplane.ts';
+import { shippedNode } from './shipped.ts';
 import { loadKubeConfig, kubeRequest, objectPath } from '../src/kube/client.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from '../src/kube/crds.ts';
 import { startGitHubServer } from '../test/forge/github/server.ts';
@@ -56,8 +57,8 @@ const RATE = Number(process.env.BENCH_FLUX_RATE ?? 50);
 const RATE_SECONDS = Number(process.env.BENCH_FLUX_RATE_SECONDS ?? 10);
 const GH = Number(process.env.BENCH_FLUX_GITHUB ?? 40);
 const SMALL = Math.min(1_000, STACKS);
-const SHIPPED_FLAGS = ['--max-semi-space-size=2']; // Dockerfile ENTRYPOINT
-const SHIPPED_NODE_OPTIONS = '--max-old-space-size=160'; // config/manager/manager.yaml
+/** The Dockerfile's ENTRYPOINT flags and the Deployment's NODE_OPTIONS (./shipped.ts). */
+const SHIPPED = shippedNode(root);
 
 // ---------------------------------------------------------------------------------------------
 const median = (xs: number[]): number => {
@@ -590,7 +591,7 @@ async function main(): Promise<void> {
     const cg = memoryCgroup(limitMiB);
     const startOurs = async (): Promise<number> => {
       const t0 = performance.now();
-      const flags = process.env.BENCH_NODE_FLAGS?.split(' ').filter((f) => f !== '') ?? SHIPPED_FLAGS;
+      const flags = process.env.BENCH_NODE_FLAGS?.split(' ').filter((f) => f !== '') ?? SHIPPED.flags;
       const argv = [
         ...flags,
         join(root, MAIN),
@@ -607,7 +608,7 @@ async function main(): Promise<void> {
         {
           env: {
             ...process.env,
-            NODE_OPTIONS: process.env.BENCH_NODE_FLAGS !== undefined ? '' : SHIPPED_NODE_OPTIONS,
+            NODE_OPTIONS: process.env.BENCH_NODE_FLAGS !== undefined ? '' : SHIPPED.nodeOptions,
           },
           stdio: ['ignore', 'inherit', 'inherit'],
         },

@@ -9,7 +9,9 @@
  *  3. RSS with 10,000 Stacks watched (9,000 more, each with a finished run, all delivered);
  *  4. restart: SIGTERM, start again, time to /readyz 200, and deliveries the restart caused (target 0).
  * The controller's CPU (user + system, /proc/<pid>/stat) per 1,000 events is given for phases 1 and 2.
- * Env: BENCH_PORT (metrics port, health the next; default 18080), BENCH_STACKS (default 10000), BENCH_BURST (1000), BENCH_RATE (50), BENCH_RATE_SECONDS (20), BENCH_RESTART (0: skip phase 4).
+ * Env: BENCH_PORT (metrics port, health the next; default 18080), BENCH_STACKS (default 10000), BENCH_BURST (1000), BENCH_RATE (50), BENCH_RATE_SECONDS (20), BENCH_RESTART (0: skip phase 4),
+ * BENCH_MAIN (default src/main.ts), BENCH_NODE_FLAGS (Node flags before the script; default the shipped ones, ./shipped.ts:
+ * the Dockerfile's ENTRYPOINT flags and the Deployment's NODE_OPTIONS; set, NODE_OPTIONS is cleared — "" for Node's defaults).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -20,6 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startControlPlane } from '../src/envtest/controlplane.ts';
 import { loadKubeConfig, kubeRequest, objectPath } from '../src/kube/client.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from '../src/kube/crds.ts';
+import { shippedNode } from './shipped.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const STACKS = Number(process.env.BENCH_STACKS ?? 10_000);
@@ -206,7 +209,9 @@ async function main(): Promise<void> {
 
     const startController = async (): Promise<{ child: ChildProcess; readyMs: number }> => {
       const t0 = performance.now();
-      const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter((f) => f !== '');
+      const shipped = process.env.BENCH_NODE_FLAGS === undefined ? shippedNode(root) : undefined;
+      const nodeFlags =
+        shipped?.flags ?? (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter((f) => f !== '');
       const child = spawn(
         process.execPath,
         [
@@ -219,7 +224,10 @@ async function main(): Promise<void> {
           `--health-probe-bind-address=127.0.0.1:${PORT + 1}`,
           '--egress-allow-loopback', // the receiver is on 127.0.0.1
         ],
-        { stdio: ['ignore', 'inherit', 'inherit'] },
+        {
+          stdio: ['ignore', 'inherit', 'inherit'],
+          env: { ...process.env, NODE_OPTIONS: shipped?.nodeOptions ?? '' },
+        },
       );
       for (;;) {
         try {
