@@ -127,18 +127,25 @@ const fmt = (x: number, d = 0): string =>
 // ---------------------------------------------------------------------------------------------
 /** A received webhook: arrival time by key (Flux: the event message; ours: the Update name). */
 const received = new Map<string, number>();
+/** Webhook bodies received per sender: [bytes, requests] (logged: the payloads' sizes compared). */
+const bodyBytes: Record<string, [number, number]> = {};
 let oursDeliveries = 0;
 const receiver = createServer((req, res) => {
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
     const at = performance.now();
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+    const raw = Buffer.concat(chunks);
+    const kind = req.url === '/flux' ? 'flux' : req.url === '/bare' ? 'bare' : 'ours';
+    bodyBytes[kind] = [(bodyBytes[kind]?.[0] ?? 0) + raw.length, (bodyBytes[kind]?.[1] ?? 0) + 1];
+    const body = JSON.parse(raw.toString('utf8')) as {
       message?: string;
       metadata?: { updateName?: string };
     };
     if (req.url === '/flux') {
       if (body.message) received.set(body.message, at);
+    } else if (req.url === '/bare') {
+      // The bare deliverer's (the delivery floor): it times its own events.
     } else {
       oursDeliveries++;
       const u = body.metadata?.updateName;
@@ -866,9 +873,34 @@ async function main(): Promise<void> {
     // event of the whole Stack; Flux's is an HTTP POST to it).
     const floor = await inputAlone(plane.kubeconfigPath, stacksPath('ours'), names, finishRun, rateRun);
     console.log(`input alone: ${JSON.stringify(floor)}`);
+    // The same again, each event delivered by a bare deliverer: one webhook POST and one ledger
+    // write per event, nothing else — the floor of any controller that records every delivery.
+    const deliveryFloor = await inputAlone(
+      plane.kubeconfigPath,
+      stacksPath('ours'),
+      names,
+      finishRun,
+      rateRun,
+      {
+        hook: `http://127.0.0.1:${hookPort}/bare`,
+        ledgerPath: `/apis/${OG}/v1alpha1/namespaces/ours/deliveryledgers`,
+      },
+    );
+    console.log(`delivery floor: ${JSON.stringify(deliveryFloor)}`);
+    for (const [k, [bytes, n]] of Object.entries(bodyBytes))
+      console.log(`webhook bodies from ${k}: ${fmt(bytes / n)} bytes on average (${fmt(n)} requests)`);
 
     const loadAfter = load();
-    const report = table(flux, ours, floor, fluxVersion, loadBefore, loadAfter, gh.violations.length);
+    const report = table(
+      flux,
+      ours,
+      floor,
+      deliveryFloor,
+      fluxVersion,
+      loadBefore,
+      loadAfter,
+      gh.violations.length,
+    );
     console.log(`\n${report}`);
     if (process.env.BENCH_FLUX_WRITE !== '0') writeDoc(report);
   } finally {
@@ -882,7 +914,9 @@ async function main(): Promise<void> {
 /**
  * The input-alone phase: starts ./bare-watcher.ts on the Stacks at `path`, writes a finished run
  * to every Stack of `names` (32 at a time) and then `RATE`/s for `RATE_SECONDS` (`REPEAT` runs),
- * and measures what the watcher saw. No controller runs meanwhile.
+ * and measures what the watcher saw. No controller runs meanwhile. With `deliver`, the watcher is
+ * the bare deliverer (a webhook POST to `deliver.hook` and a DeliveryLedger write under
+ * `deliver.ledgerPath` per event), and an event is seen when its POST is answered.
  */
 async function inputAlone(
   kubeconfigPath: string,
@@ -893,6 +927,7 @@ async function inputAlone(
     send: (i: number) => Promise<{ key: string; sentAt: number }>,
     arrival: (key: string) => Promise<number>,
   ) => Promise<number[]>,
+  deliver?: { hook: string; ledgerPath: string },
 ): Promise<Floor> {
   // The watcher is handed the admin's token and the CA; client-node reads them out of the file.
   const kc = new KubeConfig();
@@ -910,6 +945,7 @@ async function inputAlone(
       BARE_CA: ca,
       BARE_TOKEN: kc.getCurrentUser()?.token ?? '',
       BARE_PATH: path,
+      ...(deliver ? { BARE_HOOK: deliver.hook, BARE_LEDGER_PATH: deliver.ledgerPath } : {}),
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -986,6 +1022,7 @@ function table(
   f: Side,
   o: Side,
   floor: Floor,
+  df: Floor,
   version: string,
   loadBefore: string,
   loadAfter: string,
@@ -1048,6 +1085,24 @@ function table(
       '—',
       fmt(floor.cpuPer1k, 3),
       `ours / floor ${ratio(obN.cpuPer1k, floor.cpuPer1k)}`,
+    ],
+    [
+      `delivery floor, no controller (a bare deliverer: per event one webhook POST and one ledger write, window 16): events/s, ${fmt(STACKS)} burst`,
+      '—',
+      fmt(df.eps),
+      `floor / Flux ${ratio(df.eps, fbN.eps)}; ours / floor ${ratio(obN.eps, df.eps)}`,
+    ],
+    [
+      `delivery floor: p50 / p99 status write sent → webhook answered at ${RATE}/s, ms (median of ${REPEAT}; p99 runs)`,
+      '—',
+      `${fmt(df.p50, 1)} / ${fmt(df.p99, 1)} (${df.p99s.map((x) => fmt(x, 1)).join(', ')})`,
+      `ours / floor p99 ${ratio(o.p99, df.p99)}`,
+    ],
+    [
+      `delivery floor: the bare deliverer's CPU-s per 1,000 events, ${fmt(STACKS)} burst`,
+      '—',
+      fmt(df.cpuPer1k, 3),
+      `floor / Flux ${ratio(df.cpuPer1k, fbN.cpuPer1k)}; ours / floor ${ratio(obN.cpuPer1k, df.cpuPer1k)}`,
     ],
     ['start-to-ready, ms (ours: 0 Stacks)', fmt(f.readyMs), fmt(o.readyMs), ratio(o.readyMs, f.readyMs)],
     [
