@@ -24,5 +24,7 @@ COPY --from=build /app/dist ./dist
 COPY templates ./templates
 USER 65532:65532
 EXPOSE 8080 8081
-# A small young generation keeps RSS down (bench/pipeline.ts: ~300 → ~170 MiB with 10,000 Stacks).
-ENTRYPOINT ["node", "--max-semi-space-size=2", "dist/main.js"]
+# A small young generation and V8's --optimize-for-size keep RSS down: with 10,000 Stacks,
+# settled RSS 218 → 153 MiB for the second flag, +16 % CPU per event in a burst (medians of 5
+# alternating bench:pipeline runs; docs/benchmarks.md, "Issue 21: where it stands").
+ENTRYPOINT ["node", "--max-semi-space-size=2", "--optimize-for-size", "dist/main.js"]

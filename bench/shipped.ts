@@ -1,7 +1,7 @@
 /**
  * The V8 flags the controller ships with, read from where they are set, so that a benchmark runs
  * the controller as the image and the Deployment do: the Dockerfile's ENTRYPOINT puts flags
- * before the script (`node --max-semi-space-size=2 dist/main.js`), the Deployment
+ * before the script (`node --max-semi-space-size=2 --optimize-for-size dist/main.js`), the Deployment
  * (config/manager/manager.yaml) sets `NODE_OPTIONS` (`--max-old-space-size=160`). Throws when
  * either is not found: a benchmark must not silently measure another configuration.
  */

@@ -18,6 +18,7 @@
  */
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { Stack } from '../../src/api/pko.ts';
 import { errorStatusCode } from '../../src/kube/client.ts';
@@ -25,7 +26,8 @@ import { installAdmission } from '../support/admission.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, bindControllerRole } from '../support/controller.ts';
 import { startControllerProcess, stopAll, type ControllerProcess } from '../support/controller-process.ts';
-import { deploymentLimitMiB, deploymentNodeOptions, memoryCgroup } from '../support/memory-cgroup.ts';
+import { deploymentLimitMiB, memoryCgroup } from '../support/memory-cgroup.ts';
+import { shippedNode } from '../../bench/shipped.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startReceiver } from '../support/receiver.ts';
 import { startGitHubServer } from '../forge/github/server.ts';
@@ -153,6 +155,7 @@ describe('B11: anonymous load on the webhook receiver (controller process in the
     const ns = await createTestNamespace('wh-load');
     const obj = new Objects(ns);
     const receiver = await startReceiver();
+    const shipped = shippedNode(fileURLToPath(new URL('../..', import.meta.url)));
     const limitBytes = deploymentLimitMiB() * MiB;
     const cg = memoryCgroup('pko-nc-webhook-load', limitBytes);
     if (typeof cg === 'string') console.log(`${cg}: measuring the process's RSS against the limit instead`);
@@ -162,8 +165,9 @@ describe('B11: anonymous load on the webhook receiver (controller process in the
       const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
       await sim.createStack('app', { git: { projectRepo: 'https://github.com/acme/app', branch: 'main' } });
       const { p, webhookPort } = await controller(ns, {
-        env: { NODE_OPTIONS: deploymentNodeOptions() },
-        nodeArgs: ['--max-semi-space-size=2'], // the image's entrypoint (Dockerfile)
+        // As the image and the Deployment run it: the ENTRYPOINT's flags, the Deployment's NODE_OPTIONS.
+        env: { NODE_OPTIONS: shipped.nodeOptions },
+        nodeArgs: shipped.flags,
         ...(typeof cg !== 'string' ? { cgroupDir: cg.dir } : {}),
       });
       await obj.waitReady('providers', 'hook');

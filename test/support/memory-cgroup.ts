@@ -20,14 +20,6 @@ export function deploymentLimitMiB(): number {
   return Number(m[1]);
 }
 
-/** `NODE_OPTIONS` of the shipped Deployment (config/manager/manager.yaml). */
-export function deploymentNodeOptions(): string {
-  const y = readFileSync(path.join(ROOT, 'config/manager/manager.yaml'), 'utf8');
-  const m = /name:\s*NODE_OPTIONS\s*\n\s*value:\s*(.+)\n/.exec(y);
-  if (!m?.[1]) throw new Error('config/manager/manager.yaml: no NODE_OPTIONS value');
-  return m[1].trim();
-}
-
 export interface MemoryCgroup {
   dir: string;
   limitBytes: number;
