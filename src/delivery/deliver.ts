@@ -73,6 +73,11 @@ export class DeliveryEngine {
     this.#o = opts;
   }
 
+  /** `--provider-window` W: sends of class `event-id` between "sent" and "recorded" per Provider. */
+  get providerWindow(): number {
+    return this.#o.providerWindow ?? DEFAULT_PROVIDER_WINDOW;
+  }
+
   /** Decides what happens to `job`'s event: skipped with a reason, or sent with retries. */
   async deliver(job: DeliveryJob): Promise<Handled> {
     const p = this.#o.providers.get(job.providerKey);
@@ -178,9 +183,11 @@ export class DeliveryEngine {
           `deliveries to Provider ${s.providerKey} fail and are retried: ${outcomes.redact(pe.message, p)}`,
         );
       }
+      job.pause(); // a waiting job leaves its turn to the Provider's other Stacks
       await sleep(this.#o.clock, delay, AbortSignal.any([this.#stop(job), job.wake()]));
       if (aborted(this.#o.stopping)) return 'held';
       if (aborted(job.wake())) job.rewake();
+      if (!(await job.resume(this.#stop(job)))) return aborted(this.#o.stopping) ? 'held' : 'again';
     }
   }
 
@@ -189,7 +196,7 @@ export class DeliveryEngine {
     const { ledger, outcomes, sender } = this.#o;
     const stop = this.#stop(job);
     // Lock: a slot of the Provider's window, held until the event is recorded (or not sent).
-    const window = sendWindow(s.cls, this.#o.providerWindow ?? DEFAULT_PROVIDER_WINDOW);
+    const window = sendWindow(s.cls, this.providerWindow);
     let release = (): void => undefined;
     if (window !== undefined) {
       try {

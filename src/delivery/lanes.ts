@@ -19,6 +19,13 @@
  * `sendWindow`); a lane has one event in flight, so the window spreads over Stacks and the order
  * within a Stack is kept.
  *
+ * A backlog waits as data: a Provider works on at most {@link lanesAtWork} lanes at once (4 × its
+ * window, at least 16: enough to keep the window full while others render, wait for pacing or
+ * a target's lock); the others hold only their waiting events, in arrival order, until a turn
+ * frees — not a suspended delivery each with its rendered message and signals (a 10,000-event
+ * backlog held ~38 MiB that way: docs/benchmarks.md). A job waiting out a backoff gives its turn
+ * back (`DeliveryJob.pause`), so Stacks whose events fail do not hold up the Provider's others.
+ *
  * Work follows the object (case B06): deleting or suspending an Alert or a Provider cancels its
  * lanes' waits and sends on the wire at once (`cancelAlert`, `cancelProvider`, `dropAlert`); a
  * Provider that becomes usable again ends its lanes' backoff waits (`wakeProvider`).
@@ -114,6 +121,13 @@ interface Lane {
   cancel?: AbortController | undefined;
   /** Aborted to end the lane's current backoff wait early (Provider usable again); made like `cancel`. */
   wake?: AbortController | undefined;
+  /** Gives back the lane's turn at its Provider (set while it holds one). */
+  turn?: (() => void) | undefined;
+}
+
+/** Lanes a Provider works on at once, for a window of `window` sends in flight: 4 × W, ≥ 16. */
+export function lanesAtWork(window: number): number {
+  return Math.max(4 * window, 16);
 }
 
 export class Dispatcher implements DeliveryQueue {
@@ -128,6 +142,9 @@ export class Dispatcher implements DeliveryQueue {
   /** Aborted at the stop deadline: sends on the wire are cancelled. */
   readonly #cancel = new AbortController();
   readonly #running = new Set<Promise<void>>();
+  /** Turns at each Provider (key `namespace/name`): lanes at work hold one, the rest wait in order. */
+  readonly #turns = new KeyedSemaphore();
+  readonly #lanesAtWork: number;
 
   constructor(opts: DispatcherOptions) {
     this.#o = opts;
@@ -162,6 +179,30 @@ export class Dispatcher implements DeliveryQueue {
       maySend: opts.maySend,
       providerWindow: opts.providerWindow,
     });
+    this.#lanesAtWork = lanesAtWork(this.#engine.providerWindow);
+  }
+
+  /** Waits for a turn at the lane's Provider; false when stopping or `signal` came first. */
+  async #takeTurn(lane: Lane, signal: AbortSignal): Promise<boolean> {
+    if (lane.turn) return true;
+    try {
+      lane.turn = await this.#turns.acquire(lane.providerKey, this.#lanesAtWork, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #giveTurn(lane: Lane): void {
+    lane.turn?.();
+    lane.turn = undefined;
+  }
+
+  /** Lanes holding a turn at their Provider (for tests and metrics). */
+  get lanesAtWork(): number {
+    let n = 0;
+    for (const l of this.#lanes.values()) if (l.turn) n++;
+    return n;
   }
 
   get #heldRetryMs(): number {
@@ -236,7 +277,16 @@ export class Dispatcher implements DeliveryQueue {
   #kick(lane: Lane): void {
     if (lane.running || lane.timer !== undefined || this.#stopping.signal.aborted) return;
     lane.running = true;
-    const p = this.#runLane(lane)
+    // Waiting for a turn is a promise and a waiter, not a suspended delivery (see the top).
+    const p = this.#turns
+      .acquire(lane.providerKey, this.#lanesAtWork, this.#stopping.signal)
+      .then(
+        (turn) => {
+          lane.turn = turn;
+          return this.#runLane(lane);
+        },
+        () => undefined, // stopping: the lane never started
+      )
       .catch((err: unknown) => {
         this.#o.logger.error(
           { lane: lane.key, err: err instanceof Error ? err.message : String(err) },
@@ -245,6 +295,7 @@ export class Dispatcher implements DeliveryQueue {
         this.#later(lane, this.#heldRetryMs);
       })
       .finally(() => {
+        this.#giveTurn(lane);
         lane.running = false;
         this.#running.delete(p);
         if (this.#lanes.get(lane.key) !== lane) return;
@@ -304,6 +355,10 @@ export class Dispatcher implements DeliveryQueue {
       rewake: () => {
         lane.wake = undefined;
       },
+      pause: () => {
+        this.#giveTurn(lane);
+      },
+      resume: (signal) => this.#takeTurn(lane, signal),
       // Made on first use: most events log nothing at the default level, and a pino child costs
       // its bindings' serialisation and redaction up front.
       get log(): Logger {
@@ -316,6 +371,7 @@ export class Dispatcher implements DeliveryQueue {
 
   async #runLane(lane: Lane): Promise<void> {
     while (!this.#stopping.signal.aborted) {
+      if (this.#lanes.get(lane.key) !== lane) return; // dropped (its Alert deleted) while it waited
       if (lane.cancel?.signal.aborted === true) lane.cancel = undefined;
       if (lane.wake?.signal.aborted === true) lane.wake = undefined;
       const alert = this.#o.alerts.get(lane.alertKey);

@@ -67,6 +67,17 @@ export interface DeliveryJob {
   wake(): AbortSignal;
   /** Renews the wake signal after it fired. */
   rewake(): void;
+  /**
+   * Gives the lane's turn at its Provider back (./lanes.ts: a Provider works on a bounded number
+   * of lanes at once) while the job waits out a backoff, so that Stacks whose events fail do not
+   * hold up the Provider's other Stacks.
+   */
+  pause(): void;
+  /**
+   * Takes a turn again after {@link pause} (no-op when holding one); false when `signal` aborted
+   * first (nothing held then).
+   */
+  resume(signal: AbortSignal): Promise<boolean>;
   log: Logger;
   /** Sends made so far (not counting lookups). */
   attempts: number;

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { runKey, type NotificationEvent } from '../../src/api/event.ts';
 import { runHash } from '../../src/delivery/ledger-entry.ts';
 import type { ResolvedProvider } from '../../src/credential/provider.ts';
-import { Dispatcher } from '../../src/delivery/lanes.ts';
+import { Dispatcher, lanesAtWork } from '../../src/delivery/lanes.ts';
 import { ProviderHealth } from '../../src/delivery/health.ts';
 import { Sender } from '../../src/delivery/send.ts';
 import type { DeliveryOutcomeReport, OfferedEvent } from '../../src/delivery/types.ts';
@@ -438,6 +438,50 @@ describe('Dispatcher', () => {
     await settle(t.clock);
     expect(t.notifier.sends).toHaveLength(3);
     expect(t.ledger.advanced).toHaveLength(3);
+  });
+
+  it('a backlog waits as data: a Provider works on at most 4 × W lanes (≥ 16) at once; the rest start in arrival order as turns free', async () => {
+    expect([lanesAtWork(1), lanesAtWork(2), lanesAtWork(16)]).toEqual([16, 16, 64]);
+    const stacks = Array.from({ length: 40 }, (_, i) => `stack-${String(i).padStart(2, '0')}`);
+    const t = setup({ steps: stacks.map((): Step => 'hang'), providerWindow: 1 });
+    for (const [i, s] of stacks.entries())
+      t.dispatcher.offer(t.alert, s, [{ event: runEvent(`app-${String(100 + i)}`, 'succeeded') }]);
+    await settle(t.clock);
+    // One send (window 1) and 16 lanes at work; 24 events wait as data, not as prepared sends.
+    expect([t.notifier.sends.length, t.dispatcher.lanesAtWork, t.dispatcher.pendingCount]).toEqual([
+      1, 16, 40,
+    ]);
+    for (let i = 0; i < stacks.length; i++) {
+      expect(t.dispatcher.lanesAtWork).toBeLessThanOrEqual(16);
+      t.notifier.release();
+      await settle(t.clock);
+    }
+    // Every event delivered once, in the order the Stacks were offered (first come, first served).
+    expect(t.notifier.sends.map((s) => s.id)).toEqual(
+      stacks.map((_, i) => runEvent(`app-${String(100 + i)}`, 'succeeded').id),
+    );
+    expect(finals(t.outcomes)).toHaveLength(40);
+    expect([t.dispatcher.lanesAtWork, t.dispatcher.pendingCount]).toEqual([0, 0]);
+  });
+
+  it('a job waiting out a backoff gives its turn back: 16 Stacks failing do not hold up a 17th', async () => {
+    const fail = (): Step => err('HTTP_503', { status: 503 });
+    const t = setup({ steps: [...Array.from({ length: 16 }, fail), 'ok'], providerWindow: 1 });
+    for (let i = 0; i < 17; i++)
+      t.dispatcher.offer(t.alert, `stack-${String(i)}`, [
+        { event: runEvent(`app-${String(100 + i)}`, 'succeeded') },
+      ]);
+    await settle(t.clock);
+    // All 16 lanes at work failed once and wait (≥ 500 ms) without their turns; the 17th got one
+    // and is delivered before any backoff ends.
+    expect(t.notifier.sends).toHaveLength(17);
+    const delivered = finals(t.outcomes).map((o) => [o.result, o.event.id]);
+    expect(delivered).toEqual([['Delivered', runEvent('app-116', 'succeeded').id]]);
+    expect(t.dispatcher.lanesAtWork).toBe(0);
+    // After the backoff each takes a turn again and is delivered (the script is out of failures).
+    await t.clock.advance(1000);
+    await settle(t.clock);
+    expect(finals(t.outcomes)).toHaveLength(17);
   });
 
   it('a window keeps the order within a Stack: one event of a Stack at a time, in observed order', async () => {
