@@ -7,7 +7,12 @@
  *     it; events/s from the first status write to the last delivery;
  *  2. latency at a steady 50 events/s: status write (response received) → receiver request, p50/p99;
  *  3. RSS with 10,000 Stacks watched (9,000 more, each with a finished run, all delivered);
- *  4. restart: SIGTERM, start again, time to /readyz 200, and deliveries the restart caused (target 0).
+ *  4. restart: SIGTERM, start again, time to /readyz 200, and deliveries the restart caused (target 0);
+ *  5. backlog (with phase 4, unless BENCH_BACKLOG=0): SIGTERM, a finished run written to every Stack
+ *     while the controller is down, start again: time to drain, peak RSS (sampled every 50 ms) and
+ *     the V8 heap at that peak (from /metrics, sampled every 250 ms); with BENCH_SNAPSHOT_MIB and
+ *     `--heapsnapshot-signal=SIGUSR2` in BENCH_NODE_FLAGS, one SIGUSR2 when RSS first passes that
+ *     many MiB (Node writes Heap.*.heapsnapshot into the controller's working directory).
  * The controller's CPU (user + system, /proc/<pid>/stat) per 1,000 events is given for phases 1 and 2.
  * Env: BENCH_PORT (metrics port, health the next; default 18080), BENCH_STACKS (default 10000), BENCH_BURST (1000), BENCH_RATE (50), BENCH_RATE_SECONDS (20), BENCH_RESTART (0: skip phase 4),
  * BENCH_MAIN (default src/main.ts), BENCH_NODE_FLAGS (Node flags before the script; default the shipped ones, ./shipped.ts:
@@ -319,6 +324,53 @@ async function main(): Promise<void> {
     );
     console.log(
       `RSS after restart + 5 s: ${rssMiB(controller.pid ?? 0).toFixed(1)} MiB (${await heapMiB()})`,
+    );
+
+    // 5. Backlog: every Stack's next run finished while the controller is down.
+    if (process.env.BENCH_BACKLOG === '0') return;
+    controller.kill('SIGTERM');
+    await new Promise((r) => controller?.once('exit', r));
+    const all = Array.from({ length: Math.max(STACKS, BURST) }, (_, i) => `s${i}`);
+    const backlog: string[] = [];
+    await pool(all, 32, async (n) => {
+      backlog.push((await finishRun(n)).update);
+    });
+    const snapshotMiB = Number(process.env.BENCH_SNAPSHOT_MIB ?? NaN);
+    const tb = performance.now();
+    const third = await startController();
+    controller = third.child;
+    const pid = controller.pid ?? 0;
+    let peak = 0;
+    let heapAtPeak = '';
+    let lastHeap = '';
+    let snapped = false;
+    const rssTimer = setInterval(() => {
+      const r = rssMiB(pid);
+      if (r > peak) {
+        peak = r;
+        heapAtPeak = lastHeap;
+      }
+      if (!snapped && r >= snapshotMiB) {
+        snapped = true;
+        process.kill(pid, 'SIGUSR2');
+        console.log(`backlog: RSS ${r.toFixed(1)} MiB, SIGUSR2 sent (heap snapshot)`);
+      }
+    }, 50);
+    const heapTimer = setInterval(() => {
+      heapMiB().then(
+        (h) => (lastHeap = h),
+        () => undefined,
+      );
+    }, 250);
+    try {
+      await waitDelivered(backlog, 600_000);
+    } finally {
+      clearInterval(rssTimer);
+      clearInterval(heapTimer);
+    }
+    const drainS = (performance.now() - tb) / 1000;
+    console.log(
+      `backlog of ${backlog.length} events written while down: drained ${drainS.toFixed(1)} s from start (${(backlog.length / drainS).toFixed(0)}/s, ready in ${third.readyMs.toFixed(0)} ms); peak RSS ${peak.toFixed(1)} MiB (last heap sample before it: ${heapAtPeak || '—'}); now ${rssMiB(pid).toFixed(1)} MiB`,
     );
   } finally {
     controller?.kill('SIGTERM');
