@@ -43,7 +43,8 @@ export interface ControllerArgs {
   extraArgs?: string[];
   /**
    * `NODE_OPTIONS` of the container. Default `--max-old-space-size=160`: with 10,000 Stacks the
-   * RSS peaked at 305 MiB draining a 10,000-event backlog (docs/benchmarks.md); raise it with `resources`.
+   * RSS peaked at 305 MiB draining a 10,000-event backlog when first measured (189 MiB since;
+   * docs/benchmarks.md); raise it with `resources`.
    */
   nodeOptions?: string;
   /** Container resources. Default requests cpu 50m / memory 96Mi, limit memory 384Mi (the measured peak plus ~25 %). */
