@@ -543,6 +543,8 @@ describe('Dispatcher', () => {
     expect(t.notifier.sends).toHaveLength(2);
     expect(t.ledger.advanced).toEqual([]);
     expect(t.dispatcher.pendingCount).toBe(0);
+    // The dropped lane is forgotten: no timer left looking for its Alert every 5 s.
+    expect(t.clock.pending()).toEqual([]);
   });
 
   it('B06: suspending the Provider ends the backoff wait at once: the event is recorded as Skipped (Suspended), not retried', async () => {
