@@ -1036,6 +1036,31 @@ function table(
   const fbN = f.burst.get(STACKS) as typeof fb1;
   const obN = o.burst.get(STACKS) as typeof fb1;
   const b = o.backlog;
+  /** A floor's three rows (events/s, p50 / p99, CPU per 1,000 events), each beside ours. */
+  const floorRows = (
+    fl: Floor,
+    label: { eps: string; latency: string; cpu: string },
+    cpuVsFlux: boolean,
+  ): [string, string, string, string][] => [
+    [
+      label.eps,
+      '—',
+      fmt(fl.eps),
+      `floor / Flux ${ratio(fl.eps, fbN.eps)}; ours / floor ${ratio(obN.eps, fl.eps)}`,
+    ],
+    [
+      label.latency,
+      '—',
+      `${fmt(fl.p50, 1)} / ${fmt(fl.p99, 1)} (${fl.p99s.map((x) => fmt(x, 1)).join(', ')})`,
+      `ours / floor p99 ${ratio(o.p99, fl.p99)}`,
+    ],
+    [
+      label.cpu,
+      '—',
+      fmt(fl.cpuPer1k, 3),
+      `${cpuVsFlux ? `floor / Flux ${ratio(fl.cpuPer1k, fbN.cpuPer1k)}; ` : ''}ours / floor ${ratio(obN.cpuPer1k, fl.cpuPer1k)}`,
+    ],
+  ];
   const rows: [string, string, string, string][] = [
     [
       `controller CPU-s per 1,000 generic events, ${fmt(SMALL)} burst (median of ${REPEAT})`,
@@ -1068,42 +1093,24 @@ function table(
       `${fmt(o.p99, 1)} (${o.p99s.map((x) => fmt(x, 1)).join(', ')})`,
       ratio(o.p99, f.p99),
     ],
-    [
-      `input alone, no controller (a bare Stack watcher): events/s seen, ${fmt(STACKS)} burst`,
-      '—',
-      fmt(floor.eps),
-      `floor / Flux ${ratio(floor.eps, fbN.eps)}; ours / floor ${ratio(obN.eps, floor.eps)}`,
-    ],
-    [
-      `input alone: p50 / p99 status write sent → watch event received at ${RATE}/s, ms (median of ${REPEAT}; p99 runs)`,
-      '—',
-      `${fmt(floor.p50, 1)} / ${fmt(floor.p99, 1)} (${floor.p99s.map((x) => fmt(x, 1)).join(', ')})`,
-      `ours / floor p99 ${ratio(o.p99, floor.p99)}`,
-    ],
-    [
-      `input alone: the bare watcher's CPU-s per 1,000 events, ${fmt(STACKS)} burst`,
-      '—',
-      fmt(floor.cpuPer1k, 3),
-      `ours / floor ${ratio(obN.cpuPer1k, floor.cpuPer1k)}`,
-    ],
-    [
-      `delivery floor, no controller (a bare deliverer: per event one webhook POST and one ledger write, window 16): events/s, ${fmt(STACKS)} burst`,
-      '—',
-      fmt(df.eps),
-      `floor / Flux ${ratio(df.eps, fbN.eps)}; ours / floor ${ratio(obN.eps, df.eps)}`,
-    ],
-    [
-      `delivery floor: p50 / p99 status write sent → webhook answered at ${RATE}/s, ms (median of ${REPEAT}; p99 runs)`,
-      '—',
-      `${fmt(df.p50, 1)} / ${fmt(df.p99, 1)} (${df.p99s.map((x) => fmt(x, 1)).join(', ')})`,
-      `ours / floor p99 ${ratio(o.p99, df.p99)}`,
-    ],
-    [
-      `delivery floor: the bare deliverer's CPU-s per 1,000 events, ${fmt(STACKS)} burst`,
-      '—',
-      fmt(df.cpuPer1k, 3),
-      `floor / Flux ${ratio(df.cpuPer1k, fbN.cpuPer1k)}; ours / floor ${ratio(obN.cpuPer1k, df.cpuPer1k)}`,
-    ],
+    ...floorRows(
+      floor,
+      {
+        eps: `input alone, no controller (a bare Stack watcher): events/s seen, ${fmt(STACKS)} burst`,
+        latency: `input alone: p50 / p99 status write sent → watch event received at ${RATE}/s, ms (median of ${REPEAT}; p99 runs)`,
+        cpu: `input alone: the bare watcher's CPU-s per 1,000 events, ${fmt(STACKS)} burst`,
+      },
+      false,
+    ),
+    ...floorRows(
+      df,
+      {
+        eps: `delivery floor, no controller (a bare deliverer: per event one webhook POST and one ledger write, window 16): events/s, ${fmt(STACKS)} burst`,
+        latency: `delivery floor: p50 / p99 status write sent → webhook answered at ${RATE}/s, ms (median of ${REPEAT}; p99 runs)`,
+        cpu: `delivery floor: the bare deliverer's CPU-s per 1,000 events, ${fmt(STACKS)} burst`,
+      },
+      true,
+    ),
     ['start-to-ready, ms (ours: 0 Stacks)', fmt(f.readyMs), fmt(o.readyMs), ratio(o.readyMs, f.readyMs)],
     [
       `restart-to-ready, ms (ours: ${fmt(STACKS)} Stacks)`,
