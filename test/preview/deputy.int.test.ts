@@ -482,14 +482,16 @@ describe('B10: a PullRequestPreview grants no more than its writer holds', () =>
   }, 90_000);
 
   it('refuses an override stored before the admission rules: Ready=False OverrideNotAllowed, nothing created or changed', async () => {
-    const pr8 = await stackOrNone('app-pr-8');
-    gh.addPullRequest('acme/app', { number: 9, headSha: sha('9'), author: 'alice', association: 'MEMBER' });
-    gh.updatePullRequest('acme/app', 8, { headSha: sha('a') });
+    // The override is stored first: a sync that ran between a new head and the rewrite would
+    // rightly apply the head to app-pr-8 (seen once in CI), and this test is about what follows.
     await rewriteStoredPreview(ns, 'previews', (o) => {
       const spec = o.spec.stackOverrides?.spec ?? {};
       spec['serviceAccountName'] = 'admin';
       spec['workspaceTemplate'] = workspaceTemplate;
     });
+    const pr8 = await stackOrNone('app-pr-8');
+    gh.addPullRequest('acme/app', { number: 9, headSha: sha('9'), author: 'alice', association: 'MEMBER' });
+    gh.updatePullRequest('acme/app', 8, { headSha: sha('a') });
     const ready = await waitFor(
       async () => {
         const c = (await getPrp('previews')).status?.conditions?.find((x) => x.type === 'Ready');
