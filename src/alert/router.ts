@@ -21,11 +21,12 @@ import {
   eventsForStack,
   lastUpdateFallback,
   revisionsToRecord,
+  stackPredatesRun,
   stuckSince,
   updateObservedAt,
   type DeriveContext,
 } from '../source/derive.ts';
-import { RunCommits, SeenUpdates, V1FailureTexts } from '../source/runs.ts';
+import { compareUpdates, RunCommits, SeenUpdates, V1FailureTexts } from '../source/runs.ts';
 import { eventForAlert, PRE_ENRICH_CHECKS, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
 
@@ -66,7 +67,7 @@ export interface RouterOptions {
    * when the threshold is reached.
    */
   stuckAfterMs?: number;
-  /** Clock of the stuck rule (ms since the epoch); default `Date.now`. */
+  /** Clock of the stuck rule and of the wait for a Stack behind its run (ms since the epoch); default `Date.now`. */
   now?: () => number;
   /**
    * Writes the revision of a finished PKO v2 Update into its `notification.pko.dev/commit`
@@ -181,6 +182,15 @@ export function supersededBy(s: Stack, ev: NotificationEvent): string | undefine
 
 const FLUX_CACHE_MS = 5 * 60_000;
 
+/**
+ * Longest wait, ms, for the Stack version that names a new run (src/source/derive.ts
+ * `stackPredatesRun`): the Stack watch is normally milliseconds behind the Update watch; past
+ * this the run's events go without a commit, and a log line says why. A wait is measured from
+ * when this process first saw the run ahead of its Stack (its own clock, not the Update's
+ * creationTimestamp: no skew with the API server's).
+ */
+export const STACK_LAG_WAIT_MS = 30_000;
+
 export class Router {
   readonly #o: RouterOptions;
   readonly queue: WorkQueue;
@@ -204,6 +214,8 @@ export class Router {
   readonly #confirmedGone = new Map<string, string>();
   /** Stack uid → the `lastUpdate` Update that exists but is not in the informer yet. */
   readonly #held = new Map<string, string>();
+  /** `namespace/name` of an Update → when it was first seen ahead of its Stack (ms; `stackPredatesRun`). */
+  readonly #ahead = new Map<string, number>();
   /** `namespace/name` of the Updates whose commit this process recorded (or tried to); forgotten with the Update. */
   readonly #recorded = new Set<string>();
 
@@ -262,6 +274,7 @@ export class Router {
       if (!deleted) this.#seenUpdates.observe(u);
       if (deleted) {
         this.#recorded.delete(`${u.metadata.namespace ?? ''}/${name}`);
+        this.#ahead.delete(`${u.metadata.namespace ?? ''}/${name}`);
         set?.delete(name);
         if (set?.size === 0) this.#updatesByStack.delete(key);
       } else {
@@ -375,15 +388,54 @@ export class Router {
     }
   }
 
+  /**
+   * The Stack's newest Update when the Stack as cached predates it (`stackPredatesRun`: PKO named
+   * the run's commit in a Stack version this process has not received yet), with the ms left to
+   * wait for that version; undefined when there is none or the wait ({@link STACK_LAG_WAIT_MS})
+   * is over. Only the newest: PKO starts one run at a time, and an older Update the Stack no
+   * longer names has moved past, not ahead.
+   */
+  #aheadOfStack(stack: Stack, updates: readonly Update[]): { name: string; leftMs: number } | undefined {
+    let newest: Update | undefined;
+    for (const u of updates) if (newest === undefined || compareUpdates(newest, u) < 0) newest = u;
+    if (newest === undefined) return undefined;
+    const name = newest.metadata.name ?? '';
+    const key = `${newest.metadata.namespace ?? ''}/${name}`;
+    if (!stackPredatesRun(stack, newest)) {
+      this.#ahead.delete(key);
+      return undefined;
+    }
+    const now = (this.#o.now ?? Date.now)();
+    const since = this.#ahead.get(key) ?? now;
+    if (!this.#ahead.has(key)) this.#ahead.set(key, now);
+    const leftMs = since + STACK_LAG_WAIT_MS - now;
+    if (leftMs > 0) return { name, leftMs };
+    if (this.#ahead.get(key) !== -1) {
+      this.#ahead.set(key, -1);
+      this.#o.logger.warn(
+        { update: key, waitedMs: STACK_LAG_WAIT_MS },
+        'the Stack has not named this run in its status although PKO names a run there before creating its Update; its events go without a commit',
+      );
+    }
+    return undefined;
+  }
+
   eventsFor(stack: Stack): { event: NotificationEvent; observed?: number }[] {
-    const updates = this.#updatesOf(stack);
+    return this.#derive(stack).events;
+  }
+
+  /** {@link eventsFor}, and the ms until a run left out now (its Stack behind it) is looked at again. */
+  #derive(stack: Stack): { events: { event: NotificationEvent; observed?: number }[]; recheckMs?: number } {
+    const all = this.#updatesOf(stack);
+    const ahead = this.#aheadOfStack(stack, all);
+    const updates = ahead === undefined ? all : all.filter((u) => u.metadata.name !== ahead.name);
     const stackRv = parseResourceVersion(stack.metadata.resourceVersion);
     const updateRv = new Map(
       updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(updateObservedAt(u))]),
     );
     // A drift check Stack's runs are the controller's own: reported as drift events of the
     // Stack it checks (src/drift), never as events of their own.
-    if (isDriftCheck(stack)) return [];
+    if (isDriftCheck(stack)) return { events: [] };
     const after = this.#o.stuckAfterMs;
     const ctx: DeriveContext =
       after === undefined
@@ -403,7 +455,8 @@ export class Router {
       const observed = (name !== undefined ? updateRv.get(name) : undefined) ?? stackRv;
       return observed !== undefined ? { event, observed } : { event };
     });
-    return [...own, ...(this.#o.moreEvents?.(stack) ?? [])];
+    const events = [...own, ...(this.#o.moreEvents?.(stack) ?? [])];
+    return ahead === undefined ? { events } : { events, recheckMs: ahead.leftMs };
   }
 
   async reconcile(key: string): Promise<{ requeueAfterMs: number } | undefined> {
@@ -411,8 +464,10 @@ export class Router {
     const stack = this.#o.stacks.get(key.slice(0, i), key.slice(i + 1));
     if (!stack?.metadata.uid) return undefined;
     const held = await this.#holdUnseenFallback(stack);
-    await this.#route(stack);
+    const recheckMs = await this.#route(stack);
     if (held) return { requeueAfterMs: HELD_FALLBACK_RETRY_MS };
+    // A run seen ahead of its Stack: the Stack's next version requeues it; this bounds the wait.
+    if (recheckMs !== undefined) return { requeueAfterMs: recheckMs };
     // A Stack waiting with no run is looked at again when it would count as stuck.
     const after = this.#o.stuckAfterMs;
     if (after === undefined) return undefined;
@@ -479,12 +534,14 @@ export class Router {
     }
   }
 
-  async #route(stack: Stack): Promise<void> {
-    if (!stack.metadata.uid) return;
+  /** Routes the Stack's events; returns when to look again at a run left out (see #derive). */
+  async #route(stack: Stack): Promise<number | undefined> {
+    if (!stack.metadata.uid) return undefined;
     if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
     this.#recordRunCommits(stack);
-    let events = this.eventsFor(stack);
-    if (events.length === 0) return;
+    const derived = this.#derive(stack);
+    let events = derived.events;
+    if (events.length === 0) return derived.recheckMs;
     const enrich = this.#o.enrich;
     if (enrich) {
       // Only events some Alert may take are enriched: a Stack no Alert covers gets no Secret or
@@ -514,6 +571,6 @@ export class Router {
       }
       if (matched.length > 0) this.#o.delivery.offer(alert, stack.metadata.uid, matched);
     }
-    return;
+    return derived.recheckMs;
   }
 }

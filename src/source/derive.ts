@@ -136,6 +136,34 @@ export function revisionFromUpdateMessage(message: string | undefined): string |
   return message === undefined ? undefined : /New commit detected: "([^"]+)"/.exec(message)?.[1];
 }
 
+/**
+ * Whether `stack`, as read, predates its run `u` and so cannot name the run's commit yet: PKO v2
+ * saves `status.currentUpdate` {name, commit} and only then creates the Update (stack
+ * controller, "Step 5"), but the Stack and Update informers watch separately, so an Update can be
+ * seen before the Stack version that names it. True when all of these hold: `u` is owned by
+ * `stack` (ownerReference uid); the Stack names it neither in `currentUpdate` nor in `lastUpdate`;
+ * nothing else names its commit (`New commit detected: "<rev>"` in `spec.message`,
+ * {@link RUN_COMMIT_ANNOTATION}); and both resourceVersions are decimals with the Stack's the
+ * smaller. A run's events derived then would go out without a commit (no commit status, `-` in
+ * messages) although PKO recorded one; the caller waits for the Stack's next version (bounded:
+ * src/alert/router.ts). Pure.
+ */
+export function stackPredatesRun(stack: Stack, u: Update): boolean {
+  const name = u.metadata.name;
+  const uid = stack.metadata.uid;
+  if (name === undefined || uid === undefined) return false;
+  if (!u.metadata.ownerReferences?.some((r) => r.kind === 'Stack' && r.uid === uid)) return false;
+  const status = stack.status;
+  if (status?.currentUpdate?.name === name || status?.lastUpdate?.name === name) return false;
+  if (revisionFromUpdateMessage(u.spec?.message) !== undefined || annotatedRevision(u) !== undefined)
+    return false;
+  const decimal = /^[1-9][0-9]{0,19}$/;
+  const s = stack.metadata.resourceVersion;
+  const r = u.metadata.resourceVersion;
+  if (s === undefined || r === undefined || !decimal.test(s) || !decimal.test(r)) return false;
+  return BigInt(s) < BigInt(r);
+}
+
 export interface DeriveContext {
   /** `reportingController` of every event, e.g. `pko-notification-controller`. */
   reportingController: string;

@@ -13,6 +13,7 @@ import { AlertIndex } from '../../src/alert/routed.ts';
 import {
   HELD_FALLBACK_RETRY_MS,
   Router,
+  STACK_LAG_WAIT_MS,
   previewGateOf,
   previewThreadOf,
   supersededBy,
@@ -20,7 +21,15 @@ import {
 } from '../../src/alert/router.ts';
 import type { DeliveryAlert, DeliveryQueue, OfferedEvent } from '../../src/delivery/types.ts';
 import { deliveryAlert, quietLogger } from '../delivery/support.ts';
-import { NS, STACK_UID, UPDATE_NAME, update, v2FailedStack } from '../source/fixtures.ts';
+import {
+  NS,
+  SHA,
+  STACK_UID,
+  UPDATE_NAME,
+  update,
+  v2FailedStack,
+  v2RunningStack,
+} from '../source/fixtures.ts';
 
 type Handler = (...args: never[]) => void;
 
@@ -64,7 +73,11 @@ function routed(name: string, spec: Partial<AlertSpec>) {
   return { ...deliveryAlert({ key: `${NS}/${name}`, uid: `${name}-uid`, name }), compiled: r.alert };
 }
 
-function setup(enrich?: RouterOptions['enrich'], apiHas: (name: string) => boolean = () => false) {
+function setup(
+  enrich?: RouterOptions['enrich'],
+  apiHas: (name: string) => boolean = () => false,
+  now?: () => number,
+) {
   const stacks = new MemoryInformer<Stack>();
   const updates = new MemoryInformer<Update>();
   const alerts = new AlertIndex();
@@ -84,6 +97,7 @@ function setup(enrich?: RouterOptions['enrich'], apiHas: (name: string) => boole
       return Promise.resolve(apiHas(name));
     },
     ...(enrich ? { enrich } : {}),
+    ...(now ? { now } : {}),
   });
   return { stacks, updates, alerts, queue, router, reads };
 }
@@ -209,6 +223,78 @@ describe('Router: the Stack ahead of the Update informer', () => {
     t.updates.add(update('failed'));
     await t.router.reconcile(`${NS}/app-dev`);
     expect(t.reads).toEqual([]);
+  });
+});
+
+describe('Router: an Update ahead of its Stack (PKO names the run in the Stack first)', () => {
+  const NEXT = 'app-dev-next';
+  /** The run of a new generation: PKO's message names no commit, only the Stack does. */
+  const next = (): Update => {
+    const u = update('running', 'up', NEXT);
+    u.metadata.uid = 'b1c2d3e4-0000-4000-8000-000000000003';
+    u.metadata.creationTimestamp = '2026-08-20T12:00:00Z';
+    u.metadata.resourceVersion = '501';
+    if (u.spec) u.spec.message = 'New stack generation: 4';
+    return u;
+  };
+  const first = (): Update => ({
+    ...update('failed'),
+    metadata: { ...update('failed').metadata, resourceVersion: '470' },
+  });
+  /** The Stack as it was before PKO saved currentUpdate for the new run (rv 500). */
+  const stale = (): Stack => ({
+    ...v2FailedStack(),
+    metadata: { ...v2FailedStack().metadata, resourceVersion: '480' },
+  });
+  const naming = (): Stack => {
+    const s = v2RunningStack(NEXT);
+    s.metadata.resourceVersion = '500';
+    return s;
+  };
+  const offered = (t: ReturnType<typeof setup>): string[] =>
+    t.queue.offers.flatMap((o) =>
+      o.events.map((e) => `${e.event.id.slice(STACK_UID.length + 1)} ${e.event.metadata.commit ?? '-'}`),
+    );
+
+  it('waits for the Stack version that names the run, then sends its Started with the commit', async () => {
+    let clock = 1_000_000;
+    const t = setup(
+      undefined,
+      () => true,
+      () => clock,
+    );
+    t.alerts.set(`${NS}/all`, routed('all', {}));
+    t.updates.add(first());
+    t.stacks.add(stale());
+    t.updates.add(next());
+    const wait = await t.router.reconcile(`${NS}/app-dev`);
+    expect(offered(t)).toEqual([`${UPDATE_NAME}/started ${SHA}`, `${UPDATE_NAME}/failed ${SHA}`]);
+    expect(wait).toEqual({ requeueAfterMs: STACK_LAG_WAIT_MS });
+    clock += 1_000;
+    t.queue.offers.length = 0;
+    t.stacks.add(naming());
+    expect(await t.router.reconcile(`${NS}/app-dev`)).toBeUndefined();
+    expect(offered(t)).toContain(`${NEXT}/started ${SHA}`);
+  });
+
+  it('a Stack that never names it: the run goes without a commit once the wait is over', async () => {
+    let clock = 1_000_000;
+    const t = setup(
+      undefined,
+      () => true,
+      () => clock,
+    );
+    t.alerts.set(`${NS}/all`, routed('all', {}));
+    t.updates.add(first());
+    t.stacks.add(stale());
+    t.updates.add(next());
+    expect(await t.router.reconcile(`${NS}/app-dev`)).toEqual({ requeueAfterMs: STACK_LAG_WAIT_MS });
+    expect(offered(t).filter((e) => e.startsWith(NEXT))).toEqual([]);
+    clock += 10_000;
+    expect(await t.router.reconcile(`${NS}/app-dev`)).toEqual({ requeueAfterMs: STACK_LAG_WAIT_MS - 10_000 });
+    clock += STACK_LAG_WAIT_MS;
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(offered(t).filter((e) => e.startsWith(NEXT))).toEqual([`${NEXT}/started -`]);
   });
 });
 

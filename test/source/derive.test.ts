@@ -9,6 +9,7 @@ import {
   eventsFromUpdate,
   recordedRevisions,
   revisionsToRecord,
+  stackPredatesRun,
   updateObservedAt,
 } from '../../src/source/derive.ts';
 import {
@@ -853,5 +854,59 @@ describe('updateObservedAt: the resourceVersion an annotated Update counts as ob
     expect(updateObservedAt(at('1300', 'abc'))).toBe('1300');
     expect(updateObservedAt(at('1300', '0'))).toBe('1300');
     expect(updateObservedAt(at(undefined, '1200'))).toBe('1200');
+  });
+});
+
+describe('stackPredatesRun: a Stack read before the version that names its new run', () => {
+  // PKO v2 saves currentUpdate {name, commit} (rv 500 here), then creates the Update (rv 501).
+  const run = (): Update => {
+    const u = update('running', 'up', 'app-dev-next');
+    u.metadata.resourceVersion = '501';
+    if (u.spec) u.spec.message = 'New stack generation: 4';
+    return u;
+  };
+  const before = (): Stack => ({
+    ...v2FailedStack(),
+    metadata: { ...v2FailedStack().metadata, resourceVersion: '480' },
+  });
+  const naming = (): Stack => {
+    const s = v2RunningStack('app-dev-next');
+    s.metadata.resourceVersion = '500';
+    return s;
+  };
+  it('true for the Stack version before PKO named the run, whose commit nothing else names', () => {
+    expect(stackPredatesRun(before(), run())).toBe(true);
+  });
+  it('false once the Stack names it (current or last), or when its message or our annotation names the commit', () => {
+    expect(stackPredatesRun(naming(), run())).toBe(false);
+    const last = before();
+    if (last.status?.lastUpdate) last.status.lastUpdate.name = 'app-dev-next';
+    expect(stackPredatesRun(last, run())).toBe(false);
+    const told = run();
+    if (told.spec) told.spec.message = `New commit detected: "${SHA}"`;
+    expect(stackPredatesRun(before(), told)).toBe(false);
+    const annotated = run();
+    annotated.metadata.annotations = { [RUN_COMMIT_ANNOTATION]: SHA };
+    expect(stackPredatesRun(before(), annotated)).toBe(false);
+  });
+  it('false for a Stack version newer than the Update (it moved past the run), another Stack’s Update, or versions that do not compare', () => {
+    const newer = before();
+    newer.metadata.resourceVersion = '502';
+    expect(stackPredatesRun(newer, run())).toBe(false);
+    const other = before();
+    other.metadata.uid = 'another-uid';
+    expect(stackPredatesRun(other, run())).toBe(false);
+    const opaque = before();
+    opaque.metadata.resourceVersion = 'abc';
+    expect(stackPredatesRun(opaque, run())).toBe(false);
+    const unversioned = run();
+    delete unversioned.metadata.resourceVersion;
+    expect(stackPredatesRun(before(), unversioned)).toBe(false);
+    // Decimal, not string, order: "99" < "100".
+    const small = before();
+    small.metadata.resourceVersion = '99';
+    const big = run();
+    big.metadata.resourceVersion = '100';
+    expect(stackPredatesRun(small, big)).toBe(true);
   });
 });
