@@ -35,7 +35,8 @@ import { Redactor } from './credential/redact.ts';
 import { ProviderReconciler, watchProviders } from './reconcile/provider.ts';
 import { AlertReconciler, requeueAlertsUsing, watchAlerts } from './reconcile/alert.ts';
 import { TemplateConfigMaps } from './reconcile/template-configmap-informers.ts';
-import { builtinsInline, TemplateSandbox } from './template/index.ts';
+import { lazyBuiltinsInline } from './template/engine.ts';
+import { TemplateSandbox } from './template/sandbox.ts';
 import { keyOf } from './reconcile/common.ts';
 import { AlertIndex } from './alert/routed.ts';
 import { Router } from './alert/router.ts';
@@ -240,7 +241,7 @@ export async function startController(
     recorder,
     logger: child({ reconciler: 'alert' }),
     allowCrossNamespace: !opts.noCrossNamespaceRefs,
-    templates: builtinsInline(sandbox),
+    templates: lazyBuiltinsInline(sandbox),
     configMaps,
   });
   // The Provider and Alert queues: two workers each, a log and metrics labelled with the kind.

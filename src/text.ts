@@ -7,9 +7,26 @@
  *
  * Cuts always fall between code points; grapheme clusters (ZWJ emoji, combining marks) may be
  * split. Pure functions, no imports from the rest of the controller; and {@link readBounded}, the
- * bounded read of a response body as text (the notifier's and the Kubernetes client's).
+ * bounded read of a response body as text (the notifier's and the Kubernetes client's), and
+ * {@link re2}, the linear-time regular expression engine, loaded when first used.
  */
+import { createRequire } from 'node:module';
 import { stripVTControlCharacters } from 'node:util';
+import type { RE2JS as RE2JSClass } from 're2js';
+
+/** A compiled re2js pattern (linear-time matching). */
+export type RE2JS = RE2JSClass;
+let re2js: typeof RE2JSClass | undefined;
+/**
+ * re2js's `RE2JS` class, loaded (its CommonJS build, synchronously) the first time it is asked
+ * for: a controller with no Alert compiles no pattern, and loading it costs ~1.3 MiB of resident
+ * memory at idle (issue 21, docs/benchmarks.md ninth pass). Every pattern of the controller goes
+ * through here, so one copy of the library is loaded.
+ */
+export function re2(): typeof RE2JSClass {
+  re2js ??= (createRequire(import.meta.url)('re2js') as typeof import('re2js')).RE2JS;
+  return re2js;
+}
 
 /** How a length is counted: Unicode code points, UTF-16 code units (JS `length`) or UTF-8 bytes. */
 export type LengthUnit = 'codePoints' | 'utf16' | 'utf8';

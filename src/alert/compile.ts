@@ -7,8 +7,8 @@
  * Case ids (F08, …) are described in docs/cases.md.
  */
 import picomatch from 'picomatch';
-import { RE2JS } from 're2js';
 import type { Alert, AlertSpec, EventReason, SourceKind } from '../api/v1alpha1.ts';
+import { re2, type RE2JS } from '../text.ts';
 
 /** One `eventSources` entry, compiled. */
 export interface CompiledSource {
@@ -43,7 +43,7 @@ function compileList(
   const res: RE2JS[] = [];
   for (const [i, pattern] of (patterns ?? []).entries()) {
     try {
-      res.push(RE2JS.compile(pattern));
+      res.push(re2().compile(pattern));
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
       return {

@@ -4,8 +4,8 @@
  * type? Resource type globs are compiled to RE2 expressions (`*` any characters, `?` one,
  * everything else literal), which match in time linear in the type's length whatever the glob.
  */
-import { RE2JS } from 're2js';
 import type { ChangeSet, ResourceChange, StepOp } from './types.ts';
+import { re2, type RE2JS } from '../text.ts';
 
 /** What a gate asks (the shape of `spec.gate`, src/api/gate.ts). */
 export interface GateRule {
@@ -24,9 +24,9 @@ export type GateResult =
 export function compileTypeGlob(glob: string): RE2JS {
   const body = glob
     .split(/([*?])/)
-    .map((p) => (p === '*' ? '.*' : p === '?' ? '.' : p === '' ? '' : RE2JS.quote(p)))
+    .map((p) => (p === '*' ? '.*' : p === '?' ? '.' : p === '' ? '' : re2().quote(p)))
     .join('');
-  return RE2JS.compile(`^(?:${body})$`, RE2JS.DOTALL);
+  return re2().compile(`^(?:${body})$`, re2().DOTALL);
 }
 
 /**

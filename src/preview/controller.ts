@@ -56,7 +56,7 @@ import type { Logger } from '../log.ts';
 import type { EgressPolicy } from '../notifier/egress.ts';
 import type { Serialize } from '../notifier/types.ts';
 import { ProviderHttp } from '../notifier/http.ts';
-import { compileTemplates, renderNotification } from '../template/index.ts';
+import { loadedTemplateEngine, templateEngine, type TemplateEngine } from '../template/engine.ts';
 import { boundText } from '../text.ts';
 import { AdmissionPolicyCheck } from './admission.ts';
 import { PREVIEW_FINALIZER, PREVIEW_LABEL, PULL_REQUEST_LABEL, previewStackName } from './naming.ts';
@@ -192,7 +192,7 @@ export class PreviewReconciler {
   /** Forge access per Provider key, rebuilt when the resolved Provider changes. */
   readonly #forges = new Map<string, { p: ResolvedProvider; forge: PreviewForge }>();
   /** Commit status templates compiled per resolved Provider (dropped with it). */
-  readonly #compiled = new WeakMap<ResolvedProvider, ReturnType<typeof compileTemplates>>();
+  readonly #compiled = new WeakMap<ResolvedProvider, ReturnType<TemplateEngine['compileTemplates']>>();
   /** Syncs running per forge client (a replaced client is closed only when none uses it). */
   readonly #inUse = new Map<PreviewForge, number>();
   /** Replaced clients (their Provider changed or is gone), closed once no sync or job uses them. */
@@ -298,6 +298,8 @@ export class PreviewReconciler {
       this.#forget(key);
       return undefined;
     }
+    // The commit status context of a resolved preview is rendered (#statusContext).
+    await templateEngine();
     try {
       return await this.#reconcile(key, namespace, prp);
     } catch (err) {
@@ -966,10 +968,13 @@ export class PreviewReconciler {
 
   /** The commit status context deliveries use for Stack `stackName` with this Provider (built-in template or `commitStatus.context`). */
   #statusContext(p: ResolvedProvider, namespace: string, stackName: string, sha: string): string | undefined {
+    const engine = loadedTemplateEngine();
+    // Loaded by reconcile, the only way here.
+    if (engine === undefined) throw new Error('the template engine is not loaded');
     // Compiled once per resolved Provider (a changed Provider is a new object).
     let compiled = this.#compiled.get(p);
     if (compiled === undefined) {
-      compiled = compileTemplates(
+      compiled = engine.compileTemplates(
         {},
         p.commitStatusContext !== undefined ? { commitStatusContext: p.commitStatusContext } : {},
       );
@@ -994,7 +999,7 @@ export class PreviewReconciler {
       metadata: { commit: sha },
       reportingController: 'pko-notification-controller',
     };
-    return renderNotification(compiled.set, ev, {
+    return engine.renderNotification(compiled.set, ev, {
       clusterName: this.#o.clusterName,
       providerType: p.type,
       commentsEnabled: false,
