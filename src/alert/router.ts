@@ -426,6 +426,9 @@ export class Router {
 
   /** {@link eventsFor}, and the ms until a run left out now (its Stack behind it) is looked at again. */
   #derive(stack: Stack): { events: { event: NotificationEvent; observed?: number }[]; recheckMs?: number } {
+    // A drift check Stack's runs are the controller's own: reported as drift events of the
+    // Stack it checks (src/drift), never as events of their own.
+    if (isDriftCheck(stack)) return { events: [] };
     const all = this.#updatesOf(stack);
     const ahead = this.#aheadOfStack(stack, all);
     const updates = ahead === undefined ? all : all.filter((u) => u.metadata.name !== ahead.name);
@@ -433,9 +436,6 @@ export class Router {
     const updateRv = new Map(
       updates.map((u) => [u.metadata.name ?? '', parseResourceVersion(updateObservedAt(u))]),
     );
-    // A drift check Stack's runs are the controller's own: reported as drift events of the
-    // Stack it checks (src/drift), never as events of their own.
-    if (isDriftCheck(stack)) return { events: [] };
     const after = this.#o.stuckAfterMs;
     const ctx: DeriveContext =
       after === undefined
