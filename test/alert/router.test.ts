@@ -256,21 +256,27 @@ describe('Router: an Update ahead of its Stack (PKO names the run in the Stack f
       o.events.map((e) => `${e.event.id.slice(STACK_UID.length + 1)} ${e.event.metadata.commit ?? '-'}`),
     );
 
-  it('waits for the Stack version that names the run, then sends its Started with the commit', async () => {
-    let clock = 1_000_000;
+  /** The first run known, the Stack before PKO named the next run, then that run's Update; a clock to move. */
+  const aheadOfStale = () => {
+    const clock = { ms: 1_000_000 };
     const t = setup(
       undefined,
       () => true,
-      () => clock,
+      () => clock.ms,
     );
     t.alerts.set(`${NS}/all`, routed('all', {}));
     t.updates.add(first());
     t.stacks.add(stale());
     t.updates.add(next());
+    return { t, clock };
+  };
+
+  it('waits for the Stack version that names the run, then sends its Started with the commit', async () => {
+    const { t, clock } = aheadOfStale();
     const wait = await t.router.reconcile(`${NS}/app-dev`);
     expect(offered(t)).toEqual([`${UPDATE_NAME}/started ${SHA}`, `${UPDATE_NAME}/failed ${SHA}`]);
     expect(wait).toEqual({ requeueAfterMs: STACK_LAG_WAIT_MS });
-    clock += 1_000;
+    clock.ms += 1_000;
     t.queue.offers.length = 0;
     t.stacks.add(naming());
     expect(await t.router.reconcile(`${NS}/app-dev`)).toBeUndefined();
@@ -278,21 +284,12 @@ describe('Router: an Update ahead of its Stack (PKO names the run in the Stack f
   });
 
   it('a Stack that never names it: the run goes without a commit once the wait is over', async () => {
-    let clock = 1_000_000;
-    const t = setup(
-      undefined,
-      () => true,
-      () => clock,
-    );
-    t.alerts.set(`${NS}/all`, routed('all', {}));
-    t.updates.add(first());
-    t.stacks.add(stale());
-    t.updates.add(next());
+    const { t, clock } = aheadOfStale();
     expect(await t.router.reconcile(`${NS}/app-dev`)).toEqual({ requeueAfterMs: STACK_LAG_WAIT_MS });
     expect(offered(t).filter((e) => e.startsWith(NEXT))).toEqual([]);
-    clock += 10_000;
+    clock.ms += 10_000;
     expect(await t.router.reconcile(`${NS}/app-dev`)).toEqual({ requeueAfterMs: STACK_LAG_WAIT_MS - 10_000 });
-    clock += STACK_LAG_WAIT_MS;
+    clock.ms += STACK_LAG_WAIT_MS;
     await t.router.reconcile(`${NS}/app-dev`);
     expect(offered(t).filter((e) => e.startsWith(NEXT))).toEqual([`${NEXT}/started -`]);
   });
