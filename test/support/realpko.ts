@@ -320,6 +320,8 @@ function pulumiEnv(bins: RealPkoBinaries, home: string, tmp: string): NodeJS.Pro
   return {
     PATH: `${bins.pulumiBinDir}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
     HOME: home,
+    // The Pulumi CLI takes its home from the passwd entry, not HOME (see workspace-standin.ts).
+    PULUMI_HOME: path.join(home, '.pulumi'),
     TMPDIR: tmp,
     PULUMI_SKIP_UPDATE_CHECK: 'true',
     PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: 'true',

@@ -317,6 +317,9 @@ export class WorkspaceStandIn {
     return {
       PATH: `${this.#o.pulumiBinDir}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
       HOME: path.join(share, '.home'),
+      // The Pulumi CLI takes its home from the passwd entry, not HOME: as root on a test machine
+      // that is /root/.pulumi, shared by every run and without the plugin cache linked above.
+      PULUMI_HOME: path.join(share, '.home', '.pulumi'),
       TMPDIR: path.join(share, '.tmp'),
       KUBECONFIG: this.#o.kubeconfigPath,
       SSL_CERT_FILE: this.#o.caFile,
