@@ -215,7 +215,7 @@ export class Router {
   /** Stack uid → the `lastUpdate` Update that exists but is not in the informer yet. */
   readonly #held = new Map<string, string>();
   /** `namespace/name` of an Update → when it was first seen ahead of its Stack (ms; `stackPredatesRun`). */
-  readonly #ahead = new Map<string, number>();
+  readonly #ahead = new Map<string, { since: number; warned: boolean }>();
   /** `namespace/name` of the Updates whose commit this process recorded (or tried to); forgotten with the Update. */
   readonly #recorded = new Set<string>();
 
@@ -406,12 +406,15 @@ export class Router {
       return undefined;
     }
     const now = (this.#o.now ?? Date.now)();
-    const since = this.#ahead.get(key) ?? now;
-    if (!this.#ahead.has(key)) this.#ahead.set(key, now);
-    const leftMs = since + STACK_LAG_WAIT_MS - now;
+    let seen = this.#ahead.get(key);
+    if (seen === undefined) {
+      seen = { since: now, warned: false };
+      this.#ahead.set(key, seen);
+    }
+    const leftMs = seen.since + STACK_LAG_WAIT_MS - now;
     if (leftMs > 0) return { name, leftMs };
-    if (this.#ahead.get(key) !== -1) {
-      this.#ahead.set(key, -1);
+    if (!seen.warned) {
+      seen.warned = true;
       this.#o.logger.warn(
         { update: key, waitedMs: STACK_LAG_WAIT_MS },
         'the Stack has not named this run in its status although PKO names a run there before creating its Update; its events go without a commit',
