@@ -61,6 +61,61 @@ describe('KeyedSemaphore', () => {
     await expect(s.acquire('p', 1, ac.signal)).rejects.toThrow('stop');
     expect(s.size).toBe(0);
   });
+
+  it('waiters sharing one signal: one listener; an abort rejects them all and grants none of them', async () => {
+    const s = new KeyedSemaphore();
+    const ac = new AbortController();
+    const addListener = ac.signal.addEventListener.bind(ac.signal);
+    let adds = 0;
+    ac.signal.addEventListener = (...args: Parameters<AbortSignal['addEventListener']>) => {
+      adds++;
+      addListener(...args);
+    };
+    const holder = await s.acquire('p', 2, ac.signal);
+    const granted: number[] = [];
+    const waiters = Array.from({ length: 50 }, (_, i) =>
+      s.acquire('p', 2, ac.signal).then((release) => {
+        granted.push(i);
+        return release;
+      }),
+    );
+    // One of a different signal behind them still gets its turn after the abort.
+    const other = s.acquire('p', 2);
+    await tick();
+    expect(adds).toBe(1);
+    expect(s.watchedSignals).toBe(1);
+    // The first is let in at once (limit 2); the other 49 still wait when the signal aborts.
+    expect(granted).toEqual([0]);
+    ac.abort(new Error('stopping'));
+    const settled = await Promise.allSettled(waiters.slice(1));
+    expect(settled.every((r) => r.status === 'rejected')).toBe(true);
+    expect(granted).toEqual([0]);
+    expect(s.watchedSignals).toBe(0);
+    holder();
+    (await other)();
+    (await (waiters[0] as Promise<() => void>))();
+    expect(s.size).toBe(0);
+  });
+
+  it('a long queue is served in order, and listeners are removed as waiters are granted', async () => {
+    const s = new KeyedSemaphore();
+    const ac = new AbortController();
+    const first = await s.acquire('p', 1, ac.signal);
+    const order: number[] = [];
+    const n = 1000;
+    const all = Array.from({ length: n }, (_, i) =>
+      s.acquire('p', 1, ac.signal).then((release) => {
+        order.push(i);
+        release();
+      }),
+    );
+    expect(s.watchedSignals).toBe(1);
+    first();
+    await Promise.all(all);
+    expect(order).toEqual(Array.from({ length: n }, (_, i) => i));
+    expect(s.watchedSignals).toBe(0);
+    expect(s.size).toBe(0);
+  });
 });
 
 describe('KeyedLock', () => {
