@@ -8,7 +8,8 @@
  * Cuts always fall between code points; grapheme clusters (ZWJ emoji, combining marks) may be
  * split. Pure functions, no imports from the rest of the controller; and {@link readBounded}, the
  * bounded read of a response body as text (the notifier's and the Kubernetes client's), and
- * {@link re2}, the linear-time regular expression engine, loaded when first used.
+ * {@link re2}, the linear-time regular expression engine, and {@link yaml}, the YAML library, each
+ * loaded when first used.
  */
 import { createRequire } from 'node:module';
 import { stripVTControlCharacters } from 'node:util';
@@ -26,6 +27,21 @@ let re2js: typeof RE2JSClass | undefined;
 export function re2(): typeof RE2JSClass {
   re2js ??= (createRequire(import.meta.url)('re2js') as typeof import('re2js')).RE2JS;
   return re2js;
+}
+
+type YamlLibrary = typeof import('yaml');
+let yamlLib: YamlLibrary | undefined;
+/**
+ * The `yaml` package (`parse`, `parseAllDocuments`, …), loaded (its CommonJS build, synchronously:
+ * callers stay plain functions) the first time it is asked for. In the Deployment the controller
+ * reads no kubeconfig file (in-cluster configuration) and parses YAML only for a Provider
+ * Secret's `headers`, or CRD files in development; loaded at start it cost ~2 MiB of the idle
+ * controller's resident memory (`npm run bench:idle`, 3 runs each: median 81.9 → 79.9 MiB;
+ * docs/benchmarks.md, issue 21).
+ */
+export function yaml(): YamlLibrary {
+  yamlLib ??= createRequire(import.meta.url)('yaml') as YamlLibrary;
+  return yamlLib;
 }
 
 /** How a length is counted: Unicode code points, UTF-16 code units (JS `length`) or UTF-8 bytes. */

@@ -10,7 +10,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { parsePrivateKey } from './pem.ts';
-import { parse as parseYaml } from 'yaml';
+import { yaml } from '../text.ts';
 import type { Provider, ProviderType, Threading } from '../api/v1alpha1.ts';
 import { isGitProviderType } from '../api/v1alpha1.ts';
 import { parseDuration } from '../api/duration.ts';
@@ -285,7 +285,7 @@ export async function resolveProvider(provider: Provider, readSecret: SecretRead
   if (rawHeaders !== undefined && rawHeaders.trim() !== '') {
     let parsed: unknown;
     try {
-      parsed = parseYaml(rawHeaders);
+      parsed = yaml().parse(rawHeaders);
     } catch {
       return fail(
         'InvalidSecret',

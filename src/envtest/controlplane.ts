@@ -30,7 +30,6 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { stringify as toYaml } from 'yaml';
 
 /** Options for {@link startControlPlane}. */
 export interface ControlPlaneOptions {
@@ -800,8 +799,10 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         ],
         'current-context': `${name}@envtest`,
       };
-      // Synchronous so the API stays a plain function; the file is tiny.
-      writeFileSyncPrivate(file, toYaml(doc));
+      // Synchronous so the API stays a plain function; the file is tiny. JSON (a kubeconfig may
+      // be, as YAML's subset): a controller reading it loads no YAML parser (src/yaml.ts), like
+      // one in a cluster, which reads no kubeconfig at all.
+      writeFileSyncPrivate(file, `${JSON.stringify(doc, null, 2)}\n`);
       written.set(name, file);
       return file;
     };

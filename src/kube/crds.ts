@@ -3,10 +3,10 @@
  * the shipped admission policies (config/admission). Used by the dev control plane (`npm start`
  * without a cluster) and the test setup.
  */
+import { yaml } from '../text.ts';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseAllDocuments } from 'yaml';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath, type KubeConfig } from './client.ts';
 
 /** A CustomResourceDefinition as read from YAML (apiextensions.k8s.io/v1), the fields used here. */
@@ -45,7 +45,7 @@ export async function yamlFilesIn(dir: string): Promise<string[]> {
 export async function readCRDs(files: readonly string[]): Promise<CustomResourceDefinition[]> {
   const out: CustomResourceDefinition[] = [];
   for (const f of files) {
-    for (const doc of parseAllDocuments(await readFile(f, 'utf8'))) {
+    for (const doc of yaml().parseAllDocuments(await readFile(f, 'utf8'))) {
       const bad = doc.errors[0];
       if (bad !== undefined) throw new Error(`${f}: ${bad.message}`);
       const obj = doc.toJS() as CustomResourceDefinition | null;
@@ -122,7 +122,7 @@ interface AdmissionObject {
 export async function readAdmissionObjects(files: readonly string[]): Promise<AdmissionObject[]> {
   const out: AdmissionObject[] = [];
   for (const f of files) {
-    for (const doc of parseAllDocuments(await readFile(f, 'utf8'))) {
+    for (const doc of yaml().parseAllDocuments(await readFile(f, 'utf8'))) {
       const obj = doc.toJS() as Partial<AdmissionObject> | null;
       if (obj?.kind === 'ValidatingAdmissionPolicy' || obj?.kind === 'ValidatingAdmissionPolicyBinding')
         out.push(obj as AdmissionObject);

@@ -39,7 +39,7 @@ import { delimiter, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { isIPv6 } from 'node:net';
 import type { Dispatcher } from 'undici';
 import { Agent, ProxyAgent } from '../undici.ts';
-import { parse as parseYaml } from 'yaml';
+import { yaml } from '../text.ts';
 
 /** The current cluster of a kubeconfig: its name there and the API server URL. */
 export interface KubeCluster {
@@ -221,9 +221,24 @@ function parseExec(o: Obj, dir: string, where: string): ExecConfig {
   };
 }
 
+/**
+ * A kubeconfig file's document: JSON (valid YAML, which kubectl and client-go read too) with
+ * `JSON.parse`, anything else with the YAML library — loaded only then (../text.ts `yaml`).
+ */
+function parseDocument(text: string): unknown {
+  if (text.trimStart().startsWith('{')) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      // A YAML flow mapping (`{a: b}`) is not JSON: the YAML parser reads it.
+    }
+  }
+  return yaml().parse(text) as unknown;
+}
+
 /** Parses one kubeconfig file's text; `dir` resolves its relative paths. */
 function parseKubeconfig(text: string, dir: string): ParsedFile {
-  const doc: unknown = parseYaml(text);
+  const doc = parseDocument(text);
   if (doc === null || doc === undefined) return { clusters: [], users: [], contexts: [], currentContext: '' };
   if (!isObj(doc)) throw new Error('not a kubeconfig (expected a map)');
   const clusters = namedList(doc, 'clusters', 'cluster').map(({ name, body, where }) => {

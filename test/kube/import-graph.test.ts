@@ -2,7 +2,8 @@
  * The controller process loads no module of `@kubernetes/client-node` (issue 21: importing it
  * costs +80 MiB RSS per process), and loads the GitHub and GitLab client libraries (Octokit,
  * gitbeaker: ~17 and ~19 MiB) only when a Provider of that type first sends, and the template
- * engine (Handlebars) and re2js only with the first compile. A child `node` runs the entry point `src/main.ts --help` —
+ * engine (Handlebars) and re2js only with the first compile, and the YAML library only with the
+ * first YAML it reads. A child `node` runs the entry point `src/main.ts --help` —
  * whose static imports are the whole controller — with a resolve hook recording every module,
  * and the list is checked. The same hook on a process that does import client-node must see it,
  * so the check cannot pass for a hook that records nothing.
@@ -49,6 +50,8 @@ describe('controller import graph', () => {
     expect(modules.filter((m) => m.endsWith('/src/template/index.ts'))).toEqual([]);
     // re2js with the first pattern compiled (src/text.ts `re2`).
     expect(modules.filter((m) => m.includes('/node_modules/re2js/'))).toEqual([]);
+    // The YAML library with the first YAML read (src/text.ts `yaml`): a kubeconfig in YAML, a Provider's headers.
+    expect(modules.filter((m) => m.includes('/node_modules/yaml/'))).toEqual([]);
   }, 90_000);
 
   it('the recording sees client-node when a process imports it', async () => {

@@ -183,6 +183,28 @@ describe('user credentials', () => {
     doc.users.push({ name: 'old-gke', user: { 'auth-provider': { name: 'gcp' } } });
     expect((await call(load(JSON.stringify(doc)))).authorization).toBe('Bearer ok');
   });
+
+  it('reads a kubeconfig in YAML, and a YAML flow mapping that is not JSON, like JSON', async () => {
+    const ca = b64(pki.caPem);
+    const block = [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      `- name: c`,
+      `  cluster: {server: "https://127.0.0.1:${port}", certificate-authority-data: ${ca}}`,
+      'users:',
+      '- name: u',
+      '  user:',
+      '    token: from-yaml',
+      'contexts: [{name: x, context: {cluster: c, user: u}}]',
+      'current-context: x',
+    ].join('\n');
+    expect((await call(load(block))).authorization).toBe('Bearer from-yaml');
+    // Starts with `{` but is no JSON (unquoted keys): the YAML parser reads it.
+    const flow = `{apiVersion: v1, kind: Config, clusters: [{name: c, cluster: {server: "https://127.0.0.1:${port}", certificate-authority-data: ${ca}}}], users: [{name: u, user: {token: from-flow}}], contexts: [{name: x, context: {cluster: c, user: u}}], current-context: x}`;
+    expect(() => JSON.parse(flow) as unknown).toThrow();
+    expect((await call(load(flow))).authorization).toBe('Bearer from-flow');
+  });
 });
 
 describe('exec credential plugins', () => {
