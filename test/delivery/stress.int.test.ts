@@ -100,8 +100,12 @@ describe('stress: SIGKILL of the leader during 500-event bursts, with a CPU hog'
         `--watch-namespace=${ns}`,
         '--leader-elect',
         `--leader-election-namespace=${ns}`,
-        '--leader-election-lease-duration=4s',
-        '--leader-election-renew-deadline=3s',
+        // Shorter than the defaults (15 s / 10 s / 2 s) for quick handovers, but not so short that a
+        // renewal on 2 slow cores under 3 busy loops misses it: with 4 s / 3 s every leader on such
+        // a machine lost its Lease within ~5 s (renewals late, not failed), 4–7 handovers a round,
+        // and rounds ran past their 300 s.
+        '--leader-election-lease-duration=10s',
+        '--leader-election-renew-deadline=7s',
         '--leader-election-retry-period=1s',
         '--github-write-pacing=false',
         `--provider-window=${String(WINDOW)}`,
