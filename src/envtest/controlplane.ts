@@ -800,7 +800,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         'current-context': `${name}@envtest`,
       };
       // Synchronous so the API stays a plain function; the file is tiny. JSON (a kubeconfig may
-      // be, as YAML's subset): a controller reading it loads no YAML parser (src/yaml.ts), like
+      // be, as YAML's subset): a controller reading it loads no YAML parser (src/text.ts `yaml`), like
       // one in a cluster, which reads no kubeconfig at all.
       writeFileSyncPrivate(file, `${JSON.stringify(doc, null, 2)}\n`);
       written.set(name, file);

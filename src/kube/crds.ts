@@ -3,11 +3,11 @@
  * the shipped admission policies (config/admission). Used by the dev control plane (`npm start`
  * without a cluster) and the test setup.
  */
-import { yaml } from '../text.ts';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath, type KubeConfig } from './client.ts';
+import { yaml } from '../text.ts';
 
 /** A CustomResourceDefinition as read from YAML (apiextensions.k8s.io/v1), the fields used here. */
 export interface CustomResourceDefinition {
