@@ -15,6 +15,9 @@ import { createRequire } from 'node:module';
 import { stripVTControlCharacters } from 'node:util';
 import type { RE2JS as RE2JSClass } from 're2js';
 
+/** CommonJS `require` for the libraries loaded on first use below. */
+const load = createRequire(import.meta.url);
+
 /** A compiled re2js pattern (linear-time matching). */
 export type RE2JS = RE2JSClass;
 let re2js: typeof RE2JSClass | undefined;
@@ -25,7 +28,7 @@ let re2js: typeof RE2JSClass | undefined;
  * through here, so one copy of the library is loaded.
  */
 export function re2(): typeof RE2JSClass {
-  re2js ??= (createRequire(import.meta.url)('re2js') as typeof import('re2js')).RE2JS;
+  re2js ??= (load('re2js') as typeof import('re2js')).RE2JS;
   return re2js;
 }
 
@@ -40,7 +43,7 @@ let yamlLib: YamlLibrary | undefined;
  * docs/benchmarks.md, issue 21).
  */
 export function yaml(): YamlLibrary {
-  yamlLib ??= createRequire(import.meta.url)('yaml') as YamlLibrary;
+  yamlLib ??= load('yaml') as YamlLibrary;
   return yamlLib;
 }
 

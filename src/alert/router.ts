@@ -214,7 +214,7 @@ export class Router {
   readonly #confirmedGone = new Map<string, string>();
   /** Stack uid → the `lastUpdate` Update that exists but is not in the informer yet. */
   readonly #held = new Map<string, string>();
-  /** `namespace/name` of an Update → when it was first seen ahead of its Stack (ms; `stackPredatesRun`). */
+  /** `namespace/name` of an Update → when this process first saw it ahead of its Stack (ms; `stackPredatesRun`) and whether the wait's end was logged. */
   readonly #ahead = new Map<string, { since: number; warned: boolean }>();
   /** `namespace/name` of the Updates whose commit this process recorded (or tried to); forgotten with the Update. */
   readonly #recorded = new Set<string>();
