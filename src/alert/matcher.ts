@@ -146,6 +146,12 @@ export const PRE_ENRICH_CHECKS: readonly MatchCheck[] = ROUTING_CHECKS.filter(
   (c) => c !== INCLUSION_LIST && c !== EXCLUSION_LIST,
 );
 
+/**
+ * Whether an Alert's `eventSources` select the event's object at all (kind, namespace, name,
+ * labels), whatever its severity, reason or message: the Alert covers that Stack.
+ */
+export const SOURCE_CHECKS: readonly MatchCheck[] = [SOURCE_KIND_OR_NAMESPACE, SOURCE_NAME_OR_LABELS];
+
 /** Every check, in order (suspend first, as in Flux). */
 export const MATCH_CHECKS: readonly MatchCheck[] = [SUSPENDED, ...ROUTING_CHECKS];
 

@@ -27,7 +27,14 @@ import {
   type DeriveContext,
 } from '../source/derive.ts';
 import { compareUpdates, RunCommits, SeenUpdates, V1FailureTexts } from '../source/runs.ts';
-import { eventForAlert, PRE_ENRICH_CHECKS, ROUTING_CHECKS, SUSPENDED, whySkipped } from './matcher.ts';
+import {
+  eventForAlert,
+  PRE_ENRICH_CHECKS,
+  ROUTING_CHECKS,
+  SOURCE_CHECKS,
+  SUSPENDED,
+  whySkipped,
+} from './matcher.ts';
 import type { RoutedAlert } from './routed.ts';
 
 export interface RouterOptions {
@@ -541,15 +548,20 @@ export class Router {
   async #route(stack: Stack): Promise<number | undefined> {
     if (!stack.metadata.uid) return undefined;
     if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
-    this.#recordRunCommits(stack);
     const derived = this.#derive(stack);
     let events = derived.events;
+    // Run commits are recorded only for a Stack some Alert served here selects: a shard
+    // (--watch-label-selector) writes nothing to the Updates of Stacks it does not serve (with N
+    // shards, each would patch every Update), nor does a controller no Alert needs there. Nothing
+    // is lost: an Alert created later does not replay earlier runs.
+    const alerts = [...this.#o.alerts.all()];
+    if (alerts.some((a) => events.some((e) => whySkipped(a.compiled, e.event, SOURCE_CHECKS) === undefined)))
+      this.#recordRunCommits(stack);
     if (events.length === 0) return derived.recheckMs;
     const enrich = this.#o.enrich;
     if (enrich) {
       // Only events some Alert may take are enriched: a Stack no Alert covers gets no Secret or
       // log read (the message-based checks run on the enriched event below).
-      const alerts = [...this.#o.alerts.all()];
       events = await Promise.all(
         events.map(async (e) =>
           alerts.some((a) => whySkipped(a.compiled, e.event, PRE_ENRICH_CHECKS) === undefined)
@@ -558,7 +570,7 @@ export class Router {
         ),
       );
     }
-    for (const alert of this.#o.alerts.all()) {
+    for (const alert of alerts) {
       const matched: OfferedEvent[] = [];
       for (const { event: ev, observed } of events) {
         if (whySkipped(alert.compiled, ev, ROUTING_CHECKS) !== undefined) continue;

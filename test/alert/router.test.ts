@@ -77,6 +77,7 @@ function setup(
   enrich?: RouterOptions['enrich'],
   apiHas: (name: string) => boolean = () => false,
   now?: () => number,
+  more: Partial<RouterOptions> = {},
 ) {
   const stacks = new MemoryInformer<Stack>();
   const updates = new MemoryInformer<Update>();
@@ -98,6 +99,7 @@ function setup(
     },
     ...(enrich ? { enrich } : {}),
     ...(now ? { now } : {}),
+    ...more,
   });
   return { stacks, updates, alerts, queue, router, reads };
 }
@@ -164,6 +166,40 @@ describe('Router', () => {
     expect(t.queue.offers.map((o) => o.events.map((e) => e.event.message.endsWith('(enriched)')))).toEqual([
       [true],
     ]);
+  });
+});
+
+describe('Router: a finished run’s commit recorded on its Update', () => {
+  it('only for a Stack some Alert served here selects: a shard writes nothing to Stacks it does not serve', async () => {
+    const recorded: string[][] = [];
+    const t = setup(undefined, () => false, undefined, {
+      recordRunCommit: (ns, name, revision, rv) => {
+        recorded.push([ns, name, revision, rv]);
+        return Promise.resolve();
+      },
+    });
+    // A first run ("Initial stack update" names no commit) that the Stack still names as last.
+    const first = update('failed');
+    first.metadata.resourceVersion = '41';
+    first.spec = { ...first.spec, message: 'Initial stack update' };
+    t.stacks.add(v2FailedStack());
+    t.updates.add(first);
+
+    await t.router.reconcile(`${NS}/app-dev`);
+    t.alerts.set(
+      `${NS}/elsewhere`,
+      routed('elsewhere', { eventSources: [{ kind: 'Stack', name: 'app-prod' }] }),
+    );
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(recorded).toEqual([]);
+
+    t.alerts.set(
+      `${NS}/dev`,
+      routed('dev', { eventSources: [{ kind: 'Stack', name: 'app-*' }], eventSeverity: 'error' }),
+    );
+    await t.router.reconcile(`${NS}/app-dev`);
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(recorded).toEqual([[NS, UPDATE_NAME, SHA, '41']]);
   });
 });
 

@@ -82,7 +82,19 @@ describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)'
     const c1 = sha();
     const c2 = sha();
     let first = '';
+    let pko: PkoSimulator | undefined;
+    // Another shard watches every namespace while the runs happen (in CI, other files' sharded
+    // controllers do): it serves no Alert that selects this Stack, so it must not record the
+    // first run's commit that it saw — PKO alone would not tell this controller.
+    const shard = await startInProcess('', {
+      flags: ['--watch-label-selector=pko-nc-test/shard=none', '--cluster-name=first-gap-shard'],
+    });
+    await waitFor(() => Promise.resolve(shard.handle.ready().ok), {
+      timeoutMs: 60_000,
+      what: 'the other shard ready',
+    });
     const { gh, ctl, states } = await setUp('first-gap', async (sim) => {
+      pko = sim;
       const r1 = await sim.startRun('app', { type: 'up', commit: c1 });
       first = r1.name;
       await sim.finishRun(r1, 'succeeded');
@@ -101,7 +113,10 @@ describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)'
         { timeoutMs: 60_000, what: 'the second run’s status and the first run’s NoCommit with its note' },
       );
       expect(states(c1)).toEqual([]);
+      const annotations = (await pko?.getUpdate(first))?.metadata.annotations ?? {};
+      expect(annotations[RUN_COMMIT_ANNOTATION]).toBeUndefined();
     } finally {
+      await shard.stop();
       await ctl.stop();
       await gh.close();
     }
