@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
-import { Objects, startInProcess } from '../support/controller.ts';
+import { Objects, startInProcess, type InProcessController } from '../support/controller.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { gitHubContract, startGitHubServer } from '../forge/github/server.ts';
 import { RUN_COMMIT_ANNOTATION } from '../../src/source/derive.ts';
@@ -35,14 +35,24 @@ async function setUp(prefix: string, runs: (sim: PkoSimulator) => Promise<void>)
     flags: ['--github-write-pacing=false', `--cluster-name=${prefix}`],
   });
   const states = (c: string): string[] => gh.statuses('acme/app', c).map((s) => s.state);
-  return { gh, ctl, states };
+  return { gh, ctl, states, seen: (...commits: string[]) => whatWasSeen(ctl, states, commits) };
+}
+
+/** For a timeout message: each commit's statuses and the controller's skips and failures. */
+function whatWasSeen(ctl: InProcessController, states: (c: string) => string[], commits: string[]): string {
+  const byCommit = commits.map((c, i) => `c${String(i + 1)} ${JSON.stringify(states(c))}`);
+  const notes = ctl.logs
+    .parsed()
+    .filter((l) => l['skipReason'] !== undefined || l['failReason'] !== undefined)
+    .map((l) => `${String(l['skipReason'] ?? l['failReason'])}: ${String(l['msg'])}`);
+  return [...byCommit, ...notes].join('; ');
 }
 
 describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)', () => {
   it('first run succeeded, the next commit failed: the first run’s status comes from lastSuccessfulCommit', async () => {
     const c1 = sha();
     const c2 = sha();
-    const { gh, ctl, states } = await setUp('first-lsc', async (sim) => {
+    const { gh, ctl, states, seen } = await setUp('first-lsc', async (sim) => {
       const r1 = await sim.startRun('app', { type: 'up', commit: c1 });
       expect(r1.message).toBe('Initial stack update');
       await sim.finishRun(r1, 'succeeded');
@@ -52,6 +62,7 @@ describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)'
       await waitFor(() => Promise.resolve(states(c1).includes('success') && states(c2).includes('failure')), {
         timeoutMs: 60_000,
         what: 'a success status on the first run’s commit and a failure on the second',
+        state: () => seen(c1, c2),
       });
     } finally {
       await ctl.stop();
@@ -61,7 +72,7 @@ describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)'
 
   it('first run failed and its retry succeeded: the failure status names the retry’s commit', async () => {
     const c1 = sha();
-    const { gh, ctl, states } = await setUp('first-retry', async (sim) => {
+    const { gh, ctl, states, seen } = await setUp('first-retry', async (sim) => {
       await sim.finishRun(await sim.startRun('app', { type: 'up', commit: c1 }), 'failed');
       const retry = await sim.startRun('app', { type: 'up', commit: c1 });
       expect(retry.message).toMatch(/^Backoff time elapsed/);
@@ -71,6 +82,7 @@ describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)'
       await waitFor(() => Promise.resolve(states(c1).includes('failure') && states(c1).includes('success')), {
         timeoutMs: 60_000,
         what: 'the first run’s failure and its retry’s success on the same commit',
+        state: () => seen(c1),
       });
     } finally {
       await ctl.stop();
@@ -93,7 +105,7 @@ describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)'
       timeoutMs: 60_000,
       what: 'the other shard ready',
     });
-    const { gh, ctl, states } = await setUp('first-gap', async (sim) => {
+    const { gh, ctl, states, seen } = await setUp('first-gap', async (sim) => {
       pko = sim;
       const r1 = await sim.startRun('app', { type: 'up', commit: c1 });
       first = r1.name;
@@ -110,7 +122,11 @@ describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)'
                 .parsed()
                 .some((l) => l['skipReason'] === 'NoCommit' && String(l['msg']).includes(note)),
           ),
-        { timeoutMs: 60_000, what: 'the second run’s status and the first run’s NoCommit with its note' },
+        {
+          timeoutMs: 60_000,
+          what: 'the second run’s status and the first run’s NoCommit with its note',
+          state: () => seen(c1, c2),
+        },
       );
       expect(states(c1)).toEqual([]);
       const annotations = (await pko?.getUpdate(first))?.metadata.annotations ?? {};

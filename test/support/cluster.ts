@@ -171,6 +171,11 @@ export interface WaitForOptions {
   intervalMs?: number;
   /** What is awaited, for the timeout message ("Provider p Ready=True"). */
   what: string;
+  /**
+   * What the test saw instead, appended to the timeout message (a CI log shows only the failure
+   * summary): e.g. the statuses a fake forge holds and the controller's skip reasons.
+   */
+  state?: () => string;
 }
 
 /**
@@ -192,7 +197,8 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | false>, opts:
       last = `last error: ${err instanceof Error ? err.message : String(err)}`;
     }
     if (Date.now() >= deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${opts.what} (${last})`);
+      const seen = opts.state === undefined ? '' : `; seen: ${opts.state()}`;
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${opts.what} (${last})${seen}`);
     }
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
