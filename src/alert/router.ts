@@ -570,7 +570,9 @@ export class Router {
         ),
       );
     }
-    for (const alert of alerts) {
+    // Read again after the awaits above: an Alert changed or deleted meanwhile is not offered
+    // events under what it was (a deleted Alert's lane would come back, with nowhere to send).
+    for (const alert of this.#o.alerts.all()) {
       const matched: OfferedEvent[] = [];
       for (const { event: ev, observed } of events) {
         if (whySkipped(alert.compiled, ev, ROUTING_CHECKS) !== undefined) continue;
