@@ -552,8 +552,9 @@ export class Router {
     let events = derived.events;
     // Run commits are recorded only for a Stack some Alert served here selects: a shard
     // (--watch-label-selector) writes nothing to the Updates of Stacks it does not serve (with N
-    // shards, each would patch every Update), nor does a controller no Alert needs there. Nothing
-    // is lost: an Alert created later does not replay earlier runs.
+    // shards, each would patch every Update), nor does a controller no Alert needs there. An
+    // Alert created later does not replay earlier runs; one not Ready yet (a missing Provider or
+    // template) is the gap docs/delivery.md names.
     const alerts = [...this.#o.alerts.all()];
     if (alerts.some((a) => events.some((e) => whySkipped(a.compiled, e.event, SOURCE_CHECKS) === undefined)))
       this.#recordRunCommits(stack);
