@@ -367,11 +367,26 @@ export class Router {
     return updates;
   }
 
-  /** Records the commits of the Stack's finished Updates that PKO stops naming (see RouterOptions). */
-  #recordRunCommits(stack: Stack): void {
+  /**
+   * Records the commits of the Stack's finished Updates that PKO stops naming (see RouterOptions),
+   * only for a Stack some Alert of `alerts` selects by its `eventSources` (one of `events`): a
+   * shard (--watch-label-selector) writes nothing to the Updates of Stacks it does not serve (with
+   * N shards, each would patch every Update), nor does a controller no Alert needs there. An Alert
+   * created later does not replay earlier runs; one not Ready yet (a missing Provider or template)
+   * is the gap docs/delivery.md names.
+   */
+  #recordRunCommits(
+    stack: Stack,
+    events: readonly { event: NotificationEvent }[],
+    alerts: readonly RoutedAlert[],
+  ): void {
     const record = this.#o.recordRunCommit;
     // A drift check Stack's runs are the controller's own and reported as drift (src/drift).
     if (!record || isDriftCheck(stack)) return;
+    const selected = alerts.some((a) =>
+      events.some((e) => whySkipped(a.compiled, e.event, SOURCE_CHECKS) === undefined),
+    );
+    if (!selected) return;
     const ns = stack.metadata.namespace ?? '';
     for (const { name, revision, resourceVersion } of revisionsToRecord(
       stack,
@@ -550,14 +565,8 @@ export class Router {
     if (stack.spec?.fluxSource) await this.#resolveFlux(stack);
     const derived = this.#derive(stack);
     let events = derived.events;
-    // Run commits are recorded only for a Stack some Alert served here selects: a shard
-    // (--watch-label-selector) writes nothing to the Updates of Stacks it does not serve (with N
-    // shards, each would patch every Update), nor does a controller no Alert needs there. An
-    // Alert created later does not replay earlier runs; one not Ready yet (a missing Provider or
-    // template) is the gap docs/delivery.md names.
     const alerts = [...this.#o.alerts.all()];
-    if (alerts.some((a) => events.some((e) => whySkipped(a.compiled, e.event, SOURCE_CHECKS) === undefined)))
-      this.#recordRunCommits(stack);
+    this.#recordRunCommits(stack, events, alerts);
     if (events.length === 0) return derived.recheckMs;
     const enrich = this.#o.enrich;
     if (enrich) {
