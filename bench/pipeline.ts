@@ -13,6 +13,10 @@
  *     the V8 heap at that peak (from /metrics, sampled every 250 ms); with BENCH_SNAPSHOT_MIB and
  *     `--heapsnapshot-signal=SIGUSR2` in BENCH_NODE_FLAGS, one SIGUSR2 when RSS first passes that
  *     many MiB (Node writes Heap.*.heapsnapshot into the controller's working directory).
+ * With BENCH_ALLOC=<file>, phase 1 also measures what the controller allocates (./alloc.ts: the
+ * controller runs with `--inspect` on the port after the health port; the sampling heap profile of
+ * the burst, garbage included, is written to <file> for DevTools): KiB allocated per event and the
+ * sites that allocate most.
  * The controller's CPU (user + system, /proc/<pid>/stat) per 1,000 events is given for phases 1 and 2.
  * Env: BENCH_PORT (metrics port, health the next; default 18080), BENCH_STACKS (default 10000), BENCH_BURST (1000), BENCH_RATE (50), BENCH_RATE_SECONDS (20), BENCH_RESTART (0: skip phase 4),
  * BENCH_MAIN (default src/main.ts), BENCH_NODE_FLAGS (Node flags before the script; default the shipped ones, ./shipped.ts:
@@ -20,7 +24,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -28,6 +32,7 @@ import { startControlPlane } from '../src/envtest/controlplane.ts';
 import { loadKubeConfig, kubeRequest, objectPath } from '../src/kube/client.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from '../src/kube/crds.ts';
 import { shippedNode } from './shipped.ts';
+import { startAllocationSampling, summarize, type AllocationSampler } from './alloc.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const STACKS = Number(process.env.BENCH_STACKS ?? 10_000);
@@ -217,10 +222,12 @@ async function main(): Promise<void> {
       const shipped = process.env.BENCH_NODE_FLAGS === undefined ? shippedNode(root) : undefined;
       const nodeFlags =
         shipped?.flags ?? (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter((f) => f !== '');
+      const inspect = process.env.BENCH_ALLOC ? [`--inspect=127.0.0.1:${PORT + 2}`] : [];
       const child = spawn(
         process.execPath,
         [
           ...nodeFlags,
+          ...inspect,
           join(root, process.env.BENCH_MAIN ?? 'src/main.ts'),
           `--kubeconfig=${plane.kubeconfigPath}`,
           `--watch-namespace=${NS}`,
@@ -253,6 +260,10 @@ async function main(): Promise<void> {
     // 1. Throughput.
     const names = Array.from({ length: BURST }, (_, i) => `s${i}`);
     const burstUpdates: string[] = [];
+    const allocFile = process.env.BENCH_ALLOC;
+    const sampler: AllocationSampler | undefined = allocFile
+      ? await startAllocationSampling(PORT + 2)
+      : undefined;
     const w0 = await ledgerWrites();
     const cpu0 = cpuSeconds(controller.pid ?? 0);
     const t0 = performance.now();
@@ -265,6 +276,16 @@ async function main(): Promise<void> {
     console.log(
       `throughput: ${BURST} events in ${((t1 - t0) / 1000).toFixed(2)} s = ${(BURST / ((t1 - t0) / 1000)).toFixed(0)} events/s end to end (status writes alone: ${(BURST / ((writesDone - t0) / 1000)).toFixed(0)}/s); controller CPU-s per 1,000 events: ${(((cpuSeconds(controller.pid ?? 0) - cpu0) * 1000) / BURST).toFixed(3)}; ledger writes per event: ${((await ledgerWrites()) - w0) / BURST}`,
     );
+    if (sampler !== undefined && allocFile !== undefined) {
+      const profile = await sampler.stop();
+      writeFileSync(allocFile, JSON.stringify(profile));
+      const { totalBytes, sites } = summarize(profile);
+      console.log(
+        `allocated during the burst: ${(totalBytes / 1024 / BURST).toFixed(1)} KiB per event (sampled; profile in ${allocFile}); largest sites, KiB per event:`,
+      );
+      for (const { site, bytes } of sites.slice(0, 25))
+        console.log(`  ${(bytes / 1024 / BURST).toFixed(2).padStart(7)}  ${site}`);
+    }
 
     // 2. Latency at a steady rate.
     const lat: number[] = [];
