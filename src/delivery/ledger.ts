@@ -92,6 +92,11 @@ interface Shard {
    * are replaced, never mutated, so a flush formats only the entries changed since the last one.
    */
   lines: Map<string, { e: Entry; line: string }>;
+  /**
+   * `spec.entries` as formatted from `lines` (one line per entry, sorted by uid); valid while every
+   * entry is the one its line was formatted from (`Ledger#text`).
+   */
+  text: string;
   /** resourceVersion of the stored object; undefined when it does not exist (yet). */
   rv: string | undefined;
   dirty: boolean;
@@ -523,20 +528,36 @@ export class Ledger {
     }, this.#flushDelayMs);
   }
 
-  /** `spec.entries` of `s`: one `<stack uid>=<entry>` line per Stack, sorted by uid. */
+  /**
+   * `spec.entries` of `s`: one `<stack uid>=<entry>` line per Stack, sorted by uid. A flush asks twice (the split check, then the write): when no entry
+   * changed since the last call — entries are replaced, never mutated, so identity tells — the
+   * text of that call is returned without sorting or formatting again. Rebuilt, `s.lines` is a
+   * new Map (`#write` keeps the one it sent to see what changed while the request was out).
+   */
   #text(s: Shard): string {
+    if (s.lines.size === s.entries.size) {
+      let same = true;
+      for (const [k, e] of s.entries) {
+        if (s.lines.get(k)?.e !== e) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return s.text;
+    }
     const keys = [...s.entries.keys()].sort();
     const lines = new Map<string, { e: Entry; line: string }>();
-    let text = '';
+    const parts: string[] = [];
     for (const k of keys) {
       const e = s.entries.get(k) as Entry;
       let l = s.lines.get(k);
       if (l?.e !== e) l = { e, line: `${k}=${formatEntry(e)}` };
       lines.set(k, l);
-      text = text === '' ? l.line : `${text}\n${l.line}`;
+      parts.push(l.line);
     }
     s.lines = lines;
-    return text;
+    s.text = parts.join('\n');
+    return s.text;
   }
 
   async #flush(a: AlertLedger, s: Shard): Promise<void> {
@@ -627,8 +648,9 @@ export class Ledger {
     const kc = this.#o.kubeConfig;
     const name = Ledger.objectName(a.ref.uid, s.prefix);
     for (let i = 0; i < 5; i++) {
-      const sent = new Map(s.entries);
       const text = this.#text(s);
+      // The entries `text` holds: `#text` replaces `s.lines` rather than changing it.
+      const sent = s.lines;
       let bytes = 0;
       const onAnswerBytes = (n: number): void => {
         bytes = n;
@@ -658,7 +680,7 @@ export class Ledger {
         this.#m.bytes.inc(bytes);
         // Entries changed while the request was in flight stay to be written (they are replaced,
         // never mutated, so identity tells).
-        for (const [k, e] of s.entries) if (sent.get(k) !== e) s.dirty = true;
+        for (const [k, e] of s.entries) if (sent.get(k)?.e !== e) s.dirty = true;
         return;
       } catch (err) {
         if (err instanceof KubeApiError && err.statusCode === 404 && s.rv !== undefined) {
@@ -716,6 +738,7 @@ function newShard(prefix: string): Shard {
     prefix,
     entries: new Map(),
     lines: new Map(),
+    text: '',
     rv: undefined,
     dirty: false,
     timer: undefined,

@@ -91,6 +91,29 @@ describe('Ledger (DeliveryLedger store)', () => {
     await restarted.close();
   });
 
+  it('an entry changed while its object is being written goes out with the next write; one unchanged is not written again', async () => {
+    const clock = new FakeClock();
+    const alert = { namespace: ns, name: 'inflight', uid: 'a9999999-0000-4000-8000-000000000009' };
+    const l = ledger(clock);
+    const first = l.record(alert, 'stack-1', ref('s1/run-a', 100));
+    await clock.advance(10); // the write of run-a leaves (the API server answers in ms, not in one turn)
+    const second = l.record(alert, 'stack-1', ref('s1/run-b', 101));
+    await first;
+    expect(l.writes).toBe(1);
+    await clock.advance(10); // run-b's own batch window
+    await second;
+    expect(l.writes).toBe(2);
+    const [obj] = await stored(alert.uid);
+    expect(obj?.spec.entries).toContain(runHash('s1/run-b'));
+    await new Promise((r) => setTimeout(r, 50));
+    expect([l.writes, clock.pending()]).toEqual([2, []]); // nothing left to write, nothing scheduled
+    await l.close();
+    const restarted = ledger();
+    await restarted.load(ns);
+    expect(entryCovers(restarted.entry(alert.uid, 'stack-1'), ref('s1/run-b', 101))).toBe(true);
+    await restarted.close();
+  });
+
   it('objects split as they grow: each stays under the split size, every entry is kept, a restart finds all', async () => {
     const alert = { namespace: ns, name: 'big', uid: 'a4444444-0000-4000-8000-000000000004' };
     const clock = new FakeClock();
