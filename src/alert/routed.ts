@@ -10,9 +10,13 @@ export interface RoutedAlert extends DeliveryAlert {
   compiled: CompiledAlert;
 }
 
-/** Compiled, Ready Alerts by `namespace/name`. */
+/**
+ * Compiled, Ready Alerts by `namespace/name`; and, apart, the compiled selectors of every Alert
+ * served whose spec compiles, Ready or not ({@link setSelecting}).
+ */
 export class AlertIndex {
   readonly #alerts = new Map<string, RoutedAlert>();
+  readonly #selecting = new Map<string, CompiledAlert>();
   readonly #listeners: ((key: string, alert: RoutedAlert | undefined) => void)[] = [];
 
   /** Stores (or removes) a routed Alert; listeners hear of new or changed generations and removals. */
@@ -36,6 +40,22 @@ export class AlertIndex {
 
   onChange(listener: (key: string, alert: RoutedAlert | undefined) => void): void {
     this.#listeners.push(listener);
+  }
+
+  /**
+   * Stores (or removes) the compiled spec of an Alert that may not be Ready — waiting for its
+   * Provider or its template ConfigMap, or with a template that does not compile — but whose
+   * `eventSources` compile: the Stacks it selects are the ones whose runs it will be given once
+   * Ready, so the router records their commits now (src/alert/router.ts, docs/delivery.md).
+   */
+  setSelecting(key: string, compiled: CompiledAlert | undefined): void {
+    if (compiled) this.#selecting.set(key, compiled);
+    else this.#selecting.delete(key);
+  }
+
+  /** The compiled specs given to {@link setSelecting}, Ready or not. */
+  selecting(): IterableIterator<CompiledAlert> {
+    return this.#selecting.values();
   }
 
   get(key: string): RoutedAlert | undefined {

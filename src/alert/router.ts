@@ -35,6 +35,7 @@ import {
   SUSPENDED,
   whySkipped,
 } from './matcher.ts';
+import type { CompiledAlert } from './compile.ts';
 import type { RoutedAlert } from './routed.ts';
 
 export interface RouterOptions {
@@ -43,8 +44,12 @@ export interface RouterOptions {
   stacks: Pick<Informer<Stack>, 'on' | 'get' | 'list'>;
   /** The Update informer (what the router uses of it). */
   updates: Pick<Informer<Update>, 'on' | 'get'>;
-  /** The Ready Alerts (src/alert/routed.ts `AlertIndex`). */
-  alerts: { all(): Iterable<RoutedAlert> };
+  /**
+   * The Ready Alerts (src/alert/routed.ts `AlertIndex`), and the compiled specs of the Alerts
+   * served that may not be Ready yet (`selecting`): a run's commit is recorded for a Stack either
+   * selects.
+   */
+  alerts: { all(): Iterable<RoutedAlert>; selecting?(): Iterable<CompiledAlert> };
   /** Where matched events go (the dispatcher). */
   delivery: DeliveryQueue;
   logger: Logger;
@@ -369,11 +374,12 @@ export class Router {
 
   /**
    * Records the commits of the Stack's finished Updates that PKO stops naming (see RouterOptions),
-   * only for a Stack some Alert of `alerts` selects by its `eventSources` (one of `events`): a
+   * only for a Stack some Alert selects by its `eventSources` (one of `events`) — a Ready one of
+   * `alerts`, or one served here that is not Ready yet (a missing Provider or template ConfigMap,
+   * `RouterOptions.alerts.selecting`), whose runs after its creation are delivered once it is: a
    * shard (--watch-label-selector) writes nothing to the Updates of Stacks it does not serve (with
    * N shards, each would patch every Update), nor does a controller no Alert needs there. An Alert
-   * created later does not replay earlier runs; one not Ready yet (a missing Provider or template)
-   * is the gap docs/delivery.md names.
+   * created later does not replay earlier runs.
    */
   #recordRunCommits(
     stack: Stack,
@@ -383,9 +389,12 @@ export class Router {
     const record = this.#o.recordRunCommit;
     // A drift check Stack's runs are the controller's own and reported as drift (src/drift).
     if (!record || isDriftCheck(stack)) return;
-    const selected = alerts.some((a) =>
-      events.some((e) => whySkipped(a.compiled, e.event, SOURCE_CHECKS) === undefined),
-    );
+    // An Alert not Ready yet (its Provider or template ConfigMap missing) is given the runs after
+    // its creation once Ready: their commits are recorded for it now, not held in memory only.
+    const selects = (c: CompiledAlert): boolean =>
+      events.some((e) => whySkipped(c, e.event, SOURCE_CHECKS) === undefined);
+    const selected =
+      alerts.some((a) => selects(a.compiled)) || [...(this.#o.alerts.selecting?.() ?? [])].some(selects);
     if (!selected) return;
     const ns = stack.metadata.namespace ?? '';
     for (const { name, revision, resourceVersion } of revisionsToRecord(

@@ -76,12 +76,15 @@ export class AlertReconciler {
       this.#unfinished.delete(key);
       this.#d.configMaps.use(key, undefined);
       this.#d.index.set(key, undefined);
+      this.#d.index.setSelecting(key, undefined);
       return undefined;
     }
     let state: ReadyState;
     let compiled: CompiledAlert | undefined;
     let templates: AlertTemplates | undefined;
     const c = compileAlert(alert, { allowCrossNamespace: this.#d.allowCrossNamespace });
+    // Selecting before Ready: the runs of its Stacks get their commits recorded meanwhile.
+    this.#d.index.setSelecting(key, c.ok ? c.alert : undefined);
     const provider = c.ok ? await this.#provider(namespace, alert.spec.providerRef.name) : undefined;
     const ref = alert.spec.templateRef;
     this.#d.configMaps.use(key, ref ? { namespace, name: ref.name } : undefined);

@@ -201,6 +201,35 @@ describe('Router: a finished run’s commit recorded on its Update', () => {
     await t.router.reconcile(`${NS}/app-dev`);
     expect(recorded).toEqual([[NS, UPDATE_NAME, SHA, '41']]);
   });
+
+  it('for a Stack an Alert not Ready yet selects (its Provider missing): its runs are delivered once it is', async () => {
+    const recorded: string[][] = [];
+    const t = setup(undefined, () => false, undefined, {
+      recordRunCommit: (ns, name, revision, rv) => {
+        recorded.push([ns, name, revision, rv]);
+        return Promise.resolve();
+      },
+    });
+    const first = update('failed');
+    first.metadata.resourceVersion = '41';
+    first.spec = { ...first.spec, message: 'Initial stack update' };
+    t.stacks.add(v2FailedStack());
+    t.updates.add(first);
+    t.alerts.setSelecting(
+      `${NS}/prod`,
+      routed('prod', { eventSources: [{ kind: 'Stack', name: 'app-prod' }] }).compiled,
+    );
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(recorded).toEqual([]);
+
+    t.alerts.setSelecting(
+      `${NS}/dev`,
+      routed('dev', { eventSources: [{ kind: 'Stack', name: 'app-dev' }] }).compiled,
+    );
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(recorded).toEqual([[NS, UPDATE_NAME, SHA, '41']]);
+    expect(t.queue.offers).toEqual([]); // not Ready: nothing offered to it
+  });
 });
 
 describe('Router: the Stack ahead of the Update informer', () => {

@@ -180,4 +180,45 @@ describe('the commit of a Stack’s first run, once the Stack moved on (PKO v2)'
       await gh.close();
     }
   }, 180_000);
+
+  it('first run succeeded while the Alert waited for its Provider, the next commit succeeded: the annotation still carries the first commit', async () => {
+    const token = `ghp_${randomBytes(12).toString('hex')}`;
+    const gh = await startGitHubServer({ basePath: '/api/v3', tokens: { [token]: 'pko-bot' } });
+    const ns = await createTestNamespace('first-waiting');
+    const obj = new Objects(ns);
+    await obj.secret('gh', { token });
+    // Applied before its Provider (a GitOps tool's order): Ready=False, ProviderNotFound.
+    await obj.alert('gh', { providerRef: { name: 'gh' }, eventSources: [{ kind: 'Stack' }] });
+    const sim = new PkoSimulator(kubeConfig('admin'), ns, { version: 'v2' });
+    await sim.createStack('app', { git: { projectRepo: `${gh.origin}/acme/app.git`, branch: 'main' } });
+    const flags = ['--github-write-pacing=false', '--cluster-name=first-waiting'];
+    const states = (c: string): string[] => gh.statuses('acme/app', c).map((x) => x.state);
+    const c1 = sha();
+    const c2 = sha();
+    const first = await startInProcess(ns, { flags });
+    let second: Awaited<ReturnType<typeof startInProcess>> | undefined;
+    try {
+      await obj.waitReady('alerts', 'gh', 'False', 'ProviderNotFound');
+      const r1 = await sim.startRun('app', { type: 'up', commit: c1 });
+      await sim.finishRun(r1, 'succeeded');
+      await waitFor(
+        async () => (await sim.getUpdate(r1.name)).metadata.annotations?.[RUN_COMMIT_ANNOTATION] === c1,
+        { timeoutMs: 60_000, what: 'the first run’s commit in its Update’s annotation, the Alert not Ready' },
+      );
+      await first.stop();
+      await sim.finishRun(await sim.startRun('app', { type: 'up', commit: c2 }), 'succeeded');
+      await obj.provider('gh', { type: 'github', address: `${gh.origin}/acme`, secretRef: { name: 'gh' } });
+      second = await startInProcess(ns, { flags });
+      const ctl = second;
+      await waitFor(() => Promise.resolve(states(c1).includes('success') && states(c2).includes('success')), {
+        timeoutMs: 60_000,
+        what: 'success statuses on both commits once the Provider exists',
+        state: () => whatWasSeen(ctl, states, [c1, c2]),
+      });
+    } finally {
+      await first.stop();
+      await second?.stop();
+      await gh.close();
+    }
+  }, 180_000);
 });
