@@ -416,6 +416,11 @@ export async function startController(
     dispatcher.cancelAlert(key);
     if (alert) router.resyncAll();
   });
+  // An Alert waiting for its Provider or template: the Stacks it selects get their runs' commits
+  // recorded (src/alert/router.ts), including runs finished before it was compiled.
+  alertIndex.onSelecting(() => {
+    router.resyncAll();
+  });
   providerIndex.onChange((key, resolved) => {
     // Deleted, not usable (e.g. its Secret deleted) or suspended: its sends stop now (B06,
     // N10); changed settings (a rotated token) or usable again: held events go now.

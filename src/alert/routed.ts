@@ -17,6 +17,7 @@ export interface RoutedAlert extends DeliveryAlert {
 export class AlertIndex {
   readonly #alerts = new Map<string, RoutedAlert>();
   readonly #selecting = new Map<string, CompiledAlert>();
+  readonly #selectingListeners: ((key: string) => void)[] = [];
   readonly #listeners: ((key: string, alert: RoutedAlert | undefined) => void)[] = [];
 
   /** Stores (or removes) a routed Alert; listeners hear of new or changed generations and removals. */
@@ -49,8 +50,22 @@ export class AlertIndex {
    * Ready, so the router records their commits now (src/alert/router.ts, docs/delivery.md).
    */
   setSelecting(key: string, compiled: CompiledAlert | undefined): void {
+    const prev = this.#selecting.get(key);
     if (compiled) this.#selecting.set(key, compiled);
     else this.#selecting.delete(key);
+    // A Ready Alert's changes are heard through `onChange`; a new or changed one waiting here is
+    // heard through `onSelecting`.
+    if (compiled && !this.#alerts.has(key) && prev?.generation !== compiled.generation)
+      for (const l of this.#selectingListeners) l(key);
+  }
+
+  /**
+   * Listens for an Alert not Ready that selects anew: stored by {@link setSelecting} for the first
+   * time or with a new generation, while not in the Ready index. The router looks at the Stacks
+   * again, so a run finished before the Alert was compiled has its commit recorded now.
+   */
+  onSelecting(listener: (key: string) => void): void {
+    this.#selectingListeners.push(listener);
   }
 
   /** The compiled specs given to {@link setSelecting}, Ready or not. */

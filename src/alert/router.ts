@@ -49,7 +49,7 @@ export interface RouterOptions {
    * served that may not be Ready yet (`selecting`): a run's commit is recorded for a Stack either
    * selects.
    */
-  alerts: { all(): Iterable<RoutedAlert>; selecting?(): Iterable<CompiledAlert> };
+  alerts: { all(): Iterable<RoutedAlert>; selecting(): Iterable<CompiledAlert> };
   /** Where matched events go (the dispatcher). */
   delivery: DeliveryQueue;
   logger: Logger;
@@ -393,8 +393,13 @@ export class Router {
     // its creation once Ready: their commits are recorded for it now, not held in memory only.
     const selects = (c: CompiledAlert): boolean =>
       events.some((e) => whySkipped(c, e.event, SOURCE_CHECKS) === undefined);
-    const selected =
-      alerts.some((a) => selects(a.compiled)) || [...(this.#o.alerts.selecting?.() ?? [])].some(selects);
+    let selected = alerts.some((a) => selects(a.compiled));
+    for (const c of selected ? [] : this.#o.alerts.selecting()) {
+      if (selects(c)) {
+        selected = true;
+        break;
+      }
+    }
     if (!selected) return;
     const ns = stack.metadata.namespace ?? '';
     for (const { name, revision, resourceVersion } of revisionsToRecord(

@@ -83,8 +83,6 @@ export class AlertReconciler {
     let compiled: CompiledAlert | undefined;
     let templates: AlertTemplates | undefined;
     const c = compileAlert(alert, { allowCrossNamespace: this.#d.allowCrossNamespace });
-    // Selecting before Ready: the runs of its Stacks get their commits recorded meanwhile.
-    this.#d.index.setSelecting(key, c.ok ? c.alert : undefined);
     const provider = c.ok ? await this.#provider(namespace, alert.spec.providerRef.name) : undefined;
     const ref = alert.spec.templateRef;
     this.#d.configMaps.use(key, ref ? { namespace, name: ref.name } : undefined);
@@ -175,6 +173,9 @@ export class AlertReconciler {
           }
         : undefined,
     );
+    // Selecting before Ready (after the Ready index is set, so only an Alert left out of it is
+    // announced as new): the runs of its Stacks get their commits recorded meanwhile.
+    this.#d.index.setSelecting(key, c.ok ? c.alert : undefined);
     await settleReady(this.#d, 'Alert', alert, state, { alert: key });
     // A missing Provider comes back through the Provider informer (it re-queues referencing
     // Alerts), a missing or changed ConfigMap through its watch: nothing to poll.

@@ -232,6 +232,25 @@ describe('Router: a finished run’s commit recorded on its Update', () => {
   });
 });
 
+describe('AlertIndex: Alerts selecting before they are Ready', () => {
+  it('announces one not Ready when it is new or its generation changed; a Ready one goes through onChange', () => {
+    const index = new AlertIndex();
+    const heard: string[] = [];
+    index.onSelecting((key) => heard.push(key));
+    const waiting = routed('waiting', {});
+    index.setSelecting(`${NS}/waiting`, waiting.compiled);
+    index.setSelecting(`${NS}/waiting`, waiting.compiled); // the same generation again: nothing new
+    index.setSelecting(`${NS}/waiting`, { ...waiting.compiled, generation: 2 });
+    const ready = routed('ready', {});
+    index.set(`${NS}/ready`, ready);
+    index.setSelecting(`${NS}/ready`, ready.compiled);
+    expect(heard).toEqual([`${NS}/waiting`, `${NS}/waiting`]);
+    expect([...index.selecting()].map((c) => c.generation)).toEqual([2, 1]);
+    index.setSelecting(`${NS}/waiting`, undefined);
+    expect([...index.selecting()]).toHaveLength(1);
+  });
+});
+
 describe('Router: the Stack ahead of the Update informer', () => {
   const RETRY = 'app-dev-retry';
   /** The failed run's retry (PKO: "Backoff time elapsed"), failed again with the same error. */
