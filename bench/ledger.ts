@@ -12,9 +12,17 @@
  *  3. burst: the same number of events at once across Stacks (batched flushes).
  * Bytes are the sizes of the objects as stored (the JSON the API server returns for each write,
  * `Ledger.bytesWritten`), and etcd's own growth (`etcd_mvcc_db_total_size_in_bytes` is the file;
- * `etcd_debugging_mvcc_total_put_size_in_bytes`, when etcd exposes it, the bytes put).
+ * `etcd_debugging_mvcc_total_put_size_in_bytes`, when etcd exposes it, the bytes put). CPU is this
+ * process's (user + system, `process.cpuUsage`) per write: the store, our API client and undici.
+ *
+ * Then, as the floor of that CPU, `BENCH_LEDGER_PUTS` (default 2,000) sequential PUTs of one object
+ * of the same size, in alternating rounds: through our `kubeRequest`, and through a bare undici
+ * `request` over HTTP/2 (undici 8's default, as the controller connects) and over HTTP/1.1; then
+ * a quarter as many paced at `BENCH_LEDGER_RATE` — what one durable write costs the client on this
+ * machine whatever the store around it, back to back and with the process idle in between.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,11 +32,20 @@ import { startControlPlane } from '../src/envtest/controlplane.ts';
 import { kubeRequest, loadKubeConfig, objectPath } from '../src/kube/client.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from '../src/kube/crds.ts';
 import { createLogger } from '../src/log.ts';
+import { Agent, request } from 'undici';
+import { parse } from 'yaml';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SIZES = (process.env.BENCH_LEDGER_STACKS ?? '1000,10000').split(',').map(Number);
 const EVENTS = Number(process.env.BENCH_LEDGER_EVENTS ?? 2000);
 const RATE = Number(process.env.BENCH_LEDGER_RATE ?? 50);
+const PUTS = Number(process.env.BENCH_LEDGER_PUTS ?? 2000);
+
+/** CPU ms of this process since `c0` (user + system). */
+const cpuMs = (c0: NodeJS.CpuUsage): number => {
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / 1000;
+};
 
 async function etcdPutBytes(etcdURL: string): Promise<{ put?: number; db?: number }> {
   const text = await (await fetch(`${etcdURL}/metrics`)).text();
@@ -61,7 +78,7 @@ async function main(): Promise<void> {
     const logger = createLogger({ level: 'warn' });
     console.log(`bench:ledger — Node ${process.version}, ${EVENTS} events per phase, steady at ~${RATE}/s`);
     console.log(
-      'stacks | phase  | events | writes | bytes/event (stored objects) | etcd put bytes/event | objects',
+      'stacks | phase  | events | writes | bytes/event (stored objects) | etcd put bytes/event | objects | CPU ms/write',
     );
     for (const stacks of SIZES) {
       const ns = `bench-ledger-${stacks}`;
@@ -108,13 +125,15 @@ async function main(): Promise<void> {
         const w0 = ledger.writes;
         const b0 = ledger.bytesWritten;
         const e0 = await etcdPutBytes(etcd);
+        const c0 = process.cpuUsage();
         await run();
+        const cpu = cpuMs(c0);
         await sleep(50);
         const e1 = await etcdPutBytes(etcd);
         const etcdPut =
           e0.put !== undefined && e1.put !== undefined ? fmt((e1.put - e0.put) / events) : 'n/a';
         console.log(
-          `${fmt(stacks).padStart(6)} | ${name.padEnd(6)} | ${fmt(events).padStart(6)} | ${fmt(ledger.writes - w0).padStart(6)} | ${fmt((ledger.bytesWritten - b0) / events).padStart(28)} | ${etcdPut.padStart(20)} | ${ledger.objectCount}`,
+          `${fmt(stacks).padStart(6)} | ${name.padEnd(6)} | ${fmt(events).padStart(6)} | ${fmt(ledger.writes - w0).padStart(6)} | ${fmt((ledger.bytesWritten - b0) / events).padStart(28)} | ${etcdPut.padStart(20)} | ${String(ledger.objectCount).padStart(7)} | ${(cpu / Math.max(1, ledger.writes - w0)).toFixed(3).padStart(12)}`,
         );
       };
       await phase('fill', stacks * 2, () => pool(uids, 64, deliverRun));
@@ -139,11 +158,98 @@ async function main(): Promise<void> {
       });
       await ledger.close();
     }
+    await barePuts(kc, plane.kubeconfigPath);
     const db = await etcdPutBytes(etcd);
     if (db.db !== undefined) console.log(`etcd db file: ${(db.db / 1048576).toFixed(1)} MiB`);
   } finally {
     await plane.stop();
   }
+}
+
+/**
+ * The floor of a ledger write's CPU: {@link PUTS} sequential PUTs of one ~1.8 KB DeliveryLedger
+ * (the size the store writes), through our client and through bare undici over HTTP/2 and
+ * HTTP/1.1, in two alternating rounds back to back and one round paced at {@link RATE} per second.
+ */
+async function barePuts(kc: ReturnType<typeof loadKubeConfig>, kubeconfigPath: string): Promise<void> {
+  const ns = 'bench-ledger-puts';
+  await kubeRequest(kc, { method: 'POST', path: '/api/v1/namespaces', body: { metadata: { name: ns } } });
+  const path = objectPath({
+    group: 'notification.pko.dev',
+    version: 'v1alpha1',
+    plural: 'deliveryledgers',
+    namespace: ns,
+  });
+  const y = parse(readFileSync(kubeconfigPath, 'utf8')) as {
+    clusters: { cluster: { server: string; 'certificate-authority-data': string } }[];
+    users: { user: { token: string } }[];
+  };
+  const cluster = y.clusters[0]?.cluster;
+  if (!cluster) throw new Error('the control plane kubeconfig has no cluster');
+  const ca = Buffer.from(cluster['certificate-authority-data'], 'base64').toString();
+  const headers = {
+    authorization: `Bearer ${y.users[0]?.user.token ?? ''}`,
+    accept: 'application/json',
+    'content-type': 'application/json',
+  };
+  const agents = { h2: new Agent({ connect: { ca } }), h1: new Agent({ connect: { ca }, allowH2: false }) };
+  const body = (name: string, rv?: string): object => ({
+    apiVersion: 'notification.pko.dev/v1alpha1',
+    kind: 'DeliveryLedger',
+    metadata: { name, ...(rv !== undefined ? { resourceVersion: rv } : {}) },
+    spec: { alert: 'bench', shard: '0', entries: 'x'.repeat(1500) },
+  });
+  console.log(
+    'one ~1.8 KB DeliveryLedger PUT at a time: client CPU ms per PUT (user + system), wall ms per PUT',
+  );
+  // Back to back twice, then paced at RATE/s (a wake-up per write, as a controller at that rate).
+  for (const [round, paced] of [
+    [1, false],
+    [2, false],
+    [3, true],
+  ] as const) {
+    const n = paced ? Math.ceil(PUTS / 4) : PUTS;
+    for (const via of ['ours', 'undici HTTP/2', 'undici HTTP/1.1'] as const) {
+      const name = `puts-${round}-${via.replace(/\W+/g, '-').toLowerCase()}`;
+      const made = await kubeRequest<{ metadata: { resourceVersion: string } }>(kc, {
+        method: 'POST',
+        path,
+        body: body(name),
+      });
+      let rv = made.metadata.resourceVersion;
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) {
+        const t = performance.now();
+        if (via === 'ours') {
+          const r = await kubeRequest<{ metadata: { resourceVersion: string } }>(kc, {
+            method: 'PUT',
+            path: `${path}/${name}`,
+            body: body(name, rv),
+          });
+          rv = r.metadata.resourceVersion;
+        } else {
+          const res = await request(`${cluster.server}${path}/${name}`, {
+            method: 'PUT',
+            headers,
+            body: JSON.stringify(body(name, rv)),
+            dispatcher: via === 'undici HTTP/2' ? agents.h2 : agents.h1,
+          });
+          const j = (await res.body.json()) as { metadata: { resourceVersion: string } };
+          if (res.statusCode !== 200) throw new Error(`PUT answered ${res.statusCode}`);
+          rv = j.metadata.resourceVersion;
+        }
+        const left = 1000 / RATE - (performance.now() - t);
+        if (paced && left > 0) await sleep(left);
+      }
+      const cpu = cpuMs(c0);
+      const how = paced ? `${fmt(n)} at ${RATE}/s` : `${fmt(n)} in a row`;
+      console.log(
+        `  ${how.padEnd(14)} ${via.padEnd(15)}: ${(cpu / n).toFixed(3)} CPU ms, ${((performance.now() - t0) / n).toFixed(2)} wall ms`,
+      );
+    }
+  }
+  await Promise.all([agents.h2.close(), agents.h1.close()]);
 }
 
 main().catch((err: unknown) => {
