@@ -43,6 +43,9 @@ const NS = 'bench';
 /** Metrics port; the health port is the next one (BENCH_PORT, default 18080). */
 const PORT = Number(process.env.BENCH_PORT ?? 18080);
 
+/** Set on SIGINT/SIGTERM: requests failing while the control plane stops are expected then. */
+let interrupted = false;
+
 const pct = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
@@ -93,6 +96,15 @@ async function main(): Promise<void> {
   const plane = await startControlPlane({});
   const kc = loadKubeConfig({ kubeconfig: plane.kubeconfigPath });
   let controller: ChildProcess | undefined;
+  // Interrupted (Ctrl-C, a timeout's SIGTERM): the controller and the control plane go too, not
+  // left running to hold the ports of the next run.
+  for (const sig of ['SIGINT', 'SIGTERM'] as const)
+    process.once(sig, () => {
+      interrupted = true;
+      process.on('unhandledRejection', () => undefined); // writes still in flight fail now
+      controller?.kill('SIGKILL');
+      void plane.stop().finally(() => process.exit(128 + (sig === 'SIGINT' ? 2 : 15)));
+    });
   const received = new Map<string, number>(); // updateName → arrival time (ms)
   let deliveries = 0;
   const receiver = createServer((req, res) => {
@@ -400,4 +412,6 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+await main().catch((err: unknown) => {
+  if (!interrupted) throw err;
+});
