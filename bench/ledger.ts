@@ -22,7 +22,6 @@
  * machine whatever the store around it, back to back and with the process idle in between.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -33,7 +32,7 @@ import { kubeRequest, loadKubeConfig, objectPath } from '../src/kube/client.ts';
 import { installCRDs, readCRDs, yamlFilesIn } from '../src/kube/crds.ts';
 import { createLogger } from '../src/log.ts';
 import { Agent, request } from 'undici';
-import { parse } from 'yaml';
+import { KubeConfig } from '@kubernetes/client-node';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SIZES = (process.env.BENCH_LEDGER_STACKS ?? '1000,10000').split(',').map(Number);
@@ -180,15 +179,15 @@ async function barePuts(kc: ReturnType<typeof loadKubeConfig>, kubeconfigPath: s
     plural: 'deliveryledgers',
     namespace: ns,
   });
-  const y = parse(readFileSync(kubeconfigPath, 'utf8')) as {
-    clusters: { cluster: { server: string; 'certificate-authority-data': string } }[];
-    users: { user: { token: string } }[];
-  };
-  const cluster = y.clusters[0]?.cluster;
-  if (!cluster) throw new Error('the control plane kubeconfig has no cluster');
-  const ca = Buffer.from(cluster['certificate-authority-data'], 'base64').toString();
+  // The bare requests are handed the admin's token and CA as the bench:flux bare watcher is: read
+  // by client-node (our KubeConfig keeps them to itself).
+  const file = new KubeConfig();
+  file.loadFromFile(kubeconfigPath);
+  const cluster = file.getCurrentCluster();
+  if (!cluster?.caData) throw new Error('the control plane kubeconfig has no cluster CA');
+  const ca = Buffer.from(cluster.caData, 'base64').toString('utf8');
   const headers = {
-    authorization: `Bearer ${y.users[0]?.user.token ?? ''}`,
+    authorization: `Bearer ${file.getCurrentUser()?.token ?? ''}`,
     accept: 'application/json',
     'content-type': 'application/json',
   };
