@@ -13,6 +13,17 @@
 //     replaces the resource), `tags` (optional string map, for large diffs) and `failOn`
 //     (optional: "create" or "update" makes that operation fail outside of a preview, for
 //     error recordings).
+//   - pkotest:index:Forger — no side effect on its own resources: it forges the CLI's output,
+//     as a program author could (issue 36, case B16). When it runs (see `during`), it writes
+//     `lines` (each followed by a newline) and then `partial` (no newline) to (a) its own stderr,
+//     which the engine reads as the plugin's diagnostics, and (b) the Pulumi CLI's stdout, by
+//     opening /proc/<pid>/fd/1 of the nearest ancestor process whose /proc/<pid>/comm is
+//     `pulumi` (the engine starts providers itself, so that is the parent). Inputs: `lines`
+//     (list of strings), `partial` (optional string), `toStderr` / `toCliStdout` (optional
+//     booleans, default true) and `during` (optional: "preview", the default, forges in Create
+//     and Update of a preview; "check" forges in every Check, so also in an up and while the
+//     Forger itself is unchanged). No pulumi ancestor, or a failed write, is an error of that
+//     operation (the run fails rather than silently forging nothing).
 //
 // The schema comes from GetSchema (github.com/pulumi/pulumi-go-provider/infer), so the YAML
 // language host can use it as an ambient plugin on PATH with automatic plugin acquisition off.
@@ -26,6 +37,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 )
@@ -41,6 +54,7 @@ func main() {
 		WithResources(
 			infer.Resource(&File{}),
 			infer.Resource(&Value{}),
+			infer.Resource(&Forger{}),
 		).
 		Build()
 	if err != nil {
@@ -201,7 +215,160 @@ func (*Value) Update(ctx context.Context, req infer.UpdateRequest[ValueArgs, Val
 	return infer.UpdateResponse[ValueState]{Output: valueState(req.Inputs)}, nil
 }
 
+// ---- Forger ------------------------------------------------------------------------------
+
+// Forger forges lines of the Pulumi CLI's output (see the package comment).
+type Forger struct{}
+
+// ForgerArgs are the inputs of a Forger; its state is the same.
+type ForgerArgs struct {
+	Lines       []string `pulumi:"lines"`
+	Partial     *string  `pulumi:"partial,optional"`
+	ToStderr    *bool    `pulumi:"toStderr,optional"`
+	ToCliStdout *bool    `pulumi:"toCliStdout,optional"`
+	During      *string  `pulumi:"during,optional"`
+}
+
+func (f *Forger) Annotate(a infer.Annotator) {
+	a.Describe(&f, "Writes forged lines into its stderr and into the Pulumi CLI's stdout (tests only).")
+}
+
+func (f *ForgerArgs) Annotate(a infer.Annotator) {
+	a.Describe(&f.Lines, "Lines written, each followed by a newline.")
+	a.Describe(&f.Partial, "Written after the lines, without a newline.")
+	a.Describe(&f.ToStderr, "Write to the provider's own stderr (default true).")
+	a.Describe(&f.ToCliStdout, "Write to the Pulumi CLI's stdout through /proc/<pid>/fd/1 (default true).")
+	a.Describe(&f.During, `"preview" (default): in Create/Update of a preview; "check": in every Check.`)
+}
+
+func orTrue(b *bool) bool { return b == nil || *b }
+
+// forgeDuring is the Forger's `during`, checked.
+func forgeDuring(in ForgerArgs) (string, error) {
+	if in.During == nil || *in.During == "preview" {
+		return "preview", nil
+	}
+	if *in.During == "check" {
+		return "check", nil
+	}
+	return "", fmt.Errorf(`during must be "preview" or "check", not %q`, *in.During)
+}
+
+// cliPid is the nearest ancestor of this process named `pulumi` (its /proc/<pid>/comm).
+func cliPid() (int, error) {
+	pid := os.Getppid()
+	var seen []string
+	for i := 0; i < 8 && pid > 1; i++ {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			return 0, fmt.Errorf("read /proc/%d/comm: %w", pid, err)
+		}
+		name := strings.TrimSpace(string(comm))
+		if name == "pulumi" {
+			return pid, nil
+		}
+		seen = append(seen, fmt.Sprintf("%d %s", pid, name))
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, fmt.Errorf("read /proc/%d/stat: %w", pid, err)
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so read after its closing parenthesis.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) < 2 {
+			return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, stat)
+		}
+		ppid, err := strconv.Atoi(fields[1])
+		if err != nil {
+			return 0, fmt.Errorf("ppid in /proc/%d/stat: %w", pid, err)
+		}
+		pid = ppid
+	}
+	return 0, fmt.Errorf("no pulumi process among this provider's ancestors (%s)", strings.Join(seen, ", "))
+}
+
+// forge writes the Forger's lines where its inputs say, each target in one write call.
+func forge(in ForgerArgs) error {
+	var b strings.Builder
+	for _, l := range in.Lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	if in.Partial != nil {
+		b.WriteString(*in.Partial)
+	}
+	text := []byte(b.String())
+	if orTrue(in.ToStderr) {
+		if _, err := os.Stderr.Write(text); err != nil {
+			return fmt.Errorf("write to stderr: %w", err)
+		}
+	}
+	if orTrue(in.ToCliStdout) {
+		pid, err := cliPid()
+		if err != nil {
+			return err
+		}
+		out, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/1", pid), os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("open the stdout of pulumi (pid %d): %w", pid, err)
+		}
+		_, werr := out.Write(text)
+		cerr := out.Close()
+		if werr != nil {
+			return fmt.Errorf("write to the stdout of pulumi (pid %d): %w", pid, werr)
+		}
+		if cerr != nil {
+			return cerr
+		}
+	}
+	return nil
+}
+
+func (*Forger) Check(ctx context.Context, req infer.CheckRequest) (infer.CheckResponse[ForgerArgs], error) {
+	in, failures, err := infer.DefaultCheck[ForgerArgs](ctx, req.NewInputs)
+	if err != nil || len(failures) > 0 {
+		return infer.CheckResponse[ForgerArgs]{Inputs: in, Failures: failures}, err
+	}
+	during, err := forgeDuring(in)
+	if err != nil {
+		return infer.CheckResponse[ForgerArgs]{Inputs: in}, err
+	}
+	if during == "check" {
+		if err := forge(in); err != nil {
+			return infer.CheckResponse[ForgerArgs]{Inputs: in}, fmt.Errorf("%s: %w", req.Name, err)
+		}
+	}
+	return infer.CheckResponse[ForgerArgs]{Inputs: in}, nil
+}
+
+// forgeInPreview forges when `dryRun` and the Forger's `during` is "preview".
+func forgeInPreview(name string, in ForgerArgs, dryRun bool) error {
+	if during, err := forgeDuring(in); err != nil || !dryRun || during != "preview" {
+		return err
+	}
+	if err := forge(in); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func (*Forger) Create(ctx context.Context, req infer.CreateRequest[ForgerArgs]) (infer.CreateResponse[ForgerArgs], error) {
+	if err := forgeInPreview(req.Name, req.Inputs, req.DryRun); err != nil {
+		return infer.CreateResponse[ForgerArgs]{}, err
+	}
+	return infer.CreateResponse[ForgerArgs]{ID: req.Name, Output: req.Inputs}, nil
+}
+
+func (*Forger) Update(ctx context.Context, req infer.UpdateRequest[ForgerArgs, ForgerArgs]) (infer.UpdateResponse[ForgerArgs], error) {
+	if err := forgeInPreview(req.ID, req.Inputs, req.DryRun); err != nil {
+		return infer.UpdateResponse[ForgerArgs]{}, err
+	}
+	return infer.UpdateResponse[ForgerArgs]{Output: req.Inputs}, nil
+}
+
 var (
+	_ = (infer.CustomCheck[ForgerArgs])((*Forger)(nil))
+	_ = (infer.CustomUpdate[ForgerArgs, ForgerArgs])((*Forger)(nil))
 	_ = (infer.CustomUpdate[FileArgs, FileState])((*File)(nil))
 	_ = (infer.CustomRead[FileArgs, FileState])((*File)(nil))
 	_ = (infer.CustomDelete[FileState])((*File)(nil))
