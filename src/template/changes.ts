@@ -92,11 +92,21 @@ export interface OperationGroup {
 
 /** `changes` in the template context (null when the event carries no change information). */
 export interface ChangesContext {
-  /** `+1 to create, ~1 to update, -1 to delete, +-1 to replace` (`created`… after a run that applied); `no changes`; '' when unavailable. */
+  /**
+   * What is known of the run's changes, in one line (case R22: unknown is never "no changes"):
+   * `+1 to create, ~1 to update, -1 to delete, +-1 to replace` (`created`… after a run that
+   * applied) or `no changes` — only when `complete`; else `change set incomplete: <why>` (with
+   * `(read so far: …)` when some resource was read) or `change set unavailable: <why>`.
+   * Raw-safe (digits, glyphs and fixed words only) only when `complete`: otherwise it carries the
+   * reason, to be written escaped (`{{changes.summary}}`).
+   */
   summary: string;
-  /** `+1 ~1 -1 +-1`; `no changes`; '' when unavailable. */
+  /** `+1 ~1 -1 +-1` or `no changes` when `complete`; else the same text as `summary`. */
   short: string;
-  /** Resources per operation, every operation of {@link STEP_OPS} present (0 when none). */
+  /**
+   * Resources per operation, every operation of {@link STEP_OPS} present (0 when none): exact
+   * when `complete`, a lower bound (what was read) when not, all 0 when unavailable.
+   */
   counts: Record<StepOp, number>;
   /** Resources changed (every operation but `same`). */
   changed: number;
@@ -114,7 +124,7 @@ export interface ChangesContext {
   omitted: number;
   /** `Showing X of Y resources.` when some are not shown; else null. */
   note: string | null;
-  /** The run was read whole. */
+  /** The run was read whole: only then do `summary`, `short` and `counts` state the result. */
   complete: boolean;
   /** Why not complete, in words (and what the source said of it: the change set's `note`); null when complete. */
   incomplete: string | null;
@@ -212,8 +222,32 @@ function countsOf(set: ChangeSet | undefined): Record<StepOp, number> {
   return out;
 }
 
-/** The summary line and its compact form of a change set. */
-export function changeSummary(set: ChangeSet): { summary: string; short: string } {
+/** Prefix of the summary of a change set that is not complete (case R22). */
+export const INCOMPLETE_PREFIX = 'change set incomplete';
+/** Prefix of the summary of an event whose change set is unavailable (case R22). */
+export const UNAVAILABLE_PREFIX = 'change set unavailable';
+
+/**
+ * Why `set` is not complete, in words: the label of each reason, then what the source said (its
+ * `note`), joined by `; `; null when complete.
+ */
+export function incompleteText(set: ChangeSet): string | null {
+  if (set.complete) return null;
+  const parts = [...set.incomplete.map((r) => INCOMPLETE[r]), ...(set.note === undefined ? [] : [set.note])];
+  return parts.length === 0 ? 'the run was not read whole' : parts.join('; ');
+}
+
+/**
+ * `change set unavailable: <why>` of an event's `unavailable` sentence (`no change details: <why>`,
+ * src/enrich/changes.ts): the reason without its `no change details:` start.
+ */
+export function unavailableSummary(unavailable: string): string {
+  const why = unavailable.replace(/^no change details:\s*/, '').trim();
+  return `${UNAVAILABLE_PREFIX}: ${why === '' ? 'not read' : why}`;
+}
+
+/** The counts of `set` as the summary line and its compact form; null when every count is 0. */
+function countsText(set: ChangeSet): { summary: string; short: string } | null {
   const dryRun = set.run?.dryRun ?? true;
   const long: string[] = [];
   const short: string[] = [];
@@ -223,8 +257,26 @@ export function changeSummary(set: ChangeSet): { summary: string; short: string 
     long.push(`${glyphOf(op)}${String(n)} ${labelOf(op, dryRun)}`);
     short.push(`${glyphOf(op)}${String(n)}`);
   }
-  if (long.length === 0) return { summary: 'no changes', short: 'no changes' };
-  return { summary: long.join(', '), short: short.join(' ') };
+  return long.length === 0 ? null : { summary: long.join(', '), short: short.join(' ') };
+}
+
+/**
+ * The summary line and its compact form of a change set (case R22: unknown is never "no changes"):
+ * - complete: `+1 to create, ~1 to update` / `+1 ~1` (past tense after a run that applied), or
+ *   `no changes` for both when every count is 0 — the only case that says so;
+ * - not complete: both `change set incomplete: <why>` ({@link incompleteText}), with what was
+ *   read before it stopped — `change set incomplete (read so far: ~2 to update): <why>` — when
+ *   some resource was read (a lower bound, never presented as the result).
+ */
+export function changeSummary(set: ChangeSet): { summary: string; short: string } {
+  const counts = countsText(set);
+  const why = incompleteText(set);
+  if (why !== null) {
+    const text = `${INCOMPLETE_PREFIX}${counts === null ? '' : ` (read so far: ${counts.summary})`}: ${why}`;
+    return { summary: text, short: text };
+  }
+  if (counts === null) return { summary: 'no changes', short: 'no changes' };
+  return counts;
 }
 
 function resourceOf(r: ChangeSet['resources'][number]): ChangedResource {
@@ -258,8 +310,8 @@ export function changesContext(
   const set = changes.set;
   if (set === undefined) {
     return bareObj<ChangesContext>({
-      summary: '',
-      short: '',
+      summary: unavailableSummary(changes.unavailable),
+      short: unavailableSummary(changes.unavailable),
       counts: countsOf(undefined),
       changed: 0,
       operations: [],
@@ -338,11 +390,7 @@ export function changesContext(
     omitted: total - shown,
     note: shown < total ? resourcesNote(shown, total) : null,
     complete: set.complete,
-    incomplete: set.complete
-      ? null
-      : [...set.incomplete.map((r) => INCOMPLETE[r]), ...(set.note === undefined ? [] : [set.note])].join(
-          '; ',
-        ),
+    incomplete: incompleteText(set),
     source: set.source,
     dryRun,
     failed: set.failed,

@@ -106,14 +106,48 @@ describe('changes in the template context', () => {
     expect(c?.short).toBe('+1 ~1 -1 +-1');
   });
 
-  it('unavailable: the reason, no counts', () => {
+  it('R22: unavailable: the summary says so with the reason, no counts', () => {
     const c = templateContext(previewEvent({ unavailable: 'no change details: the pod is gone' }), {
       clusterName: 'c',
       providerType: 'github',
     }).changes;
     expect(c?.unavailable).toBe('no change details: the pod is gone');
-    expect(c?.summary).toBe('');
+    expect(c?.summary).toBe('change set unavailable: the pod is gone');
+    expect(c?.short).toBe('change set unavailable: the pod is gone');
+    expect(c?.complete).toBe(false);
     expect(c?.resources).toEqual([]);
+  });
+
+  it('R22: incomplete: the summary says so with the reason; what was read is a lower bound, never "no changes"', () => {
+    const cut: ChangeSet = { ...sampleChangeSet(0), complete: false, incomplete: ['no-summary'], counts: {} };
+    const c = templateContext(previewEvent({ set: cut }), {
+      clusterName: 'c',
+      providerType: 'github',
+    }).changes;
+    const why =
+      'the log has no summary of the run (cut, rotated, or the run stopped early): counts are a lower bound';
+    expect(c?.summary).toBe(`change set incomplete: ${why}`);
+    expect(c?.short).toBe(c?.summary);
+    expect(c?.incomplete).toBe(why);
+    const some: ChangeSet = {
+      ...sampleChangeSet(2),
+      complete: false,
+      incomplete: ['no-end'],
+      note: 'Pulumi Cloud: rate-limited',
+    };
+    const s = templateContext(previewEvent({ set: some }), {
+      clusterName: 'c',
+      providerType: 'github',
+    }).changes;
+    expect(s?.summary).toBe(
+      'change set incomplete (read so far: +1 to create, ~1 to update): the end of the run was not in the log; Pulumi Cloud: rate-limited',
+    );
+    // Only a complete set with nothing to change says "no changes".
+    const none: ChangeSet = { ...sampleChangeSet(0), counts: {} };
+    expect(
+      templateContext(previewEvent({ set: none }), { clusterName: 'c', providerType: 'github' }).changes
+        ?.summary,
+    ).toBe('no changes');
   });
 });
 
@@ -183,14 +217,17 @@ describe('built-in templates render the recordings', () => {
     expect(failed.comment?.body).toContain('**+1 create attempted**');
   });
 
-  it('unavailable details are said in the comment, not in the status', () => {
-    const why = 'no change details: the controller may not read pods/log in namespace team-a';
-    const out = renderAll(previewEvent({ unavailable: why }), 'github');
+  it('R22: unavailable details are said in the comment and in the status', () => {
+    const why = 'the controller may not read pods/log in namespace team-a';
+    const out = renderAll(previewEvent({ unavailable: `no change details: ${why}` }), 'github');
     const shown = (out.comment?.body ?? '')
       .replace(/&#(\d+);/g, (_, n: string) => String.fromCodePoint(Number(n)))
       .replaceAll('\u200b', '');
-    expect(shown).toContain(why);
-    expect(out.commitStatus?.description).toBe('Preview of stack acme/app/dev succeeded');
+    expect(shown).toContain(`**⚠️ change set unavailable: ${why}**`);
+    expect(out.commitStatus?.description).toBe(
+      `change set unavailable: ${why} · Preview of stack acme/app/dev succeeded`,
+    );
+    expect(out.message).toContain(`Changes: change set unavailable: ${why}`);
   });
 });
 
