@@ -5,9 +5,9 @@
  * pod's log is read through `pods/log` (src/kube/workspace-log.ts, `sinceTime` = the Update's
  * `startTime`), parsed (src/changes/parse.ts) and stripped of every value of every Secret the
  * Stack references (./secrets.ts). One read per Update, cached (bounded LRU): started at the
- * run's `started` event with `follow` (bounded in number, time and bytes) and ended by the
- * agent's end-of-run line, so a pod PKO deletes right after the run (`workspaceReclaimPolicy:
- * Delete`) still yields its change set; else read when the result comes. An event waits for it
+ * run's `started` event with `follow` (bounded in number, time and bytes) and stopped a short
+ * grace after the run's result (never by a log line: the program can print any), so a pod PKO
+ * deletes right after the run (`workspaceReclaimPolicy: Delete`) still yields its change set; else read when the result comes. An event waits for it
  * at most `waitMs` (default 3 s), so a status or comment is never held up longer.
  *
  * When the log gives no complete change set (PKO v1 has no workspace pod at all) and the run's
@@ -20,16 +20,24 @@
  * `changes.unavailable`, a sentence starting `no change details:` that says why (the permission
  * to grant, the pod gone, PKO v1, …).
  */
+import { createHash } from 'node:crypto';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { NotificationEvent, EventChanges } from '../api/event.ts';
 import type { Stack, Update } from '../api/pko.ts';
 import { ChangeSetParser } from '../changes/parse.ts';
+import type { RunStatus } from '../changes/types.ts';
 import type { SecretReader } from '../credential/provider.ts';
-import { readWorkspaceLog, workspaceRunOf, type WorkspaceLogOptions } from '../kube/workspace-log.ts';
+import {
+  readWorkspaceLog,
+  workspaceRunOf,
+  type MissingPermission,
+  type WorkspaceLogOptions,
+} from '../kube/workspace-log.ts';
 import type { Logger } from '../log.ts';
 import {
   accessTokenRefOf,
   cloudRunOf,
+  permalinkMismatch,
   readCloudChangeSet,
   type CloudResult,
   type CloudRunRef,
@@ -39,6 +47,7 @@ import {
   MAX_STACK_SECRETS,
   RedactionBudgetExceeded,
   redactChangeSet,
+  SecretMarks,
   secretRedactor,
   stackSecretRefs,
   type SecretRedactor,
@@ -71,7 +80,7 @@ export interface ChangeAttacherOptions {
   maxFollows?: number;
   /** Deadline of one follow, ms. Default 30 minutes. */
   followTimeoutMs?: number;
-  /** How long a follow may go on after its run finished, when its end line did not come, ms. Default 2,000. */
+  /** How long a follow goes on after its run's result arrived (the log's last lines may still be on their way), ms. Default 2,000. */
   followGraceMs?: number;
   /** Options of the log read (deadline, byte cap). Default: 20 s, 4 MiB. */
   log?: Omit<WorkspaceLogOptions, 'kubeConfig' | 'follow' | 'signal'>;
@@ -100,6 +109,22 @@ const unavailable = (why: string): EventChanges => ({ unavailable: `no change de
 /** One Update's read: its change set (or why none). */
 interface Read {
   changes: EventChanges;
+}
+
+/**
+ * One Update's read as cached: the read, and the values its log marks secret, filled line by
+ * line while it runs (so an event that cannot wait for the whole read still has those seen).
+ */
+interface ReadEntry {
+  p: Promise<Read>;
+  marks: SecretMarks;
+}
+
+/** A Pulumi Cloud read as cached (per Stack uid, credential and run); a failure kept 30 s. */
+interface CloudEntry {
+  at: number;
+  p: Promise<CloudResult>;
+  failed?: boolean;
 }
 
 /**
@@ -136,8 +161,25 @@ export function withoutOutput(message: string, why: string): string {
   return `${head}:\n(the CLI output is left out: ${why})`;
 }
 
-/** The agent's end-of-run line (logger `server`), which ends a follow. */
-const RUN_END = /^\S+\t[A-Z]+\tserver\t(?:preview|up|refresh|destroy) completed/;
+/**
+ * Whether `update`'s run had ended, and when, for the change-set parser (a log line never ends a
+ * run): ended when its `Complete` condition is True or it has an `endTime` (PKO 2.9 writes none
+ * for a failed run), as `updates()` gives it (the informer's copy, the caller's). When it has not
+ * (a follow that ended as the pod went, a moment before the informer saw the result), asked again
+ * every 100 ms, at most `tries` times.
+ */
+async function runStatusOf(updates: () => (Update | undefined)[], tries: number): Promise<RunStatus> {
+  for (let i = 0; ; i++) {
+    for (const u of updates()) {
+      const complete = u?.status?.conditions?.find((c) => c.type === 'Complete' && c.status === 'True');
+      const endTime = u?.status?.endTime ?? complete?.lastTransitionTime;
+      if (complete !== undefined || u?.status?.endTime !== undefined)
+        return endTime === undefined ? { runComplete: true } : { runComplete: true, endTime };
+    }
+    if (i >= tries) return { runComplete: false };
+    await new Promise((resolve) => setTimeout(resolve, 100).unref());
+  }
+}
 
 interface Follow {
   stop: AbortController;
@@ -146,18 +188,29 @@ interface Follow {
 /** Enriches routed events with their run's change set (see the module comment). */
 export class ChangeAttacher {
   readonly #o: ChangeAttacherOptions;
-  /** Update uid → its change set (a promise while being read); insertion order is recency. */
-  readonly #cache = new Map<string, Promise<Read>>();
+  /**
+   * Stack uid + Update uid → its change set (a promise while being read) and the values its log
+   * marks secret; insertion order is recency. Keyed by the Stack too: a set is redacted with
+   * that Stack's Secrets.
+   */
+  readonly #cache = new Map<string, ReadEntry>();
   /** Update uid → its follow while it runs. */
   readonly #follows = new Map<string, Follow>();
   /** Updates a follow was started for (bounded): each run is followed once at most. */
   readonly #followed = new Set<string>();
   /** Stack uid → its Secrets' redactor (bounded like the change sets). */
   readonly #secrets = new Map<string, StackSecrets>();
-  /** Namespace → until when (ms) and why its `pods/log` is not read (a 403 was answered). */
-  readonly #forbidden = new Map<string, { until: number; message: string }>();
-  /** Permalink → its Pulumi Cloud read (bounded like the change sets; a failure kept 30 s). */
-  readonly #cloud = new Map<string, { at: number; p: Promise<CloudResult>; failed?: boolean }>();
+  /**
+   * Namespace → until when (ms) its workspace logs are not read (a 403 was answered) and the
+   * permission that lacked: each Stack's text names that Stack (case N23), never the first one's.
+   */
+  readonly #forbidden = new Map<string, { until: number; permission?: MissingPermission }>();
+  /**
+   * Stack uid, a hash of its access token and the run → its Pulumi Cloud read (bounded like the
+   * change sets; a failure kept 30 s). Looked up only after the Stack's own token was read (case
+   * B15): a Stack without one, or with another token, never gets another's read or failure.
+   */
+  readonly #cloud = new Map<string, CloudEntry>();
   /** Aborts every Pulumi Cloud read at shutdown. */
   readonly #stopping = new AbortController();
 
@@ -192,8 +245,14 @@ export class ChangeAttacher {
     const waitMs = this.#o.waitMs ?? 3000;
     const deadline = (this.#o.now ?? Date.now)() + waitMs;
     // The message of a failed run holds the CLI's output: the Stack's Secret values go from it
-    // whatever becomes of the change set (read on their own, so even without a log).
-    const message = this.#redactMessage(stack, ev.message, waitMs);
+    // whatever becomes of the change set (read on their own, so even without a log), and so do
+    // the values the run marks secret — those its log marked (as far as it was read by then),
+    // those Pulumi Cloud's events marked, and those the message itself marks.
+    const secrets = withDeadline(
+      this.#stackSecrets(stack),
+      waitMs,
+      () => `the Stack's Secrets were not read within ${String(waitMs / 1000)} s`,
+    );
     const cloud = cloudRunOf(
       ev.metadata.permalink,
       (stack.spec as Record<string, unknown> | undefined)?.backend,
@@ -203,76 +262,127 @@ export class ChangeAttacher {
       const v1: EventChanges = { unavailable: PKO_V1_UNAVAILABLE };
       // After a restart every past run is routed again: old ones are not asked of Pulumi Cloud.
       const age = (this.#o.now ?? Date.now)() - Date.parse(ev.timestamp);
-      const changes = cloud === undefined || age > maxAge ? v1 : await this.#withCloud(stack, cloud, v1);
-      return { ...ev, message: await message, changes };
+      const got =
+        cloud === undefined || age > maxAge
+          ? { changes: v1, marked: [] }
+          : await this.#withCloud(stack, cloud, v1);
+      return {
+        ...ev,
+        message: await this.#redactMessage(ev.message, secrets, undefined, got.marked),
+        changes: got.changes,
+      };
     }
-    if (run.kind !== 'update') return { ...ev, message: await message };
+    if (run.kind !== 'update') return { ...ev, message: await this.#redactMessage(ev.message, secrets) };
     const ns = stack.metadata.namespace ?? '';
     const update = this.#o.update(ns, run.name);
     if (update === undefined)
-      return { ...ev, message: await message, changes: unavailable(`the Update ${ns}/${run.name} is gone`) };
+      return {
+        ...ev,
+        message: await this.#redactMessage(ev.message, secrets),
+        changes: unavailable(`the Update ${ns}/${run.name} is gone`),
+      };
     const now = (this.#o.now ?? Date.now)();
     // PKO 2.9 writes no endTime for a failed run: its Complete condition says when it ended.
     const complete = update.status?.conditions?.find((c) => c.type === 'Complete' && c.status === 'True');
     const ended = Date.parse(update.status?.endTime ?? complete?.lastTransitionTime ?? '');
-    const key = update.metadata.uid ?? `${ns}/${run.name}`;
+    const key = runKey(stack, update, run.name);
     const follow = this.#follows.get(key);
     if (follow !== undefined) {
-      // The run is over: its end line normally ends the follow; if it does not come, stop soon.
+      // The run is over: its last lines are in the log or on their way; stop after a grace.
       setTimeout(() => {
         follow.stop.abort();
       }, this.#o.followGraceMs ?? 2_000).unref();
       this.#follows.delete(key);
     }
-    let p = this.#cache.get(key);
-    if (p === undefined) {
+    let entry = this.#cache.get(key);
+    if (entry === undefined) {
       if (!Number.isNaN(ended) && now - ended > maxAge) {
         return {
           ...ev,
-          message: await message,
+          message: await this.#redactMessage(ev.message, secrets),
           changes: unavailable(
             `the run ended more than ${String(Math.round(maxAge / 60_000))} minutes before the controller looked; its workspace log is not read any more`,
           ),
         };
       }
-      p = this.#read(stack, update);
-      this.#cache.set(key, p);
-      while (this.#cache.size > (this.#o.cacheSize ?? 256)) {
-        const oldest = this.#cache.keys().next().value;
-        if (oldest === undefined) break;
-        this.#cache.delete(oldest);
-      }
+      const marks = new SecretMarks();
+      entry = { p: this.#read(stack, update, marks), marks };
+      this.#remember(key, entry);
     } else {
       this.#cache.delete(key);
-      this.#cache.set(key, p);
+      this.#cache.set(key, entry);
     }
-    const read = await withDeadline(p, Math.max(0, deadline - (this.#o.now ?? Date.now)()), () => ({
+    const read = await withDeadline(entry.p, Math.max(0, deadline - (this.#o.now ?? Date.now)()), () => ({
       changes: unavailable(
         `the workspace log was not read within ${String(waitMs / 1000)} s; the result was sent without it`,
       ),
     }));
-    const changes =
+    const got =
       cloud === undefined || read.changes.set?.complete === true
-        ? read.changes
+        ? { changes: read.changes, marked: [] }
         : await this.#withCloud(stack, cloud, read.changes);
-    return { ...ev, message: await message, changes };
+    return {
+      ...ev,
+      message: await this.#redactMessage(ev.message, secrets, entry.marks, got.marked),
+      changes: got.changes,
+    };
+  }
+
+  /** Caches `entry` under `key`, the oldest going past `cacheSize`. */
+  #remember(key: string, entry: ReadEntry): void {
+    this.#cache.set(key, entry);
+    while (this.#cache.size > (this.#o.cacheSize ?? 256)) {
+      const oldest = this.#cache.keys().next().value;
+      if (oldest === undefined) break;
+      this.#cache.delete(oldest);
+    }
   }
 
   /**
    * `fallback` (what the log gave, or why nothing) replaced by the run's change set from Pulumi
    * Cloud when that can be read within `cloud.waitMs`; else `fallback` with the reason added
-   * (in its note, or to its `unavailable` sentence).
+   * (in its note, or to its `unavailable` sentence). Also the values the read's events mark
+   * secret (for the message). In order: the permalink must name the Stack's own stack (else no
+   * read: a program can print the permalink), then the Stack's own token is read, and only then
+   * is the cache — keyed by the Stack's uid, a hash of that token and the run — looked at.
    */
-  async #withCloud(stack: Stack, ref: CloudRunRef, fallback: EventChanges): Promise<EventChanges> {
+  async #withCloud(
+    stack: Stack,
+    ref: CloudRunRef,
+    fallback: EventChanges,
+  ): Promise<{ changes: EventChanges; marked: string[] }> {
     const waitMs = this.#o.cloud?.waitMs ?? 5_000;
-    const key = `${ref.api}/${ref.org}/${ref.project}/${ref.stack}/${ref.run.kind === 'update' ? String(ref.run.version) : ref.run.id}`;
+    const started = (this.#o.now ?? Date.now)();
+    const without = (reason: string): { changes: EventChanges; marked: string[] } => {
+      const said = `Pulumi Cloud: ${reason}`;
+      if (fallback.set !== undefined)
+        return {
+          changes: {
+            set: {
+              ...fallback.set,
+              note: fallback.set.note === undefined ? said : `${fallback.set.note}; ${said}`,
+            },
+          },
+          marked: [],
+        };
+      return { changes: { unavailable: `${fallback.unavailable}; ${said}` }, marked: [] };
+    };
+    const late = `Pulumi Cloud was not read within ${String(waitMs / 1000)} s; the result was sent without it`;
+    const mismatch = permalinkMismatch(ref, stack.spec);
+    if (mismatch !== undefined) return without(mismatch);
+    const token = await withDeadline(this.#token(stack), waitMs, () => ({ reason: late }));
+    if ('reason' in token) return without(token.reason);
+    const uid = stack.metadata.uid ?? `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`;
+    const credential = createHash('sha256').update(token.token).digest('hex').slice(0, 32);
+    const run = ref.run.kind === 'update' ? String(ref.run.version) : ref.run.id;
+    const key = [uid, credential, ref.api, ref.org, ref.project, ref.stack, run].join('\u0000');
     const now = (this.#o.now ?? Date.now)();
     let hit = this.#cloud.get(key);
     if (hit !== undefined && hit.failed === true && now - hit.at > CLOUD_FAILURE_TTL_MS) hit = undefined;
     if (hit === undefined) {
-      const entry: { at: number; p: Promise<CloudResult>; failed?: boolean } = {
+      const entry: CloudEntry = {
         at: now,
-        p: this.#readCloud(stack, ref)
+        p: this.#readCloud(stack, ref, token.token)
           .catch((): CloudResult => ({ ok: false, reason: 'reading Pulumi Cloud failed' }))
           .then((r) => {
             if (!r.ok) {
@@ -294,56 +404,48 @@ export class ChangeAttacher {
         this.#cloud.delete(oldest);
       }
     }
-    const res = await withDeadline(hit.p, waitMs, (): CloudResult => ({
-      ok: false,
-      reason: `Pulumi Cloud was not read within ${String(waitMs / 1000)} s; the result was sent without it`,
-    }));
-    if (res.ok) return { set: res.set };
-    const said = `Pulumi Cloud: ${res.reason}`;
-    if (fallback.set !== undefined)
-      return {
-        set: {
-          ...fallback.set,
-          note: fallback.set.note === undefined ? said : `${fallback.set.note}; ${said}`,
-        },
-      };
-    return { unavailable: `${fallback.unavailable}; ${said}` };
+    const left = Math.max(0, waitMs - ((this.#o.now ?? Date.now)() - started));
+    const res = await withDeadline(hit.p, left, (): CloudResult => ({ ok: false, reason: late }));
+    if (res.ok) return { changes: { set: res.set }, marked: res.marked };
+    return without(res.reason);
   }
 
-  /** The Stack's access token, then the run from Pulumi Cloud, with the Stack's Secret values removed. */
-  async #readCloud(stack: Stack, ref: CloudRunRef): Promise<CloudResult> {
+  /** The Stack's own Pulumi access token (spec.envRefs, accessTokenSecret, envSecrets), or why none. */
+  async #token(stack: Stack): Promise<{ token: string } | { reason: string }> {
     const ns = stack.metadata.namespace ?? '';
     const tokenRef = accessTokenRefOf(stack.spec);
     if (tokenRef === undefined)
       return {
-        ok: false,
         reason:
           'the Stack names no Pulumi access token (spec.envRefs.PULUMI_ACCESS_TOKEN or spec.accessTokenSecret) to read the run with',
       };
-    let token: string | undefined;
-    const names = 'literal' in tokenRef ? [] : 'secret' in tokenRef ? [tokenRef.secret] : tokenRef.envSecrets;
-    if ('literal' in tokenRef) token = tokenRef.literal;
+    if ('literal' in tokenRef) {
+      const v = tokenRef.literal.trim();
+      return v === '' ? { reason: "the Stack's literal PULUMI_ACCESS_TOKEN is empty" } : { token: v };
+    }
+    const names = 'secret' in tokenRef ? [tokenRef.secret] : tokenRef.envSecrets;
     for (const name of names) {
       let data: Record<string, string> | undefined;
       try {
         data = await this.#o.readSecret(ns, name);
       } catch {
         return {
-          ok: false,
           reason: `the controller could not read the Secret ${ns}/${name} holding the Stack's Pulumi access token (it needs get on secrets in namespace ${ns})`,
         };
       }
       const v = data?.['secret' in tokenRef ? tokenRef.key : 'PULUMI_ACCESS_TOKEN'];
-      if (v !== undefined && v.trim() !== '') {
-        token = v.trim();
-        break;
-      }
+      if (v !== undefined && v.trim() !== '') return { token: v.trim() };
     }
-    if (token === undefined)
-      return {
-        ok: false,
-        reason: `the Secret ${ns}/${names.join(', ')} holds no Pulumi access token under the key the Stack names`,
-      };
+    return {
+      reason: `the Secret ${ns}/${names.join(', ')} holds no Pulumi access token under the key the Stack names`,
+    };
+  }
+
+  /**
+   * The run from Pulumi Cloud read with `token`, with the Stack's Secret values (`[redacted]`)
+   * and the values its events mark secret (`[secret]`) removed.
+   */
+  async #readCloud(stack: Stack, ref: CloudRunRef, token: string): Promise<CloudResult> {
     const { waitMs: _wait, ...cloudOpts } = this.#o.cloud ?? {};
     const res = await readCloudChangeSet(ref, token, {
       ...cloudOpts,
@@ -351,10 +453,12 @@ export class ChangeAttacher {
       ...(this.#o.now ? { now: this.#o.now } : {}),
     });
     if (!res.ok) return res;
-    const red = await this.#stackSecrets(stack);
+    const base = await this.#stackSecrets(stack);
+    if (typeof base === 'string') return { ok: false, reason: base };
+    const red = base.withMarked(res.marked);
     if (typeof red === 'string') return { ok: false, reason: red };
     try {
-      return { ok: true, set: redactChangeSet(res.set, red) };
+      return { ok: true, set: redactChangeSet(res.set, red), marked: res.marked };
     } catch (err) {
       if (err instanceof RedactionBudgetExceeded) return { ok: false, reason: err.message };
       throw err;
@@ -362,15 +466,25 @@ export class ChangeAttacher {
   }
 
   /**
-   * `message` without the Stack's Secret values; without its CLI output (saying why) when they
-   * cannot be had within `waitMs` or removed within the work budget.
+   * `message` without the Stack's Secret values (`[redacted]`) and the values the run marks
+   * secret (`[secret]`: those `marks` holds — what its log marked, as far as it was read — those
+   * `marked` (Pulumi Cloud's events), and those the message itself marks); without its CLI
+   * output (saying why) when the Secrets cannot be had in time, the marks are over their bounds,
+   * or the redaction is over its work budget.
    */
-  async #redactMessage(stack: Stack, message: string, waitMs: number): Promise<string> {
-    const red = await withDeadline(
-      this.#stackSecrets(stack),
-      waitMs,
-      () => `the Stack's Secrets were not read within ${String(waitMs / 1000)} s`,
-    );
+  async #redactMessage(
+    message: string,
+    secrets: Promise<SecretRedactor | string>,
+    marks?: SecretMarks,
+    marked: readonly string[] = [],
+  ): Promise<string> {
+    const base = await secrets;
+    if (typeof base === 'string') return withoutOutput(message, base);
+    const own = new SecretMarks();
+    for (const line of message.split('\n')) own.take(line);
+    const over = marks?.overflow ?? own.overflow;
+    if (over !== undefined) return withoutOutput(message, over);
+    const red = base.withMarked([...(marks?.values ?? []), ...own.values, ...marked]);
     if (typeof red === 'string') return withoutOutput(message, red);
     try {
       return red.redact(message, { work: 0 });
@@ -436,7 +550,7 @@ export class ChangeAttacher {
     const update = this.#o.update(stack.metadata.namespace ?? '', name);
     const complete = update?.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True');
     if (update === undefined || complete === true || update.status?.endTime !== undefined) return;
-    const key = update.metadata.uid ?? `${stack.metadata.namespace ?? ''}/${name}`;
+    const key = runKey(stack, update, name);
     if (this.#cache.has(key) || this.#followed.has(key)) return;
     this.#followed.add(key);
     if (this.#followed.size > 4 * (this.#o.cacheSize ?? 256)) {
@@ -445,18 +559,17 @@ export class ChangeAttacher {
     }
     const follow: Follow = { stop: new AbortController() };
     this.#follows.set(key, follow);
-    const p: Promise<Read> = this.#read(stack, update, follow.stop).then((r) => {
-      if (this.#follows.get(key) === follow) this.#follows.delete(key);
-      // Nothing found (e.g. it started before the pod): the run's result reads once more.
-      if (r.changes.set === undefined && this.#cache.get(key) === p) this.#cache.delete(key);
-      return r;
-    });
-    this.#cache.set(key, p);
-    while (this.#cache.size > (this.#o.cacheSize ?? 256)) {
-      const oldest = this.#cache.keys().next().value;
-      if (oldest === undefined) break;
-      this.#cache.delete(oldest);
-    }
+    const marks = new SecretMarks();
+    const entry: ReadEntry = {
+      marks,
+      p: this.#read(stack, update, marks, follow.stop).then((r) => {
+        if (this.#follows.get(key) === follow) this.#follows.delete(key);
+        // Nothing found (e.g. it started before the pod): the run's result reads once more.
+        if (r.changes.set === undefined && this.#cache.get(key) === entry) this.#cache.delete(key);
+        return r;
+      }),
+    };
+    this.#remember(key, entry);
   }
 
   /**
@@ -465,18 +578,24 @@ export class ChangeAttacher {
    * way). Never throws.
    */
   async changesOf(stack: Stack, update: Update): Promise<EventChanges> {
-    return this.#changes(stack, update);
+    return this.#changes(stack, update, new SecretMarks());
   }
 
-  async #read(stack: Stack, update: Update, follow?: AbortController): Promise<Read> {
-    return { changes: await this.#changes(stack, update, follow) };
+  async #read(stack: Stack, update: Update, marks: SecretMarks, follow?: AbortController): Promise<Read> {
+    return { changes: await this.#changes(stack, update, marks, follow) };
   }
 
   /**
    * The change set of `update`: the log first (a namespace whose `pods/log` answered 403 is not
-   * asked again for {@link FORBIDDEN_TTL_MS}, and warned about once), then the Stack's Secrets.
+   * asked again for {@link FORBIDDEN_TTL_MS}, and warned about once), then the Stack's Secrets;
+   * every line goes through `marks` (the values the run marks secret), which are removed too.
    */
-  async #changes(stack: Stack, update: Update, follow?: AbortController): Promise<EventChanges> {
+  async #changes(
+    stack: Stack,
+    update: Update,
+    marks: SecretMarks,
+    follow?: AbortController,
+  ): Promise<EventChanges> {
     const log = this.#o.logger;
     const where = `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`;
     try {
@@ -491,13 +610,14 @@ export class ChangeAttacher {
       if (typeof run === 'string') return unavailable(run);
       const now = (this.#o.now ?? Date.now)();
       const forbidden = this.#forbidden.get(run.namespace);
-      if (forbidden !== undefined && forbidden.until > now) return unavailable(forbidden.message);
+      if (forbidden !== undefined && forbidden.until > now)
+        return unavailable(forbiddenMessage(run.namespace, run.stackName, forbidden.permission));
       const parser = new ChangeSetParser();
       const res = await (this.#o.readLog ?? readWorkspaceLog)(
         run,
         (line) => {
           parser.push(`${line}\n`);
-          if (follow !== undefined && RUN_END.test(line)) follow.abort();
+          marks.take(line);
         },
         follow === undefined
           ? { kubeConfig: this.#o.kubeConfig, timeoutMs: 20_000, ...this.#o.log }
@@ -517,7 +637,10 @@ export class ChangeAttacher {
           if (known === undefined || known.until <= at)
             this.#o.warn?.(stack, CHANGES_UNAVAILABLE_REASON, `no change details: ${res.message}`);
           this.#forbidden.delete(run.namespace);
-          this.#forbidden.set(run.namespace, { until: at + FORBIDDEN_TTL_MS, message: res.message });
+          this.#forbidden.set(run.namespace, {
+            until: at + FORBIDDEN_TTL_MS,
+            ...(res.permission === undefined ? {} : { permission: res.permission }),
+          });
           if (this.#forbidden.size > 1024) {
             const oldest = this.#forbidden.keys().next().value;
             if (oldest !== undefined) this.#forbidden.delete(oldest);
@@ -525,14 +648,26 @@ export class ChangeAttacher {
         }
         return unavailable(res.message);
       }
-      const set = parser.end();
+      // The end is the Update's (a followed run's, once its result came: at most 30 s more).
+      const set = parser.end(
+        await runStatusOf(
+          () => [
+            this.#o.update(update.metadata.namespace ?? run.namespace, update.metadata.name ?? ''),
+            update,
+          ],
+          follow === undefined ? 0 : 300,
+        ),
+      );
       if (set.run === undefined) {
         return unavailable(
           `the workspace pod's log holds no Pulumi run since ${run.startTime} (rotated, or the pod was replaced)`,
         );
       }
       // Secret values next: without them, nothing may be shown.
-      const red = await this.#stackSecrets(stack);
+      const base = await this.#stackSecrets(stack);
+      if (typeof base === 'string') return unavailable(base);
+      if (marks.overflow !== undefined) return unavailable(marks.overflow);
+      const red = base.withMarked([...marks.values]);
       if (typeof red === 'string') return unavailable(red);
       return { set: redactChangeSet(set, red) };
     } catch (err) {
@@ -544,6 +679,25 @@ export class ChangeAttacher {
       return unavailable('reading the workspace log failed');
     }
   }
+}
+
+/** The cache key of a run of `stack`: its uid and the Update's (its name when it has no uid). */
+function runKey(stack: Stack, update: Update, name: string): string {
+  const s = stack.metadata.uid ?? `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`;
+  return `${s}\u0000${update.metadata.uid ?? `${update.metadata.namespace ?? ''}/${name}`}`;
+}
+
+/**
+ * The `no change details` text of a Stack whose namespace answered 403 less than
+ * {@link FORBIDDEN_TTL_MS} ago: names this Stack and the permission that lacked (as
+ * src/kube/workspace-log.ts says it), never the Stack that met the refusal (case N23).
+ */
+export function forbiddenMessage(namespace: string, stackName: string, perm?: MissingPermission): string {
+  const what =
+    perm === undefined
+      ? `the controller was refused (403) reading workspace logs in namespace ${namespace}`
+      : `the controller may not get ${perm.apiGroup === '' ? perm.resource : `${perm.resource}.${perm.apiGroup}`} in namespace ${perm.namespace}`;
+  return `cannot read the workspace log of Stack ${namespace}/${stackName}: ${what}; grant the ClusterRole pko-notification-controller-workspace-logs there with a RoleBinding (config/components/workspace-logs, docs/install.md)`;
 }
 
 /** `p`, or `late()` when it has not settled within `ms`. */

@@ -76,7 +76,11 @@ export function cloudRunOf(permalink: string | undefined, backend: unknown): Clo
   if (typeof backend === 'string' && /^https?:\/\//i.test(backend)) {
     try {
       const b = new URL(backend);
-      api = `${b.origin}${b.pathname.replace(/\/+$/, '')}`;
+      // The CLI logs in to `https://app.pulumi.com` at the API's host (PKO's CRD names it the default).
+      api =
+        b.hostname.toLowerCase() === CONSOLE_HOST
+          ? 'https://api.pulumi.com'
+          : `${b.origin}${b.pathname.replace(/\/+$/, '')}`;
     } catch {
       return undefined;
     }
@@ -98,6 +102,53 @@ export function cloudRunOf(permalink: string | undefined, backend: unknown): Clo
     return { api, org, project, stack, run: { kind: 'update', version: Number(id) } };
   if (what === 'previews' && UUID.test(id)) return { api, org, project, stack, run: { kind: 'preview', id } };
   return undefined;
+}
+
+/**
+ * Why the run `ref` (from the Update's permalink) is not the Stack's own, or undefined when it
+ * is. PKO's agent takes the permalink from the first `Permalink:`/`View Live:` line of the CLI's
+ * stdout, which the program can write into (../shared/facts/pko.md): a permalink is trusted only
+ * when it names the Stack's own stack. Checked against the spec (PKO's Stack, `pulumi.com/v1`):
+ * - `spec.backend` (or a `Literal` `spec.envRefs.PULUMI_BACKEND_URL`): when set and not an
+ *   http(s) URL (`s3://`, `file://`, `azblob://`, `gs://`), the stack is not in Pulumi Cloud;
+ *   an http(s) backend is where `ref` is read (see {@link cloudRunOf}), so its host matches.
+ * - `spec.stack`: `org/project/stack`, `org/stack` or `stack` — each part it names must equal
+ *   the permalink's (the organization case-insensitively, as Pulumi Cloud treats it); a part it
+ *   leaves out (the project of `org/stack`, the default organization of `stack`) is not checked.
+ */
+export function permalinkMismatch(ref: CloudRunRef, spec: unknown): string | undefined {
+  const named = `${ref.org}/${ref.project}/${ref.stack}`;
+  const s = isRecord(spec) ? spec : {};
+  const envRefs = isRecord(s.envRefs) ? s.envRefs : {};
+  const backendRef = isRecord(envRefs.PULUMI_BACKEND_URL) ? envRefs.PULUMI_BACKEND_URL : undefined;
+  const backend =
+    typeof s.backend === 'string' && s.backend !== ''
+      ? s.backend
+      : backendRef?.type === 'Literal' &&
+          isRecord(backendRef.literal) &&
+          typeof backendRef.literal.value === 'string'
+        ? backendRef.literal.value
+        : undefined;
+  if (backend !== undefined && !/^https?:\/\//i.test(backend)) {
+    const scheme = /^([A-Za-z][A-Za-z0-9+.-]{0,20}):/.exec(backend)?.[1] ?? 'not a URL';
+    return `the run's permalink names another stack (Pulumi Cloud ${named}; the Stack's backend is ${scheme}://, not Pulumi Cloud); Pulumi Cloud was not read`;
+  }
+  const name = typeof s.stack === 'string' ? s.stack.trim() : '';
+  const parts = name.split('/');
+  if (name === '' || parts.length > 3 || parts.some((x) => x === ''))
+    return `the Stack's spec.stack names no stack to check the run's permalink (${named}) against; Pulumi Cloud was not read`;
+  const [org, project, stack] =
+    parts.length === 3
+      ? parts
+      : parts.length === 2
+        ? [parts[0], undefined, parts[1]]
+        : [undefined, undefined, parts[0]];
+  const same =
+    stack === ref.stack &&
+    (project === undefined || project === ref.project) &&
+    (org === undefined || org.toLowerCase() === ref.org.toLowerCase());
+  if (same) return undefined;
+  return `the run's permalink names another stack (${named}; the Stack's spec.stack is ${name.slice(0, 200)}); Pulumi Cloud was not read`;
 }
 
 /** Where a Stack keeps its Pulumi access token (what PKO gives the CLI as `PULUMI_ACCESS_TOKEN`). */
@@ -165,7 +216,11 @@ export interface PulumiCloudOptions {
   signal?: AbortSignal;
 }
 
-export type CloudResult = { ok: true; set: ChangeSet } | { ok: false; reason: string };
+/**
+ * A read's change set and the values the engine events mark secret with Pulumi's signature and
+ * carry in plain text (`plaintext`/`value`; the caller redacts them as `[secret]`), or why none.
+ */
+export type CloudResult = { ok: true; set: ChangeSet; marked: string[] } | { ok: false; reason: string };
 
 const LIST_PAGE_SIZE = 20;
 
@@ -479,6 +534,8 @@ interface EventsRead {
   failed: boolean;
   firstTimestamp?: number;
   events: number;
+  /** Plain texts of values the events mark secret (bounded). */
+  marked: Set<string>;
 }
 
 function newEventsRead(): EventsRead {
@@ -491,6 +548,7 @@ function newEventsRead(): EventsRead {
     omittedErrors: 0,
     failed: false,
     events: 0,
+    marked: new Set(),
   };
 }
 
@@ -530,6 +588,7 @@ function takeEvents(r: EventsRead, events: unknown[], limits: ParseLimits, seen:
         : undefined;
     if (step === undefined || !isRecord(step.metadata)) continue;
     const m = step.metadata;
+    markedIn(m, r.marked);
     const op =
       typeof m.op === 'string' && (STEP_OPS as readonly string[]).includes(m.op)
         ? (m.op as StepOp)
@@ -697,7 +756,44 @@ export async function readCloudChangeSet(
     },
     ...(note === undefined ? {} : { note }),
   };
-  return { ok: true, set };
+  return { ok: true, set, marked: [...r.marked] };
+}
+
+/** Marked plain texts one read keeps at most. */
+const MAX_MARKED = 1_000;
+
+/**
+ * Adds to `out` the plain text of every value in `v` carrying Pulumi's secret signature with a
+ * `plaintext` (JSON text; its string too) or `value` string. Bounded: 12 levels, 5,000 nodes.
+ */
+function markedIn(v: unknown, out: Set<string>): void {
+  let nodes = 0;
+  const add = (s: string): void => {
+    if (s.length >= 4 && s !== '[secret]' && out.size < MAX_MARKED) out.add(s);
+  };
+  const walk = (x: unknown, depth: number): void => {
+    if (++nodes > 5_000 || depth > 12 || x === null || typeof x !== 'object') return;
+    if (Array.isArray(x)) {
+      for (const y of x) walk(y, depth + 1);
+      return;
+    }
+    const o = x as Record<string, unknown>;
+    if (o[SIG_KEY] === SECRET_SIG) {
+      if (typeof o.value === 'string') add(o.value);
+      if (typeof o.plaintext === 'string') {
+        add(o.plaintext);
+        try {
+          const p: unknown = JSON.parse(o.plaintext);
+          if (typeof p === 'string') add(p);
+        } catch {
+          // not JSON: the text itself
+        }
+      }
+      return;
+    }
+    for (const y of Object.values(o)) walk(y, depth + 1);
+  };
+  walk(v, 0);
 }
 
 /**

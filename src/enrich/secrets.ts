@@ -112,11 +112,17 @@ export interface SecretRedactor {
   /** How many values (after splitting multi-line ones) it removes. */
   readonly size: number;
   /**
-   * `text` with every form of every value replaced by `[redacted]`; when `cut` (a line the parser
-   * cut, without its `…`), a tail that is the start of a form (4 characters or more) too.
-   * Throws {@link RedactionBudgetExceeded} when `work` passes the budget.
+   * `text` with every form of every value replaced by `[redacted]` (a value only the run marks
+   * secret: `[secret]`); when `cut` (a line the parser cut, without its `…`), a tail that is the
+   * start of a form (4 characters or more) too. Throws {@link RedactionBudgetExceeded} when
+   * `work` passes the budget.
    */
   redact(text: string, work: RedactionWork, cut?: boolean): string;
+  /**
+   * This redactor plus the values a run marks secret (`marked`, replaced by `[secret]`), or why
+   * not (over {@link MAX_REDACTED_VALUES} or {@link MAX_REDACTED_CHARS} together).
+   */
+  withMarked(marked: readonly string[]): SecretRedactor | string;
 }
 
 /** Length of the index key: the first characters of each form (forms shorter are not redacted). */
@@ -126,70 +132,182 @@ const HEAD = 16;
 /** A long form is compared whole only when its first this many characters match. */
 const PROBE = 64;
 
+/** What {@link secretRedactor} puts in place of a value the run itself marks secret. */
+export const MARKED = '[secret]';
+
+/** One text a value is searched for in. */
+interface Form {
+  text: string;
+  /** A value the run marks secret (shown {@link MARKED}), not a referenced Secret's ({@link REDACTED}). */
+  marked: boolean;
+  /** A base64 form: a match takes the whole run of base64 characters around it. */
+  b64: boolean;
+}
+
+/** A stretch of text to replace, [s, e). */
+interface Span {
+  s: number;
+  e: number;
+  marked: boolean;
+}
+
+/** `%xx` escapes with lowercase hex digits. */
+function lowerHex(s: string): string {
+  return s.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase());
+}
+
+/** `v` as a URL's userinfo holds it (WHATWG URL, the userinfo percent-encode set). */
+function userinfoForm(v: string): string {
+  try {
+    const u = new URL('http://h/');
+    u.password = v;
+    return u.password;
+  } catch {
+    return v;
+  }
+}
+
 /**
- * A redactor for `values`: each value and, for a multi-line value (a PEM key), each of its lines
- * (the CLI prints a property per line), each raw, URL-encoded, base64 and JSON-escaped (with and
- * without `\/`). Values shorter than 4 characters are not redacted (src/credential/redact.ts: they
- * would shred ordinary words). A string (why) instead when there are more than
- * {@link MAX_REDACTED_VALUES} values or {@link MAX_REDACTED_CHARS} characters.
+ * The texts `v` is searched for in: verbatim; JSON-escaped (with and without `\/`);
+ * `encodeURIComponent` and form-encoding (`application/x-www-form-urlencoded`, WHATWG
+ * `URLSearchParams`: space as `+`; and `encodeURIComponent` with `+` for space), each with
+ * upper- and lowercase hex; as a URL's userinfo; base64 (standard and URL-safe, padded and not).
+ */
+function formsOf(v: string): { text: string; b64: boolean }[] {
+  const json = JSON.stringify(v).slice(1, -1);
+  const uri = encodeURIComponent(v);
+  const form = new URLSearchParams([['', v]]).toString().slice(1);
+  const uriPlus = uri.replaceAll('%20', '+');
+  const userinfo = userinfoForm(v);
+  const b64 = Buffer.from(v, 'utf8').toString('base64');
+  const url = Buffer.from(v, 'utf8').toString('base64url');
+  const plain = new Set([
+    v,
+    json,
+    json.replaceAll('/', '\\/'),
+    uri,
+    lowerHex(uri),
+    form,
+    lowerHex(form),
+    uriPlus,
+    lowerHex(uriPlus),
+    userinfo,
+    lowerHex(userinfo),
+  ]);
+  const enc = new Set([b64, b64.replace(/=+$/, ''), url, `${url}${'='.repeat((4 - (url.length % 4)) % 4)}`]);
+  for (const f of plain) enc.delete(f);
+  return [
+    ...[...plain].map((text) => ({ text, b64: false })),
+    ...[...enc].map((text) => ({ text, b64: true })),
+  ];
+}
+
+/** Whether `c` (a UTF-16 code unit) is a base64 character (standard or URL-safe alphabet). */
+function isB64(c: number): boolean {
+  return (
+    (c >= 0x41 && c <= 0x5a) || // A-Z
+    (c >= 0x61 && c <= 0x7a) || // a-z
+    (c >= 0x30 && c <= 0x39) || // 0-9
+    c === 0x2b || // +
+    c === 0x2f || // /
+    c === 0x2d || // -
+    c === 0x5f // _
+  );
+}
+
+/** Base64 runs shorter than this are not decoded (4 bytes of a value need 6 characters or more). */
+const MIN_B64_RUN = 8;
+/** Base64 runs longer than this are not decoded (counted work; a real credential is shorter). */
+const MAX_B64_RUN = 64 * 1024;
+
+/** The values a redactor takes, with what they are replaced by. */
+interface Value {
+  v: string;
+  marked: boolean;
+}
+
+/**
+ * A redactor for `values` (the Stack's Secret values, replaced by `[redacted]`) and `marked`
+ * (values the run itself marks secret, replaced by `[secret]`): each value and, for a multi-line
+ * value (a PEM key), each of its lines (the CLI prints a property per line), in every form of
+ * {@link formsOf}; and any run of base64 characters (8 or more, mixed case) whose decoding, from
+ * any of its first 4 characters on, holds a value — so `Authorization: Basic base64(user:VALUE)`
+ * for any user, and base64 of any text holding a value, go whole. Values shorter than 4
+ * characters are not redacted (src/credential/redact.ts: they would shred ordinary words). A
+ * string (why) instead when there are more than {@link MAX_REDACTED_VALUES} values or
+ * {@link MAX_REDACTED_CHARS} characters.
  *
  * Matching looks, at each position of a text, only at the forms starting with the 4 characters
  * found there (a map from those 4 characters to forms), so a text costs its length plus the
- * characters compared with candidate forms, and never more than the budget.
+ * characters compared with candidate forms, plus about 4 times the length of its base64 runs,
+ * and never more than the budget.
  */
-export function secretRedactor(values: readonly string[]): SecretRedactor | string {
-  const vs = new Set<string>();
-  for (const v of values) {
-    if (v.length >= KEY) vs.add(v);
-    if (v.includes('\n'))
-      for (const line of v.split(/\r?\n/)) if (line.trim().length >= 8) vs.add(line.trim());
+export function secretRedactor(
+  values: readonly string[],
+  marked: readonly string[] = [],
+): SecretRedactor | string {
+  const all: Value[] = [];
+  const seen = new Set<string>();
+  const push = (v: string, m: boolean): void => {
+    if (seen.has(v)) return;
+    seen.add(v);
+    all.push({ v, marked: m });
+  };
+  // A referenced Secret's value is said `[redacted]` even when the run marks it secret too.
+  for (const [list, m] of [
+    [values, false],
+    [marked, true],
+  ] as const) {
+    for (const v of list) {
+      if (v.length >= KEY) push(v, m);
+      if (v.includes('\n'))
+        for (const line of v.split(/\r?\n/)) if (line.trim().length >= 8) push(line.trim(), m);
+    }
   }
+  return build(all);
+}
+
+function build(vs: readonly Value[]): SecretRedactor | string {
   let chars = 0;
-  for (const v of vs) chars += v.length;
-  if (vs.size > MAX_REDACTED_VALUES || chars > MAX_REDACTED_CHARS) {
-    return `the Stack's Secrets hold ${String(vs.size)} values of ${String(chars)} characters in all, more than the ${String(MAX_REDACTED_VALUES)} values or ${String(MAX_REDACTED_CHARS)} characters the controller removes from output`;
+  for (const x of vs) chars += x.v.length;
+  if (vs.length > MAX_REDACTED_VALUES || chars > MAX_REDACTED_CHARS) {
+    return `the Stack's Secrets${vs.some((x) => x.marked) ? ' and the values the run marks secret' : ''} hold ${String(vs.length)} values of ${String(chars)} characters in all, more than the ${String(MAX_REDACTED_VALUES)} values or ${String(MAX_REDACTED_CHARS)} characters the controller removes from output`;
   }
   // Forms shorter than HEAD by their first KEY characters; longer ones by their first HEAD (a
   // position is compared only with forms whose head it holds) and, for the cut tail of a line
   // shorter than HEAD, by their first KEY.
-  const short = new Map<string, string[]>();
-  const long = new Map<string, string[]>();
-  const longByKey = new Map<string, string[]>();
-  const add = (m: Map<string, string[]>, k: string, f: string): void => {
+  const short = new Map<string, Form[]>();
+  const long = new Map<string, Form[]>();
+  const longByKey = new Map<string, Form[]>();
+  const add = (m: Map<string, Form[]>, k: string, f: Form): void => {
     const list = m.get(k);
     if (list === undefined) m.set(k, [f]);
     else list.push(f);
   };
-  for (const v of vs) {
-    const json = JSON.stringify(v).slice(1, -1);
-    for (const f of new Set([
-      v,
-      encodeURIComponent(v),
-      Buffer.from(v, 'utf8').toString('base64'),
-      json,
-      json.replaceAll('/', '\\/'),
-    ])) {
-      if (f.length < KEY) continue;
-      if (f.length < HEAD) add(short, f.slice(0, KEY), f);
+  const taken = new Set<string>();
+  for (const x of vs) {
+    for (const { text, b64 } of formsOf(x.v)) {
+      if (text.length < KEY || taken.has(text)) continue;
+      taken.add(text);
+      const f: Form = { text, marked: x.marked, b64 };
+      if (text.length < HEAD) add(short, text.slice(0, KEY), f);
       else {
-        add(long, f.slice(0, HEAD), f);
-        add(longByKey, f.slice(0, KEY), f);
+        add(long, text.slice(0, HEAD), f);
+        add(longByKey, text.slice(0, KEY), f);
       }
     }
   }
-  const size = vs.size;
-  const none: readonly string[] = [];
-  const redact = (text: string, work: RedactionWork, cut = false): string => {
-    if (short.size === 0 && long.size === 0) return text;
+  const none: readonly Form[] = [];
+  const charge = (work: RedactionWork, n: number): void => {
+    work.work += n;
+    if (work.work > REDACTION_WORK_BUDGET) throw new RedactionBudgetExceeded();
+  };
+
+  /** The stretches of `text` holding a form (in order, possibly overlapping). */
+  const find = (text: string, work: RedactionWork, cut: boolean, out: Span[]): void => {
     const len = text.length;
-    let out = '';
-    let last = 0;
-    // The current run of secret characters, [s, e); s < 0: none.
-    let s = -1;
-    let e = -1;
     for (let p = 0; p + KEY <= len; p++) {
-      work.work += 2;
-      if (work.work > REDACTION_WORK_BUDGET) throw new RedactionBudgetExceeded();
+      charge(work, 2);
       const rest = len - p;
       const key = text.slice(p, p + KEY);
       const cands = [
@@ -200,36 +318,111 @@ export function secretRedactor(values: readonly string[]): SecretRedactor | stri
             ? (longByKey.get(key) ?? none)
             : none),
       ];
-      let end = -1;
       for (const f of cands) {
         // A comparison costs at most the shorter of the form and the rest of the text; a form
         // is compared whole only after its first PROBE characters matched.
-        const probe = f.length > PROBE ? f.slice(0, PROBE) : f;
-        work.work += 1 + Math.min(probe.length, rest);
-        if (work.work > REDACTION_WORK_BUDGET) throw new RedactionBudgetExceeded();
-        if (probe !== f && rest >= PROBE && !text.startsWith(probe, p)) continue;
-        work.work += Math.min(f.length, rest);
-        if (work.work > REDACTION_WORK_BUDGET) throw new RedactionBudgetExceeded();
-        if (text.startsWith(f, p)) end = Math.max(end, p + f.length);
-        else if (cut && rest < f.length && f.startsWith(text.slice(p))) end = len;
-        if (end === len) break;
-      }
-      if (end < 0) continue;
-      if (s >= 0 && p <= e) e = Math.max(e, end);
-      else {
-        if (s >= 0) {
-          out += `${text.slice(last, s)}${REDACTED}`;
-          last = e;
+        const t = f.text;
+        const probe = t.length > PROBE ? t.slice(0, PROBE) : t;
+        charge(work, 1 + Math.min(probe.length, rest));
+        if (probe !== t && rest >= PROBE && !text.startsWith(probe, p)) continue;
+        charge(work, Math.min(t.length, rest));
+        let end = -1;
+        if (text.startsWith(t, p)) end = p + t.length;
+        else if (cut && rest < t.length && t.startsWith(text.slice(p))) end = len;
+        if (end < 0) continue;
+        let s = p;
+        if (f.b64) {
+          // The whole base64 token: what surrounds the value's form encodes its neighbours.
+          while (s > 0 && isB64(text.charCodeAt(s - 1))) s--;
+          while (end < len && isB64(text.charCodeAt(end))) end++;
+          while (end < len && text.charCodeAt(end) === 0x3d) end++;
+          charge(work, p - s + (end - p));
         }
-        s = p;
-        e = end;
+        out.push({ s, e: end, marked: f.marked });
       }
-      if (e === len) break;
     }
-    if (s < 0) return text;
-    return `${out}${text.slice(last, s)}${REDACTED}${text.slice(e)}`;
   };
-  return { size, redact };
+
+  /** Runs of base64 characters whose decoding holds a value (Basic credentials, encoded blobs). */
+  const findEncoded = (text: string, work: RedactionWork, out: Span[]): void => {
+    const len = text.length;
+    let p = 0;
+    while (p < len) {
+      if (!isB64(text.charCodeAt(p))) {
+        p++;
+        continue;
+      }
+      let e = p;
+      let upper = false;
+      let lower = false;
+      while (e < len && isB64(text.charCodeAt(e))) {
+        const c = text.charCodeAt(e);
+        if (c >= 0x41 && c <= 0x5a) upper = true;
+        else if (c >= 0x61 && c <= 0x7a) lower = true;
+        e++;
+      }
+      let end = e;
+      while (end < len && end - e < 2 && text.charCodeAt(end) === 0x3d) end++;
+      charge(work, end - p);
+      const n = e - p;
+      if (n >= MIN_B64_RUN && n <= MAX_B64_RUN && upper && lower) {
+        const run = text.slice(p, e);
+        const spans: Span[] = [];
+        for (let j = 0; j < 4 && spans.length === 0; j++) {
+          const decoded = Buffer.from(run.slice(j), 'base64').toString('utf8');
+          charge(work, run.length);
+          find(decoded, work, false, spans);
+        }
+        if (spans.length > 0) out.push({ s: p, e: end, marked: spans.every((x) => x.marked) });
+      }
+      p = end;
+    }
+  };
+
+  const redact = (text: string, work: RedactionWork, cut = false): string => {
+    if (short.size === 0 && long.size === 0) return text;
+    const spans: Span[] = [];
+    find(text, work, cut, spans);
+    findEncoded(text, work, spans);
+    if (spans.length === 0) return text;
+    spans.sort((a, b) => a.s - b.s || b.e - a.e);
+    let out = '';
+    let last = 0;
+    let cur: Span | undefined;
+    const emit = (x: Span): void => {
+      out += `${text.slice(last, x.s)}${x.marked ? MARKED : REDACTED}`;
+      last = x.e;
+    };
+    for (const x of spans) {
+      if (cur !== undefined && x.s <= cur.e) {
+        cur = { s: cur.s, e: Math.max(cur.e, x.e), marked: cur.marked && x.marked };
+        continue;
+      }
+      if (cur !== undefined) emit(cur);
+      cur = { ...x };
+    }
+    if (cur !== undefined) emit(cur);
+    return `${out}${text.slice(last)}`;
+  };
+
+  const self: SecretRedactor = {
+    size: vs.length,
+    redact,
+    withMarked: (marked) => {
+      const have = new Set(vs.map((x) => x.v));
+      const more: Value[] = [];
+      for (const v of marked) {
+        const lines = v.includes('\n') ? v.split(/\r?\n/).map((l) => l.trim()) : [];
+        for (const x of [v, ...lines.filter((l) => l.length >= 8)])
+          if (x.length >= KEY && !have.has(x)) {
+            have.add(x);
+            more.push({ v: x, marked: true });
+          }
+      }
+      return more.length === 0 ? self : build([...vs, ...more]);
+    },
+  };
+  return self;
 }
 
 /** `values`' redactor; throws when they are over the limits of {@link secretRedactor}. */
@@ -283,4 +476,181 @@ export function redactChangeSet(
     errors: set.errors.map(r),
     ...(set.note === undefined ? {} : { note: r(set.note) }),
   };
+}
+
+/** Values a run marks secret that one read keeps at most; more withholds its details. */
+export const MAX_MARKED_VALUES = 1_000;
+/** A marked value longer than this (UTF-16 units) withholds the run's details. */
+export const MAX_MARKED_CHARS = 64 * 1024;
+/** `{` a line is parsed from at most (a parse goes on where the one before stopped). */
+const MAX_STARTS = 64;
+/** Nesting a parse follows at most; JSON inside a string is parsed at most this deep too. */
+const MAX_NESTING = 64;
+const MAX_EMBEDDED = 2;
+
+/** Pulumi's secret signature (`resource.SigKey` → `resource.SecretSig`). */
+export const SIG_KEY = '4dabf18193072939515e22adb298388d';
+export const SECRET_SIG = '1b47061264138c4ac30d75fd1eb44270';
+
+/**
+ * The values a run's own output marks secret, collected line by line (src/enrich/changes.ts
+ * feeds it every workspace log line; the event message goes through it too): every JSON object
+ * in a line with a member `Value` (any case) holding a string and a member `Secret` (any case)
+ * that is `true` — the Automation API's `ConfigValue`, which PKO v2.0–2.1 agents logged in their
+ * `up completed` summary (PKO #988, fixed in 2.2 by #990), and `pulumi config --json`'s
+ * `{"value", "secret": true}` — and every object carrying Pulumi's secret signature with a
+ * `plaintext` or `value` string. Any logger's line: the JSON may start at any `{` (up to 64 starts
+ * per line), and JSON held in a string (a logger that quotes its fields) is parsed too
+ * (2 levels). An object cut off with its line is not taken; objects closed before the cut are.
+ *
+ * Bounded: each line is parsed in time linear in its length (a parse goes on where the one before
+ * stopped); at most
+ * {@link MAX_MARKED_VALUES} values of at most {@link MAX_MARKED_CHARS} — beyond, `overflow` says
+ * why and the caller withholds the details (no partial redaction).
+ */
+export class SecretMarks {
+  readonly values = new Set<string>();
+  /** Why not every marked value could be kept; set once. */
+  overflow: string | undefined;
+
+  /** Collects the values `line` marks secret. */
+  take(line: string): void {
+    scanMarks(line, 0, this);
+  }
+
+  /** @internal */
+  add(v: string): void {
+    if (v.length < 4 || v === '[secret]' || this.values.has(v) || this.overflow !== undefined) return;
+    if (v.length > MAX_MARKED_CHARS)
+      this.overflow = `the run's output marks a value secret that is longer than the ${String(MAX_MARKED_CHARS)} characters the controller removes`;
+    else if (this.values.size >= MAX_MARKED_VALUES)
+      this.overflow = `the run's output marks more than ${String(MAX_MARKED_VALUES)} values secret, more than the controller removes`;
+    else this.values.add(v);
+  }
+}
+
+/** A quick test that a text may hold a marked value. */
+const MAY_MARK = new RegExp(`secret|${SIG_KEY}`, 'i');
+const NUMBER = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+
+function scanMarks(text: string, embedded: number, marks: SecretMarks): void {
+  if (!MAY_MARK.test(text)) return;
+  let tries = 0;
+  let from = 0;
+  const at = { fail: 0 };
+  while (tries < MAX_STARTS) {
+    const i = text.indexOf('{', from);
+    if (i < 0) return;
+    tries++;
+    at.fail = i;
+    const end = parseJson(text, i, 0, embedded, marks, at);
+    // After a value, or where it stopped being JSON: every `{` before was parsed as part of it.
+    from = Math.max(end, at.fail, i + 1);
+  }
+}
+
+function skipWs(t: string, i: number): number {
+  while (i < t.length) {
+    const c = t.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
+    i++;
+  }
+  return i;
+}
+
+/** The JSON string starting at `t[i]` (a `"`): [end, value], or undefined. */
+function parseString(t: string, i: number): [number, string] | undefined {
+  let j = i + 1;
+  while (j < t.length) {
+    const c = t.charCodeAt(j);
+    if (c === 0x5c) j += 2;
+    else if (c === 0x22) break;
+    else j++;
+  }
+  if (j >= t.length) return undefined;
+  try {
+    return [j + 1, JSON.parse(t.slice(i, j + 1)) as string];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Parses the JSON value at `t[i]`, adding the values its objects mark secret to `marks`; returns
+ * the index after it, or -1 when it is not JSON (objects closed before stay taken).
+ */
+function parseJson(
+  t: string,
+  i: number,
+  depth: number,
+  embedded: number,
+  marks: SecretMarks,
+  at: { fail: number },
+): number {
+  i = skipWs(t, i);
+  at.fail = Math.max(at.fail, i);
+  if (i >= t.length || depth > MAX_NESTING) return -1;
+  const c = t[i];
+  if (c === '"') {
+    const s = parseString(t, i);
+    if (s === undefined) return -1;
+    if (embedded < MAX_EMBEDDED && s[1].includes('{')) scanMarks(s[1], embedded + 1, marks);
+    return s[0];
+  }
+  if (c === '{' || c === '[') {
+    const obj = c === '{';
+    const members = new Map<string, unknown>();
+    let j = skipWs(t, i + 1);
+    if (t[j] === (obj ? '}' : ']')) return j + 1;
+    for (;;) {
+      let key = '';
+      if (obj) {
+        if (t[j] !== '"') return -1;
+        const k = parseString(t, j);
+        if (k === undefined) return -1;
+        key = k[1];
+        j = skipWs(t, k[0]);
+        if (t[j] !== ':') return -1;
+        j = skipWs(t, j + 1);
+      }
+      const start = j;
+      const end = parseJson(t, j, depth + 1, embedded, marks, at);
+      if (end < 0) return -1;
+      if (obj) {
+        const raw = t.slice(start, end);
+        if (t[start] === '"') members.set(key.toLowerCase(), parseString(t, start)?.[1]);
+        else if (raw === 'true' || raw === 'false') members.set(key.toLowerCase(), raw === 'true');
+      }
+      j = skipWs(t, end);
+      if (t[j] === ',') {
+        j = skipWs(t, j + 1);
+        continue;
+      }
+      if (t[j] !== (obj ? '}' : ']')) return -1;
+      if (obj) {
+        const v = members.get('value');
+        if (members.get('secret') === true && typeof v === 'string') marks.add(v);
+        if (members.get(SIG_KEY.toLowerCase()) === SECRET_SIG) {
+          const plain = members.get('plaintext');
+          if (typeof v === 'string') marks.add(v);
+          if (typeof plain === 'string') {
+            marks.add(plain);
+            try {
+              const p: unknown = JSON.parse(plain);
+              if (typeof p === 'string') marks.add(p);
+            } catch {
+              // not JSON: the text itself is the value
+            }
+          }
+        }
+      }
+      return j + 1;
+    }
+  }
+  if (t.startsWith('true', i)) return i + 4;
+  if (t.startsWith('false', i)) return i + 5;
+  if (t.startsWith('null', i)) return i + 4;
+  NUMBER.lastIndex = i;
+  const m = NUMBER.exec(t);
+  return m === null ? -1 : i + m[0].length;
 }

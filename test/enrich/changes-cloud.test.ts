@@ -40,7 +40,7 @@ afterEach(async () => {
 function stackOf(spec: Record<string, unknown>): Stack {
   return {
     metadata: { name: 'app', namespace: 'team-a', uid: `uid-${String(Math.random())}`, resourceVersion: '1' },
-    spec: { backend: cloud.origin, ...spec },
+    spec: { backend: cloud.origin, stack: 'acme/app/dev', ...spec },
   };
 }
 const withToken = (): Stack =>

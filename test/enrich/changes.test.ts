@@ -20,7 +20,7 @@ import { stackEvent } from '../template/fixtures.ts';
 
 const stack: Stack = {
   metadata: { name: 'app', namespace: 'team-a', uid: 'stack-uid' },
-  spec: { envRefs: { X: { type: 'Secret', secret: { name: 'creds', key: 'x' } } } },
+  spec: { stack: 'acme/app/dev', envRefs: { X: { type: 'Secret', secret: { name: 'creds', key: 'x' } } } },
 };
 
 /** The update preview of a real recording (its first run), as log lines. */
@@ -54,6 +54,18 @@ function logOf(lines: readonly string[], calls: { n: number } = { n: 0 }): typeo
  */
 const NO_TOKEN =
   '; Pulumi Cloud: the Stack names no Pulumi access token (spec.envRefs.PULUMI_ACCESS_TOKEN or spec.accessTokenSecret) to read the run with';
+
+/** What src/kube/workspace-log.ts says of a `pods/log` 403 in team-a, for Stack `name`. */
+const refusal = (name: string): string =>
+  `cannot read the workspace log of Stack team-a/${name}: the controller may not get pods/log in namespace team-a; grant the ClusterRole pko-notification-controller-workspace-logs there with a RoleBinding (config/components/workspace-logs, docs/install.md)`;
+/** A `pods/log` 403 as src/kube/workspace-log.ts answers it, for Stack `name`. */
+const refused = (name: string): Awaited<ReturnType<typeof readWorkspaceLog>> => ({
+  ok: false,
+  reason: 'Forbidden',
+  message: refusal(name),
+  permission: { verb: 'get', apiGroup: '', resource: 'pods/log', namespace: 'team-a' },
+  lines: 0,
+});
 
 /** A failed run's message: the synthesized line, then the CLI output. */
 const FAILED = 'Update of stack acme/app/dev failed:\n  ~ password: "sup3r-secret-value" => "x"\nerror: boom';
@@ -230,19 +242,37 @@ describe('ChangeAttacher', () => {
     );
   });
 
+  it('N23: a refusal remembered for the namespace names each Stack, not the one that met it', async () => {
+    const logs: string[] = [];
+    const warnings: string[] = [];
+    const a = attacher({
+      readSecret: () => Promise.resolve(undefined),
+      readLog: (run) => {
+        logs.push(run.stackName);
+        return Promise.resolve(refused(run.stackName));
+      },
+      warn: (s, _r, msg) => warnings.push(`${s.metadata.name ?? ''}: ${msg}`),
+    });
+    const dev: Stack = { ...stack, metadata: { ...stack.metadata, name: 'dev-pr-7', uid: 'dev-uid' } };
+    const prod: Stack = { ...stack, metadata: { ...stack.metadata, name: 'prod', uid: 'prod-uid' } };
+    const first = await a.attach(dev, event({ kind: 'update', name: 'u1' }, 'failed'));
+    const second = await a.attach(prod, event({ kind: 'update', name: 'u2' }, 'failed'));
+    // dev met the refusal; prod was not read (remembered), and its text names prod.
+    expect(logs).toEqual(['dev-pr-7']);
+    expect(first.changes?.unavailable).toBe(`no change details: ${refusal('dev-pr-7')}${NO_TOKEN}`);
+    expect(second.changes?.unavailable).toBe(`no change details: ${refusal('prod')}${NO_TOKEN}`);
+    expect(second.changes?.unavailable).not.toContain('dev-pr-7');
+    expect(warnings).toEqual([`dev-pr-7: no change details: ${refusal('dev-pr-7')}`]);
+  });
+
   it('reads the log before the Secrets; a 403 on pods/log is remembered per namespace, warned once', async () => {
     let now = Date.parse('2026-12-01T12:00:00Z');
     let reads = 0;
     const logs = { n: 0 };
     const warnings: string[] = [];
-    const forbidden: typeof readWorkspaceLog = () => {
+    const forbidden: typeof readWorkspaceLog = (run) => {
       logs.n++;
-      return Promise.resolve({
-        ok: false,
-        reason: 'Forbidden',
-        message: 'the controller may not read pods/log in namespace team-a',
-        lines: 0,
-      });
+      return Promise.resolve(refused(run.stackName));
     };
     const a = attacher({
       now: () => now,
@@ -256,9 +286,7 @@ describe('ChangeAttacher', () => {
     });
     for (const n of ['u1', 'u2', 'u3']) {
       const ev = await a.attach(stack, event({ kind: 'update', name: n }, 'succeeded'));
-      expect(ev.changes?.unavailable).toBe(
-        `no change details: the controller may not read pods/log in namespace team-a${NO_TOKEN}`,
-      );
+      expect(ev.changes?.unavailable).toBe(`no change details: ${refusal('app')}${NO_TOKEN}`);
     }
     expect(logs.n).toBe(1);
     expect(warnings).toHaveLength(1);
