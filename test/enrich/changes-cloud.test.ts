@@ -265,3 +265,103 @@ describe('PKO v1', () => {
     slow.stop();
   });
 });
+
+describe('B15: the Pulumi Cloud cache is keyed by who may see it', () => {
+  const v1 = { kind: 'v1', commit: 'abc', at: 'x' } as const;
+  /** A Stack of tenant `ns` claiming acme/app/dev, with `spec` (its token reference, or none). */
+  const tenant = (ns: string, spec: Record<string, unknown>): Stack => ({
+    metadata: { name: 'app', namespace: ns, uid: `uid-${ns}`, resourceVersion: '1' },
+    spec: { backend: cloud.origin, stack: 'acme/app/dev', ...spec },
+  });
+  const tokenOf = (secret: string): Record<string, unknown> => ({
+    envRefs: { PULUMI_ACCESS_TOKEN: { type: 'Secret', secret: { name: secret, key: 'accessToken' } } },
+  });
+
+  it("A without a token gets no change set of B's: no request for A, nothing served from B's entry", async () => {
+    // Both runs' permalinks name update 1 of acme/app/dev (A's program printed B's).
+    const link = cloudUpdate();
+    const a = attacher();
+    const b = await a.attach(tenant('tenant-b', tokenOf('pulumi')), finished(v1, link));
+    expect(b.changes?.set?.source).toBe('pulumi-cloud');
+    expect(b.changes?.set?.resources.map((r) => r.name)).toEqual(['a', 'b']);
+    const asked = cloud.requests.length;
+    expect(asked).toBeGreaterThan(0);
+    const other = await a.attach(tenant('tenant-a', {}), finished(v1, link));
+    expect(other.changes).toEqual({
+      unavailable: `${PKO_V1_UNAVAILABLE}; Pulumi Cloud: the Stack names no Pulumi access token (spec.envRefs.PULUMI_ACCESS_TOKEN or spec.accessTokenSecret) to read the run with`,
+    });
+    expect(cloud.requests).toHaveLength(asked);
+    // Nor with a token of its own that Pulumi Cloud refuses: asked with that token, not served B's read.
+    secrets['a-token'] = { accessToken: 'pul-tenant-a-0000000000000000000000000000' };
+    const refused = await a.attach(tenant('tenant-a', tokenOf('a-token')), finished(v1, link));
+    expect(refused.changes?.set).toBeUndefined();
+    expect(refused.changes?.unavailable).toMatch(/Pulumi Cloud refused the Stack's access token \(401/);
+    expect(cloud.requests.slice(asked).map((r) => r.authorization)).toEqual([
+      'token pul-tenant-a-0000000000000000000000000000',
+    ]);
+    expect(JSON.stringify(refused)).not.toContain('pul-tenant-a');
+  });
+
+  it("B's event is not given A's cached failure", async () => {
+    const link = cloudUpdate();
+    const a = attacher();
+    // A goes first, with a token that may not read acme/app/dev (403), and fails.
+    const A_TOKEN = 'pul-tenant-a-1111111111111111111111111111';
+    cloud.addToken(A_TOKEN);
+    cloud.forbid(A_TOKEN, 'acme/app/dev');
+    secrets['a-token'] = { accessToken: A_TOKEN };
+    const first = await a.attach(tenant('tenant-a', tokenOf('a-token')), finished(v1, link));
+    expect(first.changes?.unavailable).toMatch(
+      /may not read the update list of acme\/app\/dev in Pulumi Cloud \(403/,
+    );
+    // B, within the 30 s a failure is remembered, with its own token: read, not A's failure.
+    const b = await a.attach(tenant('tenant-b', tokenOf('pulumi')), finished(v1, link));
+    expect(b.changes?.set?.source).toBe('pulumi-cloud');
+    expect(b.changes?.set?.counts).toEqual({ create: 1, update: 1, same: 1 });
+    expect(cloud.requests.filter((r) => r.authorization === `token ${TOKEN}`).length).toBeGreaterThan(0);
+    // A again: its own failure, remembered (no new request with A's token).
+    const before = cloud.requests.length;
+    const again = await a.attach(tenant('tenant-a', tokenOf('a-token')), finished(v1, link));
+    expect(again.changes?.unavailable).toMatch(/\(403/);
+    expect(cloud.requests).toHaveLength(before);
+  });
+
+  it("a permalink that does not match the Stack's own backend/org/project/stack is not used", async () => {
+    cloudUpdate();
+    cloud.addUpdate('acme/app/prod', {
+      kind: 'update',
+      result: 'succeeded',
+      resourceChanges: { delete: 3 },
+      events: [{ summaryEvent: { resourceChanges: { delete: 3 } } }],
+    });
+    const prod = 'https://app.pulumi.com/acme/app/prod/updates/1';
+    const a = attacher({ readLog: logOf(CUT) });
+    const ev = await a.attach(withToken(), finished({ kind: 'update', name: 'u1' }, prod));
+    expect(ev.changes?.set?.source).toBe('workspace-log');
+    expect(ev.changes?.set?.note).toBe(
+      "Pulumi Cloud: the run's permalink names another stack (acme/app/prod; the Stack's spec.stack is acme/app/dev); Pulumi Cloud was not read",
+    );
+    // Another organization, or a Stack whose backend is not Pulumi Cloud at all.
+    const other = await attacher().attach(
+      stackOf({ ...withToken().spec, stack: 'other-org/app/dev' }),
+      finished(v1, cloudUpdate()),
+    );
+    expect(other.changes?.unavailable).toMatch(
+      /the run's permalink names another stack \(acme\/app\/dev; the Stack's spec.stack is other-org\/app\/dev\)/,
+    );
+    const s3 = await attacher().attach(
+      stackOf({ ...withToken().spec, backend: 's3://state-bucket' }),
+      finished(v1, 'https://app.pulumi.com/acme/app/dev/updates/1'),
+    );
+    expect(s3.changes?.unavailable).toBe(
+      `${PKO_V1_UNAVAILABLE}; Pulumi Cloud: the run's permalink names another stack (Pulumi Cloud acme/app/dev; the Stack's backend is s3://, not Pulumi Cloud); Pulumi Cloud was not read`,
+    );
+    expect(cloud.requests).toEqual([]);
+    // `org/stack` and `stack` check the parts they name.
+    const short = await attacher().attach(
+      stackOf({ ...withToken().spec, stack: 'ACME/dev' }),
+      finished(v1, 'https://app.pulumi.com/acme/app/dev/updates/1'),
+    );
+    expect(short.changes?.set?.source).toBe('pulumi-cloud');
+  });
+});

@@ -319,3 +319,155 @@ describe('ChangeAttacher', () => {
     expect(withoutOutput('sup3r-secret-value\nmore', why)).toBe('(the message is left out: x)');
   });
 });
+
+/**
+ * The `up` run of the recording (test/fixtures/agent-logs/02-update.log, real PKO v2.9.0 agent and
+ * Pulumi CLI) as a PKO v2.0/v2.1 agent logged it: its `up completed` line carried the update
+ * summary with the whole config map (PKO #988; agent/pkg/server/server.go logged
+ * `"summary", res.Summary`, the Automation API's `UpdateSummary` whose `config` holds `ConfigValue
+ * {Value, Secret}` — no JSON tags, so the keys are `Value` and `Secret`; fixed in 2.2 by #990),
+ * zap's console encoder writing it after a tab as JSON. `value` is also printed earlier: by a
+ * provider's diagnostic (WARN, the CLI's stderr) and in a plain property.
+ */
+function upRunMarking(value: string): string[] {
+  const lines = LOG.split('\n');
+  const from = lines.findIndex((l) => l.endsWith('\tUpdating (dev):'));
+  const to = lines.findIndex((l) => l.includes('\tserver\tup completed'));
+  const run = lines.slice(from, to + 1);
+  const stamp = (run[0] ?? '').split('\t')[0] ?? '';
+  const at = run.findIndex((l) => l.includes('~ content: "hello" => "hello-again"'));
+  run[at] = (run[at] ?? '').replace('"hello-again"', JSON.stringify(value));
+  run.splice(
+    2,
+    0,
+    `${stamp}\tWARN\tpulumi\twarning: pkotest:index:Value resource 'a': connecting with password "${value}" failed, retrying`,
+  );
+  const summary = {
+    kind: 'update',
+    startTime: '2026-12-01T15:24:31Z',
+    message: '',
+    environment: { 'exec.kind': 'auto.local' },
+    config: {
+      'pkonc-changes:region': { Value: 'eu-west-1', Secret: false },
+      'pkonc-changes:dbPassword': { Value: value, Secret: true },
+    },
+    result: 'succeeded',
+    endTime: '2026-12-01T15:24:33Z',
+    version: 2,
+    resourceChanges: { same: 2, update: 2 },
+  };
+  run[run.length - 1] = `${stamp}\tINFO\tserver\tup completed\t{"summary": ${JSON.stringify(summary)}}`;
+  return run;
+}
+
+/** `v` as a URL's password: the WHATWG URL userinfo percent-encoding (what a URL built with it holds). */
+function userinfoOf(v: string): string {
+  const u = new URL('postgres://bot@db.example/');
+  u.password = v;
+  return u.password;
+}
+
+describe('values the run marks secret (R21) and every encoding of a Secret value (N21)', () => {
+  const MARKED = 'Zx9-value-QQ';
+
+  it('R21: a value the agent log marks "Secret":true is in no change set or message; [secret] instead', async () => {
+    const lines = upRunMarking(MARKED);
+    expect(lines.join('\n')).toContain(`"pkonc-changes:dbPassword":{"Value":"${MARKED}","Secret":true}`);
+    // The value is in no Secret the Stack references.
+    const a = attacher({
+      readSecret: () => Promise.resolve({ x: 'unrelated-secret-value' }),
+      readLog: logOf(lines),
+    });
+    const ok = await a.attach(stack, event({ kind: 'update', name: 'u1' }, 'succeeded'));
+    const set = ok.changes?.set;
+    expect(set?.resources.find((r) => r.name === 'f')?.diff).toContain('~ content: "hello" => "[secret]"');
+    expect(JSON.stringify(ok)).not.toContain(MARKED);
+    // A failed run's message holds the CLI output, the provider's line with the value among it.
+    const failed = stackEvent({
+      identity: {
+        stack: 'stack-uid',
+        run: { kind: 'update', name: 'u2' },
+        phase: { kind: 'failed' },
+      },
+      message: `Update of stack acme/app/dev failed:\nup failed: exit status 255\nstderr: error: pkotest: password "${MARKED}" rejected by the server`,
+    });
+    const b = attacher({ readSecret: () => Promise.resolve(undefined), readLog: logOf(lines) });
+    const ev = await b.attach(stack, { ...failed, id: eventId(failed.identity) });
+    expect(ev.message).toBe(
+      'Update of stack acme/app/dev failed:\nup failed: exit status 255\nstderr: error: pkotest: password "[secret]" rejected by the server',
+    );
+    expect(JSON.stringify(ev)).not.toContain(MARKED);
+    expect(JSON.stringify(ev.changes)).toContain('[secret]');
+  });
+
+  it('R21: the mark in the message itself (another logger, JSON quoted in a field) is enough', async () => {
+    const a = attacher({ readSecret: () => Promise.resolve(undefined), readLog: logOf(PREVIEW) });
+    const quoted = JSON.stringify({
+      cfg: JSON.stringify({ 'proj:key': { value: 'q-Marked-77', secret: true } }),
+    });
+    const failed = stackEvent({
+      identity: {
+        stack: 'stack-uid',
+        run: { kind: 'update', name: 'u3' },
+        phase: { kind: 'failed' },
+      },
+      message: `Update of stack acme/app/dev failed:\n${quoted}\nerror: key q-Marked-77 is invalid`,
+    });
+    const ev = await a.attach(stack, { ...failed, id: eventId(failed.identity) });
+    expect(ev.message).not.toContain('q-Marked-77');
+    expect(ev.message).toContain('error: key [secret] is invalid');
+  });
+
+  it('N21: unpadded and URL-safe base64, form-encoding, lowercase hex, Basic credentials and URLs of a Secret value go', async () => {
+    const value = 'Pa ss/wörd?+~7>';
+    const b64 = Buffer.from(value).toString('base64');
+    const forms = {
+      unpadded: b64.replace(/=+$/, ''),
+      urlSafe: Buffer.from(value).toString('base64url'),
+      urlSafePadded: b64.replaceAll('+', '-').replaceAll('/', '_'),
+      form: new URLSearchParams({ q: value }).toString().slice(2),
+      lowerHex: encodeURIComponent(value).replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase()),
+      basic: Buffer.from(`deploy-bot:${value}`).toString('base64'),
+      userinfo: userinfoOf(value),
+    };
+    // Each form differs from the value and from the forms redacted before (verbatim, padded base64, encodeURIComponent).
+    const before = [value, b64, encodeURIComponent(value)];
+    for (const f of Object.values(forms)) expect(before).not.toContain(f);
+    expect(new Set(Object.values(forms)).size).toBe(Object.keys(forms).length);
+    const shown = [
+      `~ content: "hello" => "${forms.unpadded}"`,
+      `~ content: "hello" => "${forms.urlSafe}"`,
+      `~ content: "hello" => "${forms.urlSafePadded}"`,
+      `~ content: "hello" => "https://api.example/x?user=bot&q=${forms.form}&z=1"`,
+      `~ content: "hello" => "https://api.example/x?q=${forms.lowerHex}"`,
+      `~ content: "hello" => "Authorization: Basic ${forms.basic}"`,
+      `~ content: "hello" => "postgres://bot:${forms.userinfo}@db.example:5432/app"`,
+    ];
+    const lines = PREVIEW.flatMap((l) =>
+      l.includes('~ content: "hello" => "hello-again"')
+        ? shown.map((s) => l.replace('~ content: "hello" => "hello-again"', s))
+        : [l],
+    );
+    const message = `Update of stack acme/app/dev failed:\n${shown.join('\n')}\nerror: boom`;
+    const a = attacher({ readSecret: () => Promise.resolve({ x: value }), readLog: logOf(lines) });
+    const done = await a.attach(stack, event({ kind: 'update', name: 'u1' }, 'succeeded'));
+    const failedEv = stackEvent({
+      identity: {
+        stack: 'stack-uid',
+        run: { kind: 'update', name: 'u2' },
+        phase: { kind: 'failed' },
+      },
+      message,
+    });
+    const failed = await a.attach(stack, { ...failedEv, id: eventId(failedEv.identity) });
+    const diff = done.changes?.set?.resources.find((r) => r.name === 'f')?.diff ?? [];
+    expect(diff.filter((d) => d.includes('[redacted]'))).toHaveLength(shown.length);
+    for (const [name, f] of Object.entries(forms)) {
+      expect(JSON.stringify(done), name).not.toContain(f);
+      expect(failed.message, name).not.toContain(f);
+    }
+    expect(diff).toContain('~ content: "hello" => "Authorization: Basic [redacted]"');
+    expect(failed.message).toContain('postgres://bot:[redacted]@db.example:5432/app');
+    expect(failed.message).toContain('https://api.example/x?user=bot&q=[redacted]&z=1');
+  });
+});
