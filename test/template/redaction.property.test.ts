@@ -2,7 +2,10 @@
  * Secrets never posted (issue 19; docs/previews.md, "Secrets never posted"), as a property: for
  * random Secret values placed anywhere a change set or a failed run's message holds text — in
  * property lines, names, types, URNs, error lines, the stack name, the source's note — raw, in
- * base64, URL-encoded or JSON-escaped, across the lines of a multi-line value, and in a recorded
+ * base64 (padded or not, standard or URL-safe), URL-encoded (upper- or lowercase hex), form-encoded,
+ * inside `Basic base64(user:VALUE)`, as a URL's userinfo or JSON-escaped, across the lines of a
+ * multi-line value; values the run itself marks secret (`{"Value": v, "Secret": true}` in a log
+ * line of any logger, issue 36 R21/N21) in all those forms, as `[secret]`; and in a recorded
  * agent log cut by the parser's line cap in the middle of a value, after the controller's
  * redaction (src/enrich/secrets.ts) no value appears in anything any provider type receives:
  * the comment, the status description, context and name, the chat message, and the JSON bodies of
@@ -23,7 +26,7 @@ import type { NotificationEvent } from '../../src/api/event.ts';
 import { PROVIDER_TYPES, isGitProviderType, type ProviderType } from '../../src/api/v1alpha1.ts';
 import { parseWorkspaceLog } from '../../src/changes/parse.ts';
 import type { ChangeSet } from '../../src/changes/types.ts';
-import { redactChangeSet, redactText, secretRedactor } from '../../src/enrich/secrets.ts';
+import { redactChangeSet, redactText, SecretMarks, secretRedactor } from '../../src/enrich/secrets.ts';
 import { discordPayload } from '../../src/notifier/discord.ts';
 import { genericPayload } from '../../src/notifier/generic.ts';
 import { googlechatPayload } from '../../src/notifier/googlechat.ts';
@@ -68,15 +71,40 @@ const line8 = fc
 const multi = fc.array(line8, { minLength: 2, maxLength: 4 }).map((ls) => ls.join('\n'));
 const secretValue = fc.oneof({ weight: 4, arbitrary: single }, { weight: 1, arbitrary: multi });
 
-/** The forms a value is redacted in (src/enrich/secrets.ts `secretRedactor`). */
+/** `%xx` escapes with lowercase hex. */
+const lowerHex = (s: string): string => s.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase());
+
+/** `v` as a URL's password holds it (WHATWG userinfo percent-encoding). */
+function userinfo(v: string): string {
+  const u = new URL('https://bot@db.example/');
+  u.password = v;
+  return u.password;
+}
+
+/**
+ * The forms a value is redacted in (src/enrich/secrets.ts `secretRedactor`, docs/previews.md
+ * "Secrets never posted"): verbatim, base64 padded and unpadded, URL-safe base64 (both),
+ * `encodeURIComponent` and form-encoding (`+` for space) with upper- and lowercase hex, inside
+ * `Basic base64(user:VALUE)`, as a URL's userinfo, JSON-escaped.
+ */
 function forms(v: string): string[] {
   const json = JSON.stringify(v).slice(1, -1);
+  const b64 = Buffer.from(v, 'utf8').toString('base64');
+  const form = new URLSearchParams({ q: v }).toString().slice(2);
   const out = [
     v,
-    Buffer.from(v, 'utf8').toString('base64'),
+    b64,
     encodeURIComponent(v),
     json,
     json.replaceAll('/', '\\/'),
+    b64.replace(/=+$/, ''),
+    Buffer.from(v, 'utf8').toString('base64url'),
+    b64.replaceAll('+', '-').replaceAll('/', '_'),
+    lowerHex(encodeURIComponent(v)),
+    form,
+    lowerHex(form),
+    Buffer.from(`deploy-bot:${v}`, 'utf8').toString('base64'),
+    userinfo(v),
   ];
   if (v.includes('\n')) for (const l of v.split(/\r?\n/)) if (l.trim().length >= 8) out.push(l.trim());
   return [...new Set(out)].filter((f) => f.length >= 4);
@@ -98,7 +126,7 @@ function unescaped(text: string): string {
 /** Where a form is put: a field of the change set (or the message) and how it is surrounded. */
 const placement = fc.record({
   field: fc.constantFrom('diff', 'name', 'type', 'urn', 'error', 'stack', 'note', 'message'),
-  form: fc.nat(4),
+  form: fc.nat(20),
   before: fc.constantFrom('', ' ', '"', 'password=', 'x'),
   after: fc.constantFrom('', '"', ' => "x"', '\n', 'y'),
 });
@@ -152,7 +180,7 @@ const BASELINE = (() => {
     changes: { set: sampleChangeSet(4) },
   });
   const all = PROVIDER_TYPES.flatMap((t) => delivered(ev, t));
-  return [...all, ...all.map(unescaped), '[redacted]'].join('\n');
+  return [...all, ...all.map(unescaped), '[redacted]', '[secret]'].join('\n');
 })();
 
 const RECORDING = readFileSync(new URL('../fixtures/agent-logs/02-update.log', import.meta.url), 'utf8');
@@ -237,6 +265,54 @@ describe('no Secret value in anything posted, for every built-in template and pr
             changes: { set: redactChangeSet(cs, red) },
           });
           assertNoLeak([v], ev);
+        },
+      ),
+      { numRuns: RUNS, seed: SEED },
+    );
+  }, 600_000);
+  it('values the run marks "Secret":true in any log line, in every form anywhere, go as [secret]', () => {
+    /** How a logger may write the mark: zap's console summary (PKO 2.0/2.1), a JSON logger, JSON quoted in a field. */
+    const shape = fc.constantFrom('zap', 'json', 'quoted', 'lower');
+    fc.assert(
+      fc.property(
+        fc.array(secretValue, { minLength: 1, maxLength: 3 }),
+        fc.array(placement, { minLength: 1, maxLength: 6 }),
+        shape,
+        (values, places, how) => {
+          fc.pre(values.every((v) => forms(v).every((f) => !BASELINE.includes(f))));
+          const stamp = '2026-12-01T15:24:33.115Z';
+          const config = Object.fromEntries(
+            values.map((v, i) => [
+              `proj:secret${String(i)}`,
+              how === 'lower' ? { value: v, secret: true } : { Value: v, Secret: true },
+            ]),
+          );
+          const line =
+            how === 'zap' || how === 'lower'
+              ? `${stamp}\tINFO\tserver\tup completed\t{"summary": ${JSON.stringify({ kind: 'update', config, result: 'succeeded' })}}`
+              : how === 'json'
+                ? JSON.stringify({ level: 'info', ts: stamp, msg: 'up completed', summary: { config } })
+                : JSON.stringify({ level: 'info', msg: 'config', config: JSON.stringify(config) });
+          const marks = new SecretMarks();
+          for (const l of [...PREVIEW.split('\n'), line]) marks.take(l);
+          const cs = structuredClone(sampleChangeSet(3));
+          let message = 'Update of stack acme/app/dev failed:\n';
+          places.forEach((p, i) => {
+            const v = values[i % values.length] ?? '';
+            const f = forms(v)[p.form % forms(v).length] ?? v;
+            const m = place(cs, p.field, `${p.before}${f}${p.after}`);
+            if (m !== undefined) message += `${m}\n`;
+          });
+          // No Secret the Stack references holds them: only the marks do.
+          const red = secretRedactor([], [...marks.values]);
+          if (typeof red === 'string') throw new Error(red);
+          const ev = stackEvent({
+            message: redactText(message, red),
+            changes: { set: redactChangeSet(cs, red) },
+          });
+          assertNoLeak(values, ev);
+          if (!`${ev.message}${JSON.stringify(ev.changes)}`.includes('[secret]'))
+            throw new Error('no [secret] in the redacted event');
         },
       ),
       { numRuns: RUNS, seed: SEED },
