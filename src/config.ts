@@ -40,7 +40,12 @@ export interface ControllerOptions {
   logLevel: (typeof LOG_LEVELS)[number];
   /** Explicit kubeconfig path; otherwise in-cluster, `KUBECONFIG`, `~/.kube/config`. */
   kubeconfig: string | undefined;
-  /** Forbid Alerts from selecting sources in other namespaces (Flux's `--no-cross-namespace-refs`). */
+  /**
+   * Forbid Alerts from selecting sources in other namespaces (Flux's `--no-cross-namespace-refs`).
+   * Default true (case B14): `--no-cross-namespace-refs=false` opens it, and then an Alert that
+   * selects another namespace (or `*`) is honoured only when the admission policy of
+   * config/admission checked that its writer may list Stacks there (src/reconcile/alert.ts).
+   */
   noCrossNamespaceRefs: boolean;
   /** Periodic full relist of every informer, milliseconds. Default 10 min. */
   relistIntervalMs: number;
@@ -123,7 +128,10 @@ const USAGE = `pko-notification-controller [flags]
   --log-level=info                    trace|debug|info|warn|error|fatal|silent
   --log-format=auto                   json|pretty|auto (pretty: dev runs on a terminal)
   --kubeconfig=PATH                   kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)
-  --no-cross-namespace-refs           Alerts may only select sources in their own namespace
+  --no-cross-namespace-refs=true      Alerts may only select sources in their own namespace (default);
+                                      =false lets an Alert select other namespaces when the admission
+                                      policy pko-notification-controller-alert-sources checked that its
+                                      writer may list Stacks there
   --relist-interval=10m               periodic full relist of watched objects
   --shutdown-timeout=30s              deadline for in-flight work on SIGTERM
   --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references
@@ -187,7 +195,7 @@ export function loadConfig(
   let parsed;
   try {
     parsed = parseArgs({
-      args: [...argv],
+      args: argv.map((a) => (a === '--no-cross-namespace-refs' ? '--no-cross-namespace-refs=true' : a)),
       strict: true,
       allowPositionals: false,
       options: {
@@ -210,7 +218,8 @@ export function loadConfig(
         'log-level': { type: 'string', default: 'info' },
         'log-format': { type: 'string', default: 'auto' },
         kubeconfig: { type: 'string' },
-        'no-cross-namespace-refs': { type: 'boolean', default: false },
+        // A string, so that `=false` opens it (Go's flag package, which Flux uses, takes both).
+        'no-cross-namespace-refs': { type: 'string', default: 'true' },
         'relist-interval': { type: 'string', default: '10m' },
         'shutdown-timeout': { type: 'string', default: '30s' },
         'secret-refresh-interval': { type: 'string', default: '30s' },
@@ -274,6 +283,11 @@ export function loadConfig(
   const pacing = v['github-write-pacing'];
   if (pacing !== 'true' && pacing !== 'false')
     throw new UsageError('--github-write-pacing must be true or false');
+  const noCrossNamespaceRefs = v['no-cross-namespace-refs'];
+  if (noCrossNamespaceRefs !== 'true' && noCrossNamespaceRefs !== 'false')
+    throw new UsageError(
+      `--no-cross-namespace-refs must be true or false (--no-cross-namespace-refs alone is true); got ${JSON.stringify(noCrossNamespaceRefs)}`,
+    );
   const providerWindow = positiveInt(v['provider-window'], 'provider-window');
   if (providerWindow > 256) throw new UsageError('--provider-window must be at most 256');
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
@@ -309,7 +323,7 @@ export function loadConfig(
     clusterName,
     logLevel: logLevel as ControllerOptions['logLevel'],
     kubeconfig: v.kubeconfig ?? env.PKO_NC_KUBECONFIG,
-    noCrossNamespaceRefs: v['no-cross-namespace-refs'],
+    noCrossNamespaceRefs: noCrossNamespaceRefs === 'true',
     relistIntervalMs,
     shutdownTimeoutMs,
     secretRefreshMs,

@@ -55,7 +55,7 @@ import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
 import { DriftController, REMEDIATION_POLICY_NAME, type DriftControllerOptions } from './drift/controller.ts';
 import { driftEventsFor } from './drift/events.ts';
-import { AdmissionPolicyCheck } from './preview/admission.ts';
+import { ALERT_SOURCES_POLICY_NAME, AdmissionPolicyCheck } from './preview/admission.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 
@@ -241,6 +241,12 @@ export async function startController(
     recorder,
     logger: child({ reconciler: 'alert' }),
     allowCrossNamespace: !opts.noCrossNamespaceRefs,
+    // Case B14: sources in other namespaces only for Alerts the admission policy checked.
+    crossNamespaceAdmission: new AdmissionPolicyCheck({
+      kubeConfig: kc,
+      name: ALERT_SOURCES_POLICY_NAME,
+      kind: 'Alert',
+    }),
     templates: lazyBuiltinsInline(sandbox),
     configMaps,
   });

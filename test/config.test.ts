@@ -46,6 +46,18 @@ describe('loadConfig', () => {
       expect(() => loadConfig([`--provider-window=${bad}`], {})).toThrow(/--provider-window must be/);
   });
 
+  it('B14: --no-cross-namespace-refs is on by default; =false opens it, alone or =true keeps it', () => {
+    expect(loadConfig([], {}).noCrossNamespaceRefs).toBe(true);
+    expect(loadConfig(['--no-cross-namespace-refs'], {}).noCrossNamespaceRefs).toBe(true);
+    expect(loadConfig(['--no-cross-namespace-refs=true'], {}).noCrossNamespaceRefs).toBe(true);
+    expect(loadConfig(['--no-cross-namespace-refs=false'], {}).noCrossNamespaceRefs).toBe(false);
+    expect(() => loadConfig(['--no-cross-namespace-refs=no'], {})).toThrow(
+      /--no-cross-namespace-refs must be true or false/,
+    );
+    // Go's flag package (Flux) takes a boolean's value only after `=`: so does this one.
+    expect(() => loadConfig(['--no-cross-namespace-refs', 'false'], {})).toThrow(UsageError);
+  });
+
   it('--log-format takes json, pretty or auto', () => {
     expect(loadConfig(['--log-format=pretty'], {}).logFormat).toBe('pretty');
     expect(loadConfig(['--log-format=json'], {}).logFormat).toBe('json');

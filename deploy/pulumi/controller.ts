@@ -3,7 +3,8 @@
  * the same objects as `kubectl apply -k config/default` (test/controller.test.ts compares the
  * two object by object): Namespace, the Provider and Alert CRDs, ServiceAccount, ClusterRole +
  * binding, the leader-election Role + binding, Deployment, metrics Service, PodDisruptionBudget,
- * the admission policies + bindings (PullRequestPreview overrides, DriftDetection remediation),
+ * the admission policies + bindings (PullRequestPreview overrides, DriftDetection remediation,
+ * Alert sources in other namespaces),
  * and optionally a Prometheus Operator ServiceMonitor.
  *
  * Read from the repository, so there is one copy of each: the CRDs (`crds/*.yaml`), the RBAC
@@ -39,6 +40,14 @@ export interface ControllerArgs {
    * the cluster's `kube-system` namespace UID (docs/install.md), so two clusters never share it.
    */
   clusterName?: string;
+  /**
+   * Let Alerts select Stacks of other namespaces (`--no-cross-namespace-refs=false`). Default
+   * false: an Alert sees its own namespace only. With true an Alert selecting namespace b is
+   * admitted only from a writer who may list Stacks in b (`*`: cluster-wide; the alert-sources
+   * admission policy installed here) and honoured only for Alerts created after it (case B14,
+   * docs/threat-model.md).
+   */
+  crossNamespaceRefs?: boolean;
   /** More controller flags, appended after the defaults. */
   extraArgs?: string[];
   /**
@@ -229,6 +238,7 @@ export class PkoNotificationController extends pulumi.ComponentResource {
                       '--leader-elect',
                       '--metrics-bind-address=:8080',
                       '--health-probe-bind-address=:8081',
+                      `--no-cross-namespace-refs=${String(args.crossNamespaceRefs !== true)}`,
                       ...(args.clusterName !== undefined ? [`--cluster-name=${args.clusterName}`] : []),
                       ...(args.extraArgs ?? []),
                     ],
@@ -290,11 +300,13 @@ export class PkoNotificationController extends pulumi.ComponentResource {
       ),
     );
     // Admission policies of config/admission, cluster-scoped, not moved by `namespace`:
-    // PullRequestPreview overrides (docs/previews.md, "Admission") and DriftDetection remediation
-    // (docs/drift.md). Each binding is created after its policy.
+    // PullRequestPreview overrides (docs/previews.md, "Admission"), DriftDetection remediation
+    // (docs/drift.md) and Alert sources in other namespaces (case B14, docs/threat-model.md).
+    // Each binding is created after its policy.
     for (const [policyFile, bindingFile, id] of [
       ['preview_overrides_policy.yaml', 'preview_overrides_binding.yaml', 'preview-overrides'],
       ['drift_remediation_policy.yaml', 'drift_remediation_binding.yaml', 'drift-remediation'],
+      ['alert_sources_policy.yaml', 'alert_sources_binding.yaml', 'alert-sources'],
     ] as const) {
       const policyDoc =
         admission<k8s.types.input.admissionregistration.v1.ValidatingAdmissionPolicySpec>(policyFile);

@@ -2,7 +2,7 @@
  * Pulumi program: installs pko-notification-controller into the cluster of the ambient
  * kubeconfig (or the stack's `kubernetes:kubeconfig`). Stack configuration (all optional):
  *   namespace, image, replicas, clusterName, serviceMonitor (true/false), nodeOptions,
- *   extraArgs (JSON list of flags).
+ *   crossNamespaceRefs (true/false, default false), extraArgs (JSON list of flags).
  * See deploy/pulumi/README.md.
  */
 import * as pulumi from '@pulumi/pulumi';
@@ -22,6 +22,8 @@ const nodeOptions = config.get('nodeOptions');
 if (nodeOptions !== undefined) args.nodeOptions = nodeOptions;
 const extraArgs = config.getObject<string[]>('extraArgs');
 if (extraArgs !== undefined) args.extraArgs = extraArgs;
+const crossNamespaceRefs = config.getBoolean('crossNamespaceRefs');
+if (crossNamespaceRefs !== undefined) args.crossNamespaceRefs = crossNamespaceRefs;
 const serviceMonitor = config.getBoolean('serviceMonitor');
 if (serviceMonitor !== undefined) args.serviceMonitor = serviceMonitor;
 

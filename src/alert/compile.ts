@@ -36,6 +36,20 @@ export type CompileResult =
   | { ok: true; alert: CompiledAlert }
   | { ok: false; reason: 'InvalidRegex' | 'CrossNamespaceForbidden'; message: string };
 
+/**
+ * The first `eventSources` entry of a compiled Alert that selects outside the Alert's own
+ * namespace (another namespace, or `*`), with its index and namespace as written; undefined when
+ * every entry stays in it (case B14: such an Alert needs the admission check,
+ * src/reconcile/alert.ts).
+ */
+export function firstCrossNamespaceSource(
+  a: CompiledAlert,
+): { index: number; namespace: string } | undefined {
+  const index = a.sources.findIndex((s) => s.namespace !== a.namespace);
+  if (index < 0) return undefined;
+  return { index, namespace: a.sources[index]?.namespace ?? '*' };
+}
+
 function compileList(
   patterns: readonly string[] | undefined,
   field: string,
@@ -77,7 +91,9 @@ export function compileAlert(alert: Alert, opts: { allowCrossNamespace: boolean 
         reason: 'CrossNamespaceForbidden',
         message:
           `eventSources[${i}].namespace ${JSON.stringify(namespace)} selects events outside the Alert's namespace ` +
-          `${JSON.stringify(alertNamespace)}, and this controller does not allow cross-namespace event sources`,
+          `${JSON.stringify(alertNamespace)}, and this controller does not allow cross-namespace event sources ` +
+          `(--no-cross-namespace-refs, the default): put the Alert in that namespace, or ask the cluster's ` +
+          `administrator to run the controller with --no-cross-namespace-refs=false (docs/threat-model.md)`,
       };
     }
     const glob = source.name ?? '*';

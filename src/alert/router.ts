@@ -584,8 +584,10 @@ export class Router {
     if (events.length === 0) return derived.recheckMs;
     const enrich = this.#o.enrich;
     if (enrich) {
-      // Only events some Alert may take are enriched: a Stack no Alert covers gets no Secret or
-      // log read (the message-based checks run on the enriched event below).
+      // Only events some Ready Alert may take are enriched: a Stack no Alert covers gets no Secret,
+      // log or Pulumi Cloud read (the message-based checks run on the enriched event below). An
+      // Alert not Ready — one refused another namespace (B14: CrossNamespaceForbidden or
+      // CrossNamespaceUnchecked, src/reconcile/alert.ts) included — is not in `alerts`.
       events = await Promise.all(
         events.map(async (e) =>
           alerts.some((a) => whySkipped(a.compiled, e.event, PRE_ENRICH_CHECKS) === undefined)

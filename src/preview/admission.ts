@@ -13,6 +13,10 @@
  * before it was undone) — and only for PullRequestPreviews created after both existed: an object
  * created before was never checked. Everything else is refused with the reason, which the
  * reconciler puts in the Ready condition.
+ *
+ * The same rule serves the other policies of config/admission, by `name` and `kind`: DriftDetection
+ * remediation (src/drift/controller.ts) and Alerts selecting other namespaces
+ * ({@link ALERT_SOURCES_POLICY_NAME}, src/reconcile/alert.ts; case B14).
  */
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
@@ -20,6 +24,11 @@ import type { SecretEnvRefsVerdict } from './stack.ts';
 
 /** Name of the shipped ValidatingAdmissionPolicy and of its binding (config/admission). */
 export const ADMISSION_POLICY_NAME = 'pko-notification-controller-preview-overrides';
+/**
+ * Name of the policy and binding that admit an Alert selecting other namespaces only from a writer
+ * who may list Stacks there (config/admission/alert_sources_policy.yaml; case B14).
+ */
+export const ALERT_SOURCES_POLICY_NAME = 'pko-notification-controller-alert-sources';
 /** How long one look-up of the policy and its binding is reused, ms. */
 export const ADMISSION_CHECK_TTL_MS = 60_000;
 /**
@@ -81,8 +90,9 @@ export class AdmissionPolicyCheck {
   }
 
   /**
-   * Whether a PullRequestPreview created at `created` was checked by the policy in force;
-   * `what` names what was checked in the reason (e.g. "its Secrets were").
+   * Whether an object of the policy's `kind` created at `created` (its
+   * `metadata.creationTimestamp`) was checked by the policy in force; `what` names what was
+   * checked in the reason (e.g. "its Secrets were").
    */
   async checked(created: string | Date | undefined, what: string): Promise<SecretEnvRefsVerdict> {
     const state = await this.#state();
@@ -155,7 +165,7 @@ export class AdmissionPolicyCheck {
     if (binding.spec.matchResources !== undefined || binding.spec.paramRef !== undefined) {
       return {
         state: {
-          why: `ValidatingAdmissionPolicyBinding ${this.#name} has ${binding.spec.matchResources !== undefined ? 'matchResources' : 'paramRef'}, so it may not check every PullRequestPreview; apply it as shipped (config/admission)`,
+          why: `ValidatingAdmissionPolicyBinding ${this.#name} has ${binding.spec.matchResources !== undefined ? 'matchResources' : 'paramRef'}, so it may not check every ${this.#o.kind ?? 'PullRequestPreview'}; apply it as shipped (config/admission)`,
         },
         keep: true,
       };
@@ -167,7 +177,7 @@ export class AdmissionPolicyCheck {
     if ((policy.spec?.failurePolicy ?? 'Fail') !== 'Fail') {
       return {
         state: {
-          why: `ValidatingAdmissionPolicy ${this.#name} has failurePolicy ${policy.spec?.failurePolicy ?? ''}: a check that fails would let a PullRequestPreview through; set Fail (config/admission)`,
+          why: `ValidatingAdmissionPolicy ${this.#name} has failurePolicy ${policy.spec?.failurePolicy ?? ''}: a check that fails would let a ${this.#o.kind ?? 'PullRequestPreview'} through; set Fail (config/admission)`,
         },
         keep: true,
       };

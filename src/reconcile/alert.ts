@@ -1,10 +1,19 @@
 /**
- * Alert reconciler: compiles the Alert (RE2 regexes, source selectors), checks its Provider and
+ * Alert reconciler: compiles the Alert (RE2 regexes, source selectors), checks that sources in
+ * other namespaces are allowed (case B14), checks its Provider and
  * template ConfigMap, writes `status.observedGeneration` + `Ready`, and publishes the compiled
  * Alert to the routing index. Regexes are compiled here, once per generation — never per event.
  * Templates are compiled and test-rendered in the template sandbox (src/template/sandbox.ts),
  * once per content; the `templateRef` ConfigMap is watched (./template-configmap-informers.ts), so an edit applies
  * at once.
+ *
+ * Sources outside the Alert's namespace (case B14, docs/threat-model.md): refused
+ * (`CrossNamespaceForbidden`) unless the controller runs with `--no-cross-namespace-refs=false`;
+ * then honoured only for an Alert the admission policy {@link ALERT_SOURCES_POLICY_NAME} checked —
+ * in force as shipped, and the Alert created after it (src/preview/admission.ts) — else
+ * `CrossNamespaceUnchecked`. Only admission knows who wrote the Alert, and only a writer who may
+ * list Stacks in a namespace passes it; an Alert refused here is neither routed nor selecting, so
+ * nothing of that namespace is read or recorded on its behalf.
  */
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Alert, Provider } from '../api/v1alpha1.ts';
@@ -12,7 +21,12 @@ import type { Informer } from '../kube/informer.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Logger } from '../log.ts';
-import { compileAlert, type CompiledAlert } from '../alert/compile.ts';
+import { compileAlert, firstCrossNamespaceSource, type CompiledAlert } from '../alert/compile.ts';
+import {
+  ADMISSION_CHECK_TTL_MS,
+  ALERT_SOURCES_POLICY_NAME,
+  type AdmissionPolicyCheck,
+} from '../preview/admission.ts';
 import type { AlertIndex } from '../alert/routed.ts';
 import type { AlertTemplates, TemplateCompiler } from '../template/index.ts';
 import { GROUP, VERSION } from '../api/v1alpha1.ts';
@@ -33,7 +47,15 @@ export interface AlertReconcilerDeps {
   index: AlertIndex;
   recorder: EventRecorder;
   logger: Logger;
+  /** `!--no-cross-namespace-refs`: whether sources outside the Alert's namespace may be honoured at all. */
   allowCrossNamespace: boolean;
+  /**
+   * Whether an Alert created at a time was checked by the admission policy
+   * {@link ALERT_SOURCES_POLICY_NAME} (an `AdmissionPolicyCheck` with that name and kind
+   * `Alert`). Asked only for Alerts with sources outside their namespace while
+   * `allowCrossNamespace`; absent: every such Alert is `CrossNamespaceUnchecked`.
+   */
+  crossNamespaceAdmission?: Pick<AdmissionPolicyCheck, 'checked'>;
   /** Compiles templates (the template sandbox). */
   templates: TemplateCompiler;
   /** Template ConfigMaps, watched. */
@@ -69,6 +91,18 @@ export class AlertReconciler {
     }
   }
 
+  /** Why the cross-namespace sources of `alert` are not honoured (admission did not check them), or undefined. */
+  async #crossNamespaceUnchecked(alert: Alert): Promise<string | undefined> {
+    const check = this.#d.crossNamespaceAdmission;
+    if (check === undefined) return 'the controller runs without the admission check of Alerts';
+    try {
+      const v = await check.checked(alert.metadata.creationTimestamp, 'its eventSources were');
+      return v.allowed ? undefined : v.why;
+    } catch (err) {
+      return `cannot check the admission policy: ${err instanceof Error ? err.message : String(err)}`;
+    }
+  }
+
   async reconcile(key: string): Promise<ReconcileResult | undefined> {
     const { namespace, name } = splitKey(key);
     const alert = this.#d.alerts.get(namespace, name);
@@ -82,7 +116,26 @@ export class AlertReconciler {
     let state: ReadyState;
     let compiled: CompiledAlert | undefined;
     let templates: AlertTemplates | undefined;
-    const c = compileAlert(alert, { allowCrossNamespace: this.#d.allowCrossNamespace });
+    let c:
+      ReturnType<typeof compileAlert> | { ok: false; reason: 'CrossNamespaceUnchecked'; message: string } =
+      compileAlert(alert, {
+        allowCrossNamespace: this.#d.allowCrossNamespace,
+      });
+    // Sources outside the namespace, allowed by the flag: honoured only if admission checked them.
+    const cross = c.ok ? firstCrossNamespaceSource(c.alert) : undefined;
+    if (c.ok && cross !== undefined) {
+      const why = await this.#crossNamespaceUnchecked(alert);
+      if (why !== undefined) {
+        c = {
+          ok: false,
+          reason: 'CrossNamespaceUnchecked',
+          message:
+            `eventSources[${cross.index}].namespace ${JSON.stringify(cross.namespace)} selects events outside the Alert's namespace ` +
+            `${JSON.stringify(namespace)}, which this controller honours only for Alerts that ValidatingAdmissionPolicy ` +
+            `${ALERT_SOURCES_POLICY_NAME} admitted (their writer may list Stacks there): ${why}`,
+        };
+      }
+    }
     const provider = c.ok ? await this.#provider(namespace, alert.spec.providerRef.name) : undefined;
     const ref = alert.spec.templateRef;
     this.#d.configMaps.use(key, ref ? { namespace, name: ref.name } : undefined);
@@ -177,6 +230,9 @@ export class AlertReconciler {
     // announced as new): the runs of its Stacks get their commits recorded meanwhile.
     this.#d.index.setSelecting(key, c.ok ? c.alert : undefined);
     await settleReady(this.#d, 'Alert', alert, state, { alert: key });
+    // An Alert selecting other namespaces is checked again when the look-up of the policy expires:
+    // a policy deleted or changed since stops it, one installed later does not start it.
+    if (cross !== undefined) return { requeueAfterMs: ADMISSION_CHECK_TTL_MS };
     // A missing Provider comes back through the Provider informer (it re-queues referencing
     // Alerts), a missing or changed ConfigMap through its watch: nothing to poll.
     return undefined;

@@ -116,12 +116,13 @@ describe('Pulumi program', () => {
     expect(container?.env.find((e) => e.name === 'NODE_OPTIONS')?.value).toBe('--max-old-space-size=160');
   });
 
-  it('moves every namespaced object and the RBAC subjects with `namespace`; passes image, cluster name, ServiceMonitor', async () => {
+  it('moves every namespaced object and the RBAC subjects with `namespace`; passes image, cluster name, ServiceMonitor, crossNamespaceRefs', async () => {
     const objects = await render('custom', {
       namespace: 'ops',
       image: 'registry.example/pkonc:1.2.3',
       clusterName: 'prod-eu',
       serviceMonitor: true,
+      crossNamespaceRefs: true,
     });
     const clusterScoped = [
       'Namespace',
@@ -158,5 +159,8 @@ describe('Pulumi program', () => {
     ).template.spec.containers[0];
     expect(container?.image).toBe('registry.example/pkonc:1.2.3');
     expect(container?.args).toContain('--cluster-name=prod-eu');
+    // B14: opened only when asked (the default, =true, is config/default's: the test above).
+    expect(container?.args).toContain('--no-cross-namespace-refs=false');
+    expect(container?.args).not.toContain('--no-cross-namespace-refs=true');
   });
 });
