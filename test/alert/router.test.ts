@@ -169,6 +169,28 @@ describe('Router', () => {
   });
 });
 
+describe('Router: enrichment on behalf of Ready Alerts only (B14)', () => {
+  it('B14: an Alert that selects the Stack but is not Ready (only in `selecting`) makes nothing be read', async () => {
+    const enriched: string[] = [];
+    const t = setup((_stack, ev) => {
+      enriched.push(ev.reason);
+      return Promise.resolve(ev);
+    });
+    const waiting = routed('waiting', { eventReasons: ['UpdateFailed'] });
+    t.alerts.setSelecting(`${NS}/waiting`, waiting.compiled);
+    t.stacks.add(v2FailedStack());
+    t.updates.add(update('failed'));
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(enriched).toEqual([]);
+    expect(t.queue.offers).toEqual([]);
+    // Once Ready (allowed), the same event is enriched and offered.
+    t.alerts.set(`${NS}/waiting`, waiting);
+    await t.router.reconcile(`${NS}/app-dev`);
+    expect(enriched).toEqual(['UpdateFailed']);
+    expect(t.queue.offers.map((o) => o.alert)).toEqual(['waiting']);
+  });
+});
+
 describe('Router: a finished run’s commit recorded on its Update', () => {
   it('only for a Stack some Alert served here selects: a shard writes nothing to Stacks it does not serve', async () => {
     const recorded: string[][] = [];

@@ -8,6 +8,7 @@ import { kubeConfig, createTestNamespace, waitFor } from '../support/cluster.ts'
 import { PkoSimulator } from '../support/pko.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { Objects, startInProcess, type InProcessController } from '../support/controller.ts';
+import { installAlertSourcesPolicy } from '../support/alert-sources.ts';
 
 const SHA = '9f1c2e7d0a4b5c6d7e8f90112233445566778899';
 const SHA2 = '2b0889718d3e63feeb6079ccd5e4488d8601e353';
@@ -358,7 +359,10 @@ describe('cases', () => {
     }
   });
 
-  it('F18: namespace "*" matches Stacks in every namespace', async () => {
+  it('F18: namespace "*" matches Stacks in every namespace (opened: --no-cross-namespace-refs=false)', async () => {
+    // Other namespaces are honoured only when opened, for an Alert the admission policy checked
+    // (case B14): the admin may list Stacks everywhere, so its Alert is admitted.
+    await installAlertSourcesPolicy();
     const home = await createTestNamespace('pipe-f18');
     const other = await createTestNamespace('pipe-f18-other');
     const obj = new Objects(home);
@@ -377,7 +381,9 @@ describe('cases', () => {
       },
       shard,
     );
-    const ctl = await startInProcess('', { flags: [`--watch-label-selector=pko-nc.test/shard=${home}`] });
+    const ctl = await startInProcess('', {
+      flags: [`--watch-label-selector=pko-nc.test/shard=${home}`, '--no-cross-namespace-refs=false'],
+    });
     try {
       await obj.waitReady('alerts', 'everywhere');
       for (const ns of [home, other]) {

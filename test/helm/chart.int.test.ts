@@ -64,7 +64,8 @@ const EVERYTHING: Record<string, unknown> = {
     allowHosts: ['*.github.com', 'hooks.slack.com'],
     denyHosts: ['metadata.google.internal'],
   },
-  extraArgs: ['--log-level=debug', '--no-cross-namespace-refs'],
+  crossNamespaceRefs: true,
+  extraArgs: ['--log-level=debug'],
   extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://proxy.example.com:3128' }],
   heapMaxMiB: 400,
   resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { memory: '768Mi' } },
@@ -205,6 +206,8 @@ describe('Helm chart', () => {
         'ValidatingAdmissionPolicyBinding/pko-notification-controller-preview-overrides',
         'ValidatingAdmissionPolicy/pko-notification-controller-drift-remediation',
         'ValidatingAdmissionPolicyBinding/pko-notification-controller-drift-remediation',
+        'ValidatingAdmissionPolicy/pko-notification-controller-alert-sources',
+        'ValidatingAdmissionPolicyBinding/pko-notification-controller-alert-sources',
       ].sort(),
     );
     const pod = podSpec(find(objs, 'Deployment'));
@@ -215,10 +218,12 @@ describe('Helm chart', () => {
       allowPrivilegeEscalation: false,
       readOnlyRootFilesystem: true,
     });
+    // B14: Alerts stay in their namespace unless crossNamespaceRefs.
     expect(c.args).toEqual([
       '--leader-elect',
       '--metrics-bind-address=:8080',
       '--health-probe-bind-address=:8081',
+      '--no-cross-namespace-refs=true',
     ]);
     for (const o of objs) expect(o.metadata.labels?.['app.kubernetes.io/managed-by'], o.kind).toBe('Helm');
     // Another release name: every name follows it, except the admission policy the controller
@@ -229,6 +234,7 @@ describe('Helm chart', () => {
         expect([
           'pko-notification-controller-preview-overrides',
           'pko-notification-controller-drift-remediation',
+          'pko-notification-controller-alert-sources',
         ]).toContain(o.metadata.name);
       else expect(o.metadata.name, o.kind).toMatch(/^shard1-pko-notification-controller/);
       if (o.metadata.namespace !== undefined) expect(o.metadata.namespace).toBe('team-ops');
@@ -246,6 +252,7 @@ describe('Helm chart', () => {
       '--leader-elect',
       '--metrics-bind-address=:8080',
       '--health-probe-bind-address=:8081',
+      '--no-cross-namespace-refs=false',
       '--leader-election-id=pkonc-shard1',
       '--cluster-name=prod-eu-1',
       '--watch-namespace=team-a',
@@ -257,7 +264,6 @@ describe('Helm chart', () => {
       '--preview-webhook-bind-address=:8082',
       '--preview-webhook-max-body-bytes=2097152',
       '--log-level=debug',
-      '--no-cross-namespace-refs',
     ]);
     expect(c.env).toEqual(
       expect.arrayContaining([

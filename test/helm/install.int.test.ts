@@ -109,38 +109,40 @@ describe('helm install on the real control plane', () => {
       expect(r.code, `${plural}: ${r.stderr}`).toBe(0);
     }
 
-    // The chart's admission policy and binding are accepted by this API server (dry run, renamed:
-    // the real ones exist already).
-    const template = await helm([
-      'template',
-      release,
-      CHART,
-      '--namespace',
-      ns,
-      '--show-only',
-      'templates/admission-policy.yaml',
-    ]);
-    expect(template.code, template.stderr).toBe(0);
-    const admission = parseAllDocuments(template.stdout).map((d) => d.toJS() as Obj);
-    expect(admission.map((o) => o.kind)).toEqual([
-      'ValidatingAdmissionPolicy',
-      'ValidatingAdmissionPolicyBinding',
-    ]);
-    const renamed = `pkonc-helm-dry-${run}`;
-    for (const o of admission) {
-      o.metadata.name = renamed;
-      if (o.kind === 'ValidatingAdmissionPolicyBinding')
-        (o.spec as Record<string, unknown>)['policyName'] = renamed;
-      const plural =
-        o.kind === 'ValidatingAdmissionPolicy'
-          ? 'validatingadmissionpolicies'
-          : 'validatingadmissionpolicybindings';
-      await kubeRequest(admin, {
-        method: 'POST',
-        path: objectPath({ group: 'admissionregistration.k8s.io', version: 'v1', plural }),
-        query: { dryRun: 'All', fieldValidation: 'Strict' },
-        body: o,
-      });
+    // The chart's admission policies and bindings are accepted by this API server (dry run,
+    // renamed: the real ones exist already).
+    for (const file of ['admission-policy.yaml', 'alert-sources-admission-policy.yaml']) {
+      const template = await helm([
+        'template',
+        release,
+        CHART,
+        '--namespace',
+        ns,
+        '--show-only',
+        `templates/${file}`,
+      ]);
+      expect(template.code, template.stderr).toBe(0);
+      const admission = parseAllDocuments(template.stdout).map((d) => d.toJS() as Obj);
+      expect(admission.map((o) => o.kind)).toEqual([
+        'ValidatingAdmissionPolicy',
+        'ValidatingAdmissionPolicyBinding',
+      ]);
+      const renamed = `pkonc-helm-dry-${run}`;
+      for (const o of admission) {
+        o.metadata.name = renamed;
+        if (o.kind === 'ValidatingAdmissionPolicyBinding')
+          (o.spec as Record<string, unknown>)['policyName'] = renamed;
+        const plural =
+          o.kind === 'ValidatingAdmissionPolicy'
+            ? 'validatingadmissionpolicies'
+            : 'validatingadmissionpolicybindings';
+        await kubeRequest(admin, {
+          method: 'POST',
+          path: objectPath({ group: 'admissionregistration.k8s.io', version: 'v1', plural }),
+          query: { dryRun: 'All', fieldValidation: 'Strict' },
+          body: o,
+        });
+      }
     }
 
     // The Deployment as installed passes PodSecurity `restricted` (helm shows no API warnings, so

@@ -10,6 +10,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { KubernetesObjectApi } from '@kubernetes/client-node';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { ROOT, kubectl, kustomize } from '../support/kubectl.ts';
+import { loadConfig } from '../../src/config.ts';
 
 const NS = 'pko-notification-system';
 const version = (JSON.parse(readFileSync(`${ROOT}/package.json`, 'utf8')) as { version: string }).version;
@@ -69,8 +70,10 @@ describe('config/default', () => {
         'RoleBinding/pko-notification-controller-leader-election',
         'Service/pko-notification-controller-metrics',
         'ServiceAccount/pko-notification-controller',
+        'ValidatingAdmissionPolicy/pko-notification-controller-alert-sources',
         'ValidatingAdmissionPolicy/pko-notification-controller-drift-remediation',
         'ValidatingAdmissionPolicy/pko-notification-controller-preview-overrides',
+        'ValidatingAdmissionPolicyBinding/pko-notification-controller-alert-sources',
         'ValidatingAdmissionPolicyBinding/pko-notification-controller-drift-remediation',
         'ValidatingAdmissionPolicyBinding/pko-notification-controller-preview-overrides',
       ].sort(),
@@ -95,6 +98,9 @@ describe('config/default', () => {
     expect(c.image).toBe(`pko-notification-controller:${version}`);
     expect(c.imagePullPolicy).toBe('IfNotPresent');
     expect(c.args).toContain('--leader-elect');
+    // B14: Alerts stay in their namespace, explicitly (and loadConfig reads it so).
+    expect(c.args).toContain('--no-cross-namespace-refs=true');
+    expect(loadConfig(c.args, {}).noCrossNamespaceRefs).toBe(true);
     expect(c.env.find((e) => e.name === 'NODE_OPTIONS')?.value).toBe('--max-old-space-size=160');
     expect(c.env.map((e) => e.name)).toEqual(expect.arrayContaining(['POD_NAMESPACE', 'POD_NAME']));
     expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'probes' });

@@ -29,8 +29,10 @@ describe('installAdmissionObjects (npm start)', () => {
     const name = `pko-nc-install-test-${suffix}`;
     const shipped = await readAdmissionObjects(await yamlFilesIn(DIR));
     expect(shipped.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      'ValidatingAdmissionPolicy/pko-notification-controller-alert-sources',
       'ValidatingAdmissionPolicy/pko-notification-controller-drift-remediation',
       'ValidatingAdmissionPolicy/pko-notification-controller-preview-overrides',
+      'ValidatingAdmissionPolicyBinding/pko-notification-controller-alert-sources',
       'ValidatingAdmissionPolicyBinding/pko-notification-controller-drift-remediation',
       'ValidatingAdmissionPolicyBinding/pko-notification-controller-preview-overrides',
     ]);
