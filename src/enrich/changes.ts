@@ -48,7 +48,10 @@ import {
   RedactionBudgetExceeded,
   redactChangeSet,
   SecretMarks,
+  secretObjectReader,
+  secretOutputValues,
   secretRedactor,
+  type SecretObjectReader,
   stackSecretRefs,
   type SecretRedactor,
 } from './secrets.ts';
@@ -87,6 +90,11 @@ export interface ChangeAttacherOptions {
   now?: () => number;
   /** Reads a workspace log; default {@link readWorkspaceLog} (tests pass their own). */
   readLog?: typeof readWorkspaceLog;
+  /**
+   * Reads a Secret with its annotations — PKO's outputs Secret of an `up`, whose secret outputs
+   * are removed like values the run marks secret; default {@link secretObjectReader}.
+   */
+  readSecretObject?: SecretObjectReader;
   /**
    * Records a Warning Event on the Stack (reason {@link CHANGES_UNAVAILABLE_REASON}) when an admin
    * can fix what kept the details away: a missing permission (the message names it) or a Secret
@@ -543,6 +551,26 @@ export class ChangeAttacher {
     return secretRedactor(values);
   }
 
+  /**
+   * Adds to `marks` the values of the secret outputs of `update` (an `up`: PKO's outputs Secret,
+   * `status.outputs`, lists them in its `pulumi.com/secrets` annotation). A Secret that cannot be
+   * read is logged and left: the log's own marks and the Stack's Secrets still apply.
+   */
+  async #secretOutputs(stack: Stack, update: Update, marks: SecretMarks): Promise<void> {
+    const name = update.status?.outputs;
+    if (typeof name !== 'string' || name === '') return;
+    const ns = update.metadata.namespace ?? stack.metadata.namespace ?? '';
+    try {
+      const secret = await (this.#o.readSecretObject ?? secretObjectReader(this.#o.kubeConfig))(ns, name);
+      if (secret !== undefined) for (const v of secretOutputValues(secret)) marks.add(v);
+    } catch (err) {
+      this.#o.logger.warn(
+        { stack: `${ns}/${stack.metadata.name ?? ''}`, secret: name, err: String(err).slice(0, 200) },
+        "cannot read the run's outputs Secret; its secret outputs are not removed by value",
+      );
+    }
+  }
+
   /** Starts following the log of the Update `name` of `stack`, unless one is cached or followed. */
   #follow(stack: Stack, name: string): void {
     const max = this.#o.maxFollows ?? 32;
@@ -663,6 +691,7 @@ export class ChangeAttacher {
           `the workspace pod's log holds no Pulumi run since ${run.startTime} (rotated, or the pod was replaced)`,
         );
       }
+      await this.#secretOutputs(stack, update, marks);
       // Secret values next: without them, nothing may be shown.
       const base = await this.#stackSecrets(stack);
       if (typeof base === 'string') return unavailable(base);

@@ -9,6 +9,7 @@
 import type { Stack } from '../api/pko.ts';
 import type { ChangeSet } from '../changes/types.ts';
 import { REDACTED } from '../credential/redact.ts';
+import { errorStatusCode, kubeRequest, objectPath, type KubeConfig } from '../kube/client.ts';
 
 /** What a Stack's spec references: Secrets (read whole) and literal secret config values. */
 export interface StackSecretRefs {
@@ -653,4 +654,65 @@ function parseJson(
   NUMBER.lastIndex = i;
   const m = NUMBER.exec(t);
   return m === null ? -1 : i + m[0].length;
+}
+
+/** A Secret's values and annotations, as {@link secretOutputsReader} reads them. */
+export interface SecretObject {
+  data: Record<string, string>;
+  annotations: Record<string, string>;
+}
+
+/** Reads a Secret with its annotations; undefined when it does not exist. Throws on other API errors. */
+export type SecretObjectReader = (namespace: string, name: string) => Promise<SecretObject | undefined>;
+
+/** The annotation of PKO's outputs Secret listing its secret keys (operator `auto.SecretOutputsAnnotation`). */
+export const SECRET_OUTPUTS_ANNOTATION = 'pulumi.com/secrets';
+
+/** A {@link SecretObjectReader} through the API server (a GET; the controller may get Secrets). */
+export function secretObjectReader(kc: KubeConfig): SecretObjectReader {
+  return async (namespace, name) => {
+    let s: { data?: Record<string, string>; metadata?: { annotations?: Record<string, string> } };
+    try {
+      s = await kubeRequest(kc, {
+        method: 'GET',
+        path: objectPath({ group: '', version: 'v1', plural: 'secrets', namespace, name }),
+      });
+    } catch (err) {
+      if (errorStatusCode(err) === 404) return undefined;
+      throw err;
+    }
+    const data: Record<string, string> = {};
+    for (const [k, v] of Object.entries(s.data ?? {})) data[k] = Buffer.from(v, 'base64').toString('utf8');
+    return { data, annotations: s.metadata?.annotations ?? {} };
+  };
+}
+
+/**
+ * The values of an `up`'s secret outputs: PKO writes them to the Secret `Update.status.outputs`
+ * names (`<update>-stack-outputs`, one key per output, each value JSON) and lists the secret
+ * keys, as a JSON array, in its annotation `pulumi.com/secrets` (operator
+ * internal/controller/auto/update_controller.go `outputsToSecret`). A string output gives its
+ * string; another value its JSON text. Bounded: 1,000 keys.
+ */
+export function secretOutputValues(secret: SecretObject): string[] {
+  let keys: unknown;
+  try {
+    keys = JSON.parse(secret.annotations[SECRET_OUTPUTS_ANNOTATION] ?? '[]');
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(keys)) return [];
+  const out: string[] = [];
+  for (const k of keys.slice(0, MAX_MARKED_VALUES)) {
+    if (typeof k !== 'string') continue;
+    const raw = secret.data[k];
+    if (raw === undefined) continue;
+    try {
+      const v: unknown = JSON.parse(raw);
+      out.push(typeof v === 'string' ? v : raw);
+    } catch {
+      out.push(raw);
+    }
+  }
+  return out;
 }

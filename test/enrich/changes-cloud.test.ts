@@ -365,3 +365,45 @@ describe('B15: the Pulumi Cloud cache is keyed by who may see it', () => {
     expect(short.changes?.set?.source).toBe('pulumi-cloud');
   });
 });
+
+describe('values Pulumi Cloud marks secret', () => {
+  it("a value under Pulumi's secret signature with its plaintext goes as [secret] wherever it is printed", async () => {
+    const plain = 'cloud-marked-Value-9';
+    cloud.addUpdate('acme/app/dev', {
+      kind: 'update',
+      result: 'succeeded',
+      resourceChanges: { update: 1 },
+      events: [
+        {
+          resourcePreEvent: {
+            metadata: step('update', 'urn:pulumi:dev::app::pkotest:index:Value::a', {
+              old: { value: 'one', password: 'x' },
+              new: {
+                value: plain,
+                password: {
+                  '4dabf18193072939515e22adb298388d': '1b47061264138c4ac30d75fd1eb44270',
+                  plaintext: JSON.stringify(plain),
+                },
+              },
+              detailedDiff: {
+                value: { diffKind: 'update', inputDiff: true },
+                password: { diffKind: 'update', inputDiff: true },
+              },
+            }),
+          },
+        },
+        { summaryEvent: { resourceChanges: { update: 1 } } },
+      ],
+    });
+    const ev = await attacher().attach(
+      withToken(),
+      finished({ kind: 'v1', commit: 'abc', at: 'x' }, 'https://app.pulumi.com/acme/app/dev/updates/1'),
+    );
+    expect(ev.changes?.set?.resources[0]?.diff).toEqual([
+      '~ password: "x" => [secret]',
+      // The plaintext is JSON (`"…"`): its quoted form is a marked value too.
+      '~ value: "one" => [secret]',
+    ]);
+    expect(JSON.stringify(ev)).not.toContain(plain);
+  });
+});

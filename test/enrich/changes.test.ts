@@ -471,3 +471,33 @@ describe('values the run marks secret (R21) and every encoding of a Secret value
     expect(failed.message).toContain('https://api.example/x?user=bot&q=[redacted]&z=1');
   });
 });
+
+describe('secret outputs and Pulumi Cloud markers', () => {
+  it("an up's secret outputs (PKO's outputs Secret, pulumi.com/secrets) go as [secret]; the others stay", async () => {
+    const out = 'postgres://app:Out-Secret-42@db.internal:5432/app';
+    const lines = PREVIEW.map((l) =>
+      l.replace('~ content: "hello" => "hello-again"', `~ content: "hello" => ${JSON.stringify(out)}`),
+    );
+    const read: string[] = [];
+    const up: Update = { ...update('u1'), status: { ...update('u1').status, outputs: 'u1-stack-outputs' } };
+    const a = new ChangeAttacher({
+      kubeConfig: new KubeConfig(),
+      update: () => up,
+      readSecret: () => Promise.resolve(undefined),
+      logger: createLogger({ level: 'silent' }),
+      readLog: logOf(lines),
+      readSecretObject: (ns, name) => {
+        read.push(`${ns}/${name}`);
+        return Promise.resolve({
+          data: { dbUrl: JSON.stringify(out), bucket: '"hello"' },
+          annotations: { 'pulumi.com/secrets': '["dbUrl"]' },
+        });
+      },
+    });
+    const ev = await a.attach(stack, event({ kind: 'update', name: 'u1' }, 'succeeded'));
+    expect(read).toEqual(['team-a/u1-stack-outputs']);
+    const diff = ev.changes?.set?.resources.find((r) => r.name === 'f')?.diff;
+    expect(diff).toContain('~ content: "hello" => "[secret]"');
+    expect(JSON.stringify(ev)).not.toContain('Out-Secret-42');
+  });
+});
