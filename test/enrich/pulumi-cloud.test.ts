@@ -8,6 +8,7 @@ import {
   accessTokenRefOf,
   cloudRunOf,
   formatValue,
+  permalinkMismatch,
   readCloudChangeSet,
   type CloudRunRef,
 } from '../../src/enrich/pulumi-cloud.ts';
@@ -110,6 +111,48 @@ describe('permalinks', () => {
       'https://evil.example/acme/app/dev/updates/1',
     ])
       expect(cloudRunOf(p, undefined)).toBeUndefined();
+  });
+});
+
+describe("B15: a permalink is used only when it names the Stack's own stack", () => {
+  const ref = cloudRunOf('https://app.pulumi.com/acme/app/dev/updates/3', undefined) as CloudRunRef;
+
+  it('each part spec.stack names must match (the organization in any case); a part it leaves out is not checked', () => {
+    for (const stack of ['acme/app/dev', 'ACME/app/dev', 'acme/dev', 'dev', ' acme/app/dev '])
+      expect(permalinkMismatch(ref, { stack }), stack).toBeUndefined();
+    for (const stack of [
+      'acme/app/prod',
+      'other/app/dev',
+      'acme/web/dev',
+      'acme/prod',
+      'prod',
+      'acme/App/dev',
+    ])
+      expect(permalinkMismatch(ref, { stack }), stack).toBe(
+        `the run's permalink names another stack (acme/app/dev; the Stack's spec.stack is ${stack}); Pulumi Cloud was not read`,
+      );
+    for (const spec of [{}, { stack: '' }, { stack: 'a//b' }, { stack: 'a/b/c/d' }, null])
+      expect(permalinkMismatch(ref, spec)).toBe(
+        "the Stack's spec.stack names no stack to check the run's permalink (acme/app/dev) against; Pulumi Cloud was not read",
+      );
+  });
+
+  it('a backend that is not Pulumi Cloud (spec.backend or a literal PULUMI_BACKEND_URL) uses no permalink', () => {
+    for (const backend of ['s3://bucket', 'file://./state', 'azblob://c', 'gs://b'])
+      expect(permalinkMismatch(ref, { stack: 'acme/app/dev', backend })).toMatch(
+        /^the run's permalink names another stack \(Pulumi Cloud acme\/app\/dev; the Stack's backend is [a-z0-9]+:\/\/, not Pulumi Cloud\)/,
+      );
+    const envRefs = { PULUMI_BACKEND_URL: { type: 'Literal', literal: { value: 's3://x' } } };
+    expect(permalinkMismatch(ref, { stack: 'acme/app/dev', envRefs })).toMatch(/backend is s3:\/\//);
+    expect(
+      permalinkMismatch(ref, { stack: 'acme/app/dev', backend: 'https://api.pulumi.com' }),
+    ).toBeUndefined();
+  });
+
+  it('a backend of https://app.pulumi.com (the default PKO names) is read at api.pulumi.com', () => {
+    expect(cloudRunOf('https://app.pulumi.com/acme/app/dev/updates/3', 'https://app.pulumi.com')?.api).toBe(
+      'https://api.pulumi.com',
+    );
   });
 });
 

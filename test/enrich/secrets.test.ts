@@ -16,7 +16,10 @@ import {
   MAX_REDACTED_VALUES,
   REDACTION_WORK_BUDGET,
   RedactionBudgetExceeded,
+  MAX_MARKED_VALUES,
   redactChangeSet,
+  SecretMarks,
+  secretOutputValues,
   secretRedactor,
   stackSecretRefs,
   type SecretRedactor,
@@ -268,5 +271,52 @@ describe('no Secret value in any rendered output (property)', () => {
       ),
       { numRuns: 40 },
     );
+  });
+});
+
+describe('SecretMarks: the values a run marks secret (R21)', () => {
+  const marks = (...lines: string[]): string[] => {
+    const m = new SecretMarks();
+    for (const l of lines) m.take(l);
+    return [...m.values];
+  };
+
+  it('finds {Value, Secret: true} objects of any logger, any case, JSON quoted in a field, and the secret signature', () => {
+    expect(
+      marks(
+        '2026-12-01T15:24:33.115Z\tINFO\tserver\tup completed\t{"summary": {"config":{"p:a":{"Value":"value-one","Secret":true},"p:b":{"Value":"plain-one","Secret":false}}}}',
+        '{"level":"info","cfg":"{\\"p:c\\":{\\"secret\\": true, \\"value\\": \\"value-two\\"}}"}',
+        'text with { a brace and "quotes" then {"Secret":true,"Value":"value-three"} and { more',
+        '{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","plaintext":"\\"value-four\\""}',
+        '{"Value":"cut-before-its-end","Secret":tr',
+        '{"Value":"no","Secret":true}',
+      ),
+    ).toEqual(['value-one', 'value-two', 'value-three', '"value-four"', 'value-four']);
+  });
+
+  it('is linear in a hostile line and bounded in count and length (overflow withholds)', () => {
+    const hostile = `${'{"a":['.repeat(20_000)}${'{"x":"{'.repeat(20_000)}`;
+    const t0 = performance.now();
+    expect(marks(`secret ${hostile}`)).toEqual([]);
+    expect(performance.now() - t0).toBeLessThan(2_000);
+    const m = new SecretMarks();
+    for (let i = 0; i <= MAX_MARKED_VALUES; i++) m.take(`{"Value":"value-${String(i)}","Secret":true}`);
+    expect(m.values.size).toBe(MAX_MARKED_VALUES);
+    expect(m.overflow).toMatch(/marks more than 1000 values secret/);
+    const long = new SecretMarks();
+    long.take(`{"Value":"${'v'.repeat(70_000)}","Secret":true}`);
+    expect(long.overflow).toMatch(/longer than the 65536 characters/);
+  });
+
+  it("an outputs Secret's secret keys (pulumi.com/secrets) give their values, strings decoded", () => {
+    expect(
+      secretOutputValues({
+        data: { url: '"postgres://u:p@h"', obj: '{"k":1}', plain: '"visible"' },
+        annotations: { 'pulumi.com/secrets': '["obj","url","missing"]' },
+      }),
+    ).toEqual(['{"k":1}', 'postgres://u:p@h']);
+    expect(
+      secretOutputValues({ data: { a: '"x"' }, annotations: { 'pulumi.com/secrets': 'not json' } }),
+    ).toEqual([]);
   });
 });
