@@ -18,7 +18,7 @@ import {
   singleLine,
   type FieldLimit,
 } from '../text.ts';
-import { changesContext } from './changes.ts';
+import { changesContext, type ChangesContext } from './changes.ts';
 import { buildContext, markerFor, stateOf, withValues, type TemplateContext } from './context.ts';
 import { builtinBudgetMessage, RenderBudget, TemplateBudgetError, withBudget } from './budget.ts';
 import { cleanError, errorMessage } from './errors.ts';
@@ -238,10 +238,12 @@ function renderMessage(
 }
 
 /**
- * The commit status description, single-line, within `limit`. When too long, the `summary` is
- * cut (with `…`) so that the end of the description — the built-in template's `lastLine`, the
- * error — still fits when it can ("where it fits"); otherwise the whole is cut with a trailing
- * `…` (case F13).
+ * The commit status description, single-line, within `limit`. When too long: a change set not
+ * read whole has its `changes.summary` (`change set incomplete: <why>`, case R22) cut with `…`
+ * first, keeping at least its first 60 code points, so that the run's own summary and last line
+ * still fit; then the `summary` is cut (with `…`) so that the end of the description — the
+ * built-in template's `lastLine`, the error — still fits when it can ("where it fits");
+ * otherwise the whole is cut with a trailing `…` (case F13).
  */
 function statusDescription(
   set: TemplateSet,
@@ -257,6 +259,17 @@ function statusDescription(
   if (limit === undefined || measure(full, limit.unit) <= limit.max) return full;
   const { max, unit } = limit;
   const over = measure(full, unit) - max;
+  const changes = ctx.changes;
+  if (changes !== null && !changes.complete) {
+    const keep = measure(changes.summary, unit) - over;
+    if (keep >= Math.min(60, max / 2)) {
+      const cut = Object.assign(Object.create(null) as ChangesContext, changes, {
+        summary: boundText(changes.summary, keep, unit),
+      });
+      const shorter = once(withValues(ctx, { changes: cut }));
+      if (measure(shorter, unit) <= max) return shorter;
+    }
+  }
   const room = measure(ctx.summary, unit) - over;
   // Keep at least a readable start of the summary; else the last line does not fit.
   if (ctx.lastLine !== null && room >= Math.min(24, max / 4)) {

@@ -551,19 +551,22 @@ describe('R21/R22: recorded agent logs × every provider type × its built-in te
           expect(all).not.toMatch(/no changes/i);
           expect(all).not.toMatch(/\b0 to create\b/);
           for (const text of b) {
-            // A status description: bounded by the forge (GitHub 140): the start of the reason stays.
-            if (!text.includes('\n') && text.length <= (limitsFor(type).statusDescription?.max ?? 0)) {
-              if (!text.startsWith(head)) continue;
-              const full = text.endsWith('…') ? text.slice(0, -1) : text;
-              expect(full.length).toBeGreaterThan(head.length + 20);
-              expect(full.replace(/^change set [a-z]+(?: \(read so far: [^)]*\))?: /, '')).toSatisfy(
-                (s: string) => reason.startsWith(s) || s.startsWith(reason),
-              );
-            }
+            // A status description, bounded by the forge (GitHub 140): the reason, or its start
+            // cut with `…`, then the run's own summary.
+            if (text.includes('\n') || text.length > (limitsFor(type).statusDescription?.max ?? 0)) continue;
+            if (!text.startsWith(head)) continue;
+            const [said = ''] = text
+              .replace(/^change set [a-z]+(?: \(read so far: [^)]*\))?: /, '')
+              .split(' · Preview of stack acme/app/dev succeeded');
+            const why = said.endsWith('…') ? said.slice(0, -1) : said;
+            expect(why.length).toBeGreaterThan(40);
+            expect(reason.startsWith(why), `${type}: '${text}'`).toBe(true);
           }
           if (isGitProviderType(type)) {
             const desc = b.find((x) => x.startsWith(head));
             expect(desc, `${type}: a status description starting '${head}'`).toBeDefined();
+            // The reason is cut first: the run's own summary still fits.
+            expect(desc).toMatch(/ · Preview of stack acme\/app\/dev succeeded$/);
             expect(all).toContain(`**⚠️ ${head}`);
           }
           expect(all).toContain(reason);

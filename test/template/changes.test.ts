@@ -217,6 +217,31 @@ describe('built-in templates render the recordings', () => {
     expect(failed.comment?.body).toContain('**+1 create attempted**');
   });
 
+  it("R22: a status description too long for the forge cuts the change set's reason first, so the run's last line fits", () => {
+    const cut: ChangeSet = {
+      ...sampleChangeSet(0),
+      run: { kind: 'update', dryRun: false, stack: 'dev', startedAt: '2026-12-01T00:00:00Z' },
+      complete: false,
+      incomplete: ['no-summary', 'no-end'],
+      counts: {},
+    };
+    const ev = stackEvent({
+      message: 'Update of stack acme/app/dev failed:\nerror: boom',
+      changes: { set: cut },
+    });
+    for (const type of ['github'] as const) {
+      const d = renderAll(ev, type).commitStatus?.description ?? '';
+      expect(measure(d, limitsFor(type).statusDescription?.unit ?? 'codePoints')).toBeLessThanOrEqual(
+        limitsFor(type).statusDescription?.max ?? 0,
+      );
+      expect(d).toMatch(
+        /^change set incomplete: the log has no summary of the run \(cut, rotated, or the run/,
+      );
+      expect(d).toMatch(/… · Update of stack acme\/app\/dev failed: error: boom$/);
+      expect(d).not.toContain('no changes');
+    }
+  });
+
   it('R22: unavailable details are said in the comment and in the status', () => {
     const why = 'the controller may not read pods/log in namespace team-a';
     const out = renderAll(previewEvent({ unavailable: `no change details: ${why}` }), 'github');
