@@ -182,12 +182,21 @@ describe('change sets on the pull request (PKO v2 workspace log)', () => {
       const ns = await createTestNamespace('changes-denied');
       const { body, descriptions } = await previewOnPullRequest(ns, gh);
       const shown = body.replace(/&#(\d+);/g, (_, n: string) => String.fromCodePoint(Number(n)));
-      expect(shown).toContain(`no change details: cannot read the workspace log of Stack ${ns}/app`);
+      // R22: said as unavailable, with the reason, in the comment and the status.
+      expect(shown).toContain(
+        `**⚠️ change set unavailable: cannot read the workspace log of Stack ${ns}/app`,
+      );
       expect(shown).toContain(
         `may not get pods in namespace ${ns}; grant the ClusterRole ${WORKSPACE_LOGS_ROLE}`,
       );
       expect(body).not.toContain('Property changes');
-      expect(descriptions.some((d) => d.startsWith('Preview of stack acme/app/dev succeeded'))).toBe(true);
+      expect(
+        descriptions.some(
+          (d) =>
+            d.startsWith('change set unavailable: cannot read the workspace log') &&
+            d.endsWith(' · Preview of stack acme/app/dev succeeded'),
+        ),
+      ).toBe(true);
       expect(kubelet.requests.filter((r) => r.namespace === ns)).toEqual([]);
       // And a Warning Event on the Stack says the same to the admin.
       const ev = await waitFor(
