@@ -4,15 +4,17 @@
  * PKO v2 Update that succeeded or failed, the workspace
  * pod's log is read through `pods/log` (src/kube/workspace-log.ts, `sinceTime` = the Update's
  * `startTime`), parsed (src/changes/parse.ts) and stripped of every value of every Secret the
- * Stack references (./secrets.ts). One read per Update, cached (bounded LRU): started at the
+ * Stack references and of every value the run marks secret (its log lines, an `up`'s outputs
+ * Secret; ./secrets.ts), in every encoding of `secretRedactor`. One read per Update, cached (bounded LRU): started at the
  * run's `started` event with `follow` (bounded in number, time and bytes) and stopped a short
  * grace after the run's result (never by a log line: the program can print any), so a pod PKO
  * deletes right after the run (`workspaceReclaimPolicy: Delete`) still yields its change set; else read when the result comes. An event waits for it
  * at most `waitMs` (default 3 s), so a status or comment is never held up longer.
  *
  * When the log gives no complete change set (PKO v1 has no workspace pod at all) and the run's
- * permalink is a Pulumi Cloud one, the update is read from the Pulumi Cloud REST API with the
- * Stack's own access token (./pulumi-cloud.ts), waited for at most `cloud.waitMs` more (default
+ * permalink is a Pulumi Cloud one naming the Stack's own stack (`permalinkMismatch`: the program
+ * can print a permalink), the update is read from the Pulumi Cloud REST API with the Stack's own
+ * access token (./pulumi-cloud.ts; cached per Stack uid, token hash and run), waited for at most `cloud.waitMs` more (default
  * 5 s); when that fails too, the log's change set (or the reason there is none) says why in its
  * note.
  *

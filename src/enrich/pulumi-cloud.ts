@@ -27,6 +27,9 @@
  * answers is trusted (every field is checked; values are printed with a depth and length bound).
  * A 429 is waited out once when its `Retry-After` fits in the time left. Failures never throw:
  * they give a reason (a sentence without the token) that the caller puts in the change set's note.
+ *
+ * The permalink is program output (PKO's agent copies the first `Permalink:` line of the CLI's
+ * stdout): the caller reads only a run {@link permalinkMismatch} finds to be the Stack's own.
  */
 import type { Dispatcher } from 'undici';
 import { fetch as undiciFetch } from '../undici.ts';

@@ -1,10 +1,12 @@
 /**
- * Secrets never posted (docs/previews.md): the Secrets a PKO Stack references, their values, and
- * a change set with every one of those values removed before any template sees it.
+ * Secrets never posted (docs/previews.md, "Secrets never posted"): the Secrets a PKO Stack
+ * references, their values, the values a run itself marks secret ({@link SecretMarks}, an `up`'s
+ * secret outputs), and a change set or message with every one of those values removed, in every
+ * encoding of {@link secretRedactor}, before any template sees it.
  *
  * Pulumi masks the values it knows to be secret (`[secret]`), but not a value a provider does not
- * mark secret (a password written into a plain property): forges keep a comment's edit history,
- * so such a value must never reach the first post.
+ * mark secret (a password written into a plain property), nor what an agent or program logs
+ * itself: forges keep a comment's edit history, so such a value must never reach the first post.
  */
 import type { Stack } from '../api/pko.ts';
 import type { ChangeSet } from '../changes/types.ts';
@@ -447,8 +449,8 @@ export function redactText(
 }
 
 /**
- * `set` with every occurrence of each value — raw, base64, URL-encoded, JSON-escaped, and each
- * line of a multi-line value — replaced by `[redacted]` in every text it holds (property lines,
+ * `set` with every occurrence of each value — in every form of {@link secretRedactor}, and each
+ * line of a multi-line value — replaced by `[redacted]` (a marked value: `[secret]`) in every text it holds (property lines,
  * names, types, URNs, error lines, the stack name, the note); a line the parser cut (ending in `…`) whose
  * cut end is the start of a value's form (at least 4 characters of it) loses that start too. A
  * changed property stays a changed property: `~ password: "[redacted]" => "[redacted]"`. Returns
