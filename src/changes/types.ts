@@ -60,8 +60,33 @@ export interface RunInfo {
   stack: string;
   /** The agent's log time of the banner line (zap ISO 8601, e.g. `2026-12-01T15:24:31.100Z`). */
   startedAt: string;
-  /** The agent's log time of the run's end line; absent when it was not read. */
+  /**
+   * The agent's log time of its end-of-run line (`preview completed`, …) after the summary;
+   * absent when none was read. Informational: the run's end is the Update's (see {@link RunStatus}).
+   */
   endedAt?: string;
+}
+
+/**
+ * What the caller knows of the run from the Kubernetes API (the PKO `Update` whose log is read),
+ * given to the parser when the log has been read: a line of the log never ends a run, since the
+ * program being run can print any line.
+ */
+export interface RunStatus {
+  /**
+   * The Update had ended when its log was read: its `Complete` condition is `True` (or it has an
+   * `endTime`). False: the log may not hold the run's last lines, and the change set is incomplete
+   * (`no-end`).
+   */
+  runComplete: boolean;
+  /**
+   * The Update's end, RFC 3339 (`status.endTime`, else the `Complete` condition's
+   * `lastTransitionTime`; whole seconds). A banner stamped more than `LATER_RUN_MARGIN_MS`
+   * (src/changes/parse.ts: that second, plus 5 s for the clocks of the pod's node and of PKO's
+   * operator) after it starts a later run of the same pod, which is not read. Absent: every
+   * banner of the input is this run's (a second one makes it `interleaved`).
+   */
+  endTime?: string;
 }
 
 /** One resource line of the display and the property lines under it. */
@@ -96,10 +121,26 @@ export type IncompleteReason =
   | 'no-run'
   /** The run has no `Resources:` summary: the log was cut or rotated, or the run stopped early. */
   | 'no-summary'
-  /** The summary was read but not the end of the run: its last lines may be missing. */
+  /** More than one `Resources:` block in the run: the program printed text that looks like Pulumi's summary. */
+  | 'summary-twice'
+  /** The summary's counts disagree with the resource lines listed (a line hidden, changed or added). */
+  | 'summary-mismatch'
+  /**
+   * The end of the run was not read: the Update had not ended when the log was read, or the
+   * agent's end-of-run line after the summary is not in it (its last lines may be missing).
+   */
   | 'no-end'
-  /** A second run started before the first one ended: two runs' lines are mixed. */
+  /**
+   * A second run's banner in the run's time: two runs at once, a run that started in the same
+   * second as this one, or a banner the program printed. Everything any of them listed is kept.
+   */
   | 'interleaved'
+  /**
+   * CLI lines the CLI does not print where they stand (a line outside any resource, a resource
+   * after the summary, an unknown line in the summary, two log entries joined): text the program
+   * wrote into the CLI's or the agent's output.
+   */
+  | 'unexpected-output'
   /** Lines inside the run that are not the agent's log format (garbled, or another writer). */
   | 'garbled'
   /** The parser stopped reading at `limits.maxLines` or `limits.maxBytes`. */
@@ -115,9 +156,11 @@ export interface ChangeSet {
    */
   source: 'workspace-log' | 'pulumi-cloud';
   /**
-   * True when the run was read whole: banner, every line, the summary and the run's end, with no
-   * garbled line and no input cap hit. The parser's own detail caps (resources, property lines,
-   * long lines: see `omitted`) do not make a change set incomplete; `counts` stay exact then.
+   * True when the run was read whole and holds nothing the CLI would not print: one banner, every
+   * line, exactly one summary that agrees with the resource lines, the agent's end line after it,
+   * the Update ended (the caller's {@link RunStatus}), no garbled or out-of-place line, no input
+   * cap hit. The parser's own detail caps (resources, property lines, long lines: see `omitted`)
+   * do not make a change set incomplete; `counts` stay exact then.
    */
   complete: boolean;
   /** Why not complete (empty when complete). */
@@ -127,9 +170,12 @@ export interface ChangeSet {
   /** The run ended with an error (the agent logged `… completed with an error`, or the CLI printed `error:` lines). */
   failed: boolean;
   /**
-   * Resources per operation. From the CLI's `Resources:` summary when it was read
-   * (`countsFrom: 'summary'`, same = its "N unchanged"), else counted from the resource lines
-   * read so far (`countsFrom: 'resources'`, a lower bound). Operations with no resource are absent.
+   * Resources per operation, counted from the resource lines (all of them, kept in `resources` or
+   * not). `countsFrom: 'summary'`: the run's one summary agrees with them; then `same` is its
+   * "N unchanged" (the display lists no unchanged resource but the root stack) and, for a run
+   * that applied and failed, an operation's count is the summary's (its `errored` resources were
+   * listed before they failed). `countsFrom: 'resources'`: no summary, or one that does not
+   * agree; `same` counts the `(same)` lines. Operations with no resource are absent.
    */
   counts: Partial<Record<StepOp, number>>;
   countsFrom: 'summary' | 'resources';

@@ -132,14 +132,43 @@ const runBlock = fc
   .map(({ resources, summary, end }) => [
     zap('Previewing update (dev):'),
     ...resources.flat().map(zap),
-    ...(summary ? ['Resources:', `    + ${resources.length} to create`, '    2 unchanged'].map(zap) : []),
+    ...(summary ? ['Resources:', ...summaryOf(resources.map((r) => r[0] ?? ''))].map(zap) : []),
     ...(end ? ['2026-12-01T13:58:30.001Z\tINFO\tserver\tpreview completed'] : []),
   ]);
-const agentLog = fc
-  .array(fc.oneof({ weight: 1, arbitrary: runBlock }, { weight: 3, arbitrary: agentLine.map((l) => [l]) }), {
-    maxLength: 40,
-  })
-  .map((blocks) => blocks.flat().join('\n'));
+
+/** The summary block the CLI prints after these resource lines (`renderSummaryEvent`). */
+function summaryOf(resourceLines: readonly string[]): string[] {
+  const n = (op: string): number => resourceLines.filter((l) => l.endsWith(`(${op})`)).length;
+  const kinds = (
+    [
+      ['+ ', 'create'],
+      ['~ ', 'update'],
+      ['- ', 'delete'],
+      ['+-', 'replace'],
+    ] as const
+  ).filter(([, op]) => n(op) > 0);
+  const changes = kinds.reduce((t, [, op]) => t + n(op), 0);
+  const unchanged = `${String(n('same') + 2)} unchanged`;
+  return [
+    ...kinds.map(([glyph, op]) => `    ${glyph}${String(n(op))} to ${op}`),
+    kinds.length >= 2 ? `    ${String(changes)} changes. ${unchanged}` : `    ${unchanged}`,
+  ];
+}
+/** Agent-shaped logs: runs and lines in any order, or one run alone (a log read from its start). */
+const agentLog = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc
+      .array(
+        fc.oneof({ weight: 1, arbitrary: runBlock }, { weight: 3, arbitrary: agentLine.map((l) => [l]) }),
+        {
+          maxLength: 40,
+        },
+      )
+      .map((blocks) => blocks.flat().join('\n')),
+  },
+  { weight: 1, arbitrary: runBlock.map((lines) => `${lines.join('\n')}\n`) },
+);
 
 describe('parser properties', () => {
   it('never throws on arbitrary bytes and stays within its caps', () => {
@@ -183,7 +212,7 @@ describe('parser properties', () => {
           at = c;
         }
         p.push(bytes.subarray(at));
-        expect(p.end()).toEqual(whole);
+        expect(p.end({ runComplete: true })).toEqual(whole);
       }),
       params,
     );

@@ -12,15 +12,15 @@ import type { ChangeSet } from '../../src/changes/types.ts';
 const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'agent-logs');
 const recording = (name: string): string => readFileSync(join(FIXTURES, `${name}.log`), 'utf8');
 
-/** The log up to the `up` run (the preview run alone) and the whole log (its last run: the up). */
+/**
+ * The log up to the `up` run (the preview run alone) and the log from the up's banner on (as a
+ * read from the up's start gives it, without the preview's lines of the same second).
+ */
 function previewAndUp(name: string): { preview: ChangeSet; up: ChangeSet } {
   const text = recording(name);
-  const at = text.indexOf('\tpulumi\tUpdating (dev):');
+  const at = text.lastIndexOf('\n', text.indexOf('\tpulumi\tUpdating (dev):')) + 1;
   expect(at).toBeGreaterThan(0);
-  return {
-    preview: parseWorkspaceLog(text.slice(0, text.lastIndexOf('\n', at) + 1)),
-    up: parseWorkspaceLog(text),
-  };
+  return { preview: parseWorkspaceLog(text.slice(0, at)), up: parseWorkspaceLog(text.slice(at)) };
 }
 const byName = (cs: ChangeSet): Record<string, string> =>
   Object.fromEntries(cs.resources.filter((r) => r.type !== 'pulumi:pulumi:Stack').map((r) => [r.name, r.op]));
@@ -171,12 +171,24 @@ describe('recordings of the real agent', () => {
     expect(total.omitted.diffLines).toBe(cs.resources.reduce((n, r) => n + r.diff.length, 0) - 20);
   });
 
-  it('09 two runs at once: interleaved, never complete', () => {
+  it('09 two runs at once: interleaved, never complete; what both listed is kept', () => {
     const cs = parseWorkspaceLog(recording('09-interleaved'));
     expect(cs.complete).toBe(false);
     expect(cs.incomplete).toEqual(['interleaved']);
-    // The second banner's run, ended by the first run's end line: the times cannot be trusted either.
-    expect(cs.run?.startedAt).toBe('2026-12-01T15:24:46.392Z');
+    // The first banner's run, with the second's lines merged in (the two cannot be told apart).
+    expect(cs.run?.startedAt).toBe('2026-12-01T15:24:46.133Z');
+    expect(cs.resources.map((r) => r.op)).toEqual(['same', 'same', 'update', 'update']);
+    expect(cs.countsFrom).toBe('resources');
+    // Even with the Update's end known: both banners are in its time.
+    const ended = parseWorkspaceLog(
+      recording('09-interleaved'),
+      {},
+      {
+        runComplete: true,
+        endTime: '2026-12-01T15:24:46Z',
+      },
+    );
+    expect(ended.incomplete).toEqual(['interleaved']);
   });
 });
 
@@ -250,12 +262,37 @@ describe('logs that do not hold a whole run', () => {
     const bytes = new TextEncoder().encode(`${text}\n`.replace('pkonc-changes-dev]', 'pkonc-changes-dév]'));
     const p = new ChangeSetParser();
     for (let i = 0; i < bytes.length; i += 7) p.push(bytes.subarray(i, i + 7));
-    expect(resource(p.end(), 'pkonc-changes-dév').op).toBe('same');
+    expect(resource(p.end({ runComplete: true }), 'pkonc-changes-dév').op).toBe('same');
   });
 
-  it('the last run of a long-lived pod is the one returned; lines after it do not change it', () => {
-    const { up } = previewAndUp('02-update');
-    const withNoise = `${recording('02-update')}2026-12-01T15:30:00.000Z\tINFO\tpulumi\tstray line\n`;
-    expect(parseWorkspaceLog(withNoise)).toEqual(up);
+  it("a long-lived pod: later runs (banner after the Update's end) are not read; without the end they mix", () => {
+    const text = recording('02-update');
+    const at = text.lastIndexOf('\n', text.indexOf('\tpulumi\tUpdating (dev):')) + 1;
+    const { preview } = previewAndUp('02-update');
+    // The up as a later run of the same pod: its lines stamped a minute later.
+    const later = text.slice(at).replace(/^2026-12-01T15:24:/gm, '2026-12-01T15:25:');
+    const ended = { runComplete: true, endTime: '2026-12-01T15:24:31Z' };
+    expect(parseWorkspaceLog(text.slice(0, at) + later, {}, ended)).toEqual(preview);
+    // Within 6 s of the end (clock allowance) a banner is this run's: two runs mixed.
+    expect(parseWorkspaceLog(text, {}, ended).incomplete).toEqual(['interleaved']);
+    // No end time given: every banner is this run's.
+    expect(parseWorkspaceLog(text.slice(0, at) + later).incomplete).toEqual(['interleaved']);
+    // A line stamped inside the run's time after a later banner: the runs are mixed after all.
+    const back = `${text.slice(0, at)}${later}2026-12-01T15:24:31.300Z\tINFO\tpulumi\t    - pkotest:index:Value: (delete)\n`;
+    const mixed = parseWorkspaceLog(back, {}, ended);
+    expect(mixed.incomplete).toContain('interleaved');
+    expect(mixed.resources.some((r) => r.op === 'delete')).toBe(true);
+  });
+
+  it('the run had not ended when the log was read (the Update says so): no-end', () => {
+    const { preview } = previewAndUp('02-update');
+    expect(preview.complete).toBe(true);
+    const text = recording('02-update');
+    const at = text.lastIndexOf('\n', text.indexOf('\tpulumi\tUpdating (dev):')) + 1;
+    expect(parseWorkspaceLog(text.slice(0, at), {}, { runComplete: false })).toMatchObject({
+      complete: false,
+      incomplete: ['no-end'],
+      counts: preview.counts,
+    });
   });
 });
