@@ -140,9 +140,11 @@ interface Row {
   name: string;
   pr: number;
   sha: string;
-  kind: 'complete' | 'incomplete' | 'unavailable' | 'secret';
+  kind: 'complete' | 'incomplete' | 'unavailable' | 'secret' | 'gated';
   log: readonly string[] | WorkspaceLogResult;
   failed?: boolean;
+  /** The preview Stack's gate (its PullRequestPreview's `spec.gate`). */
+  gate?: NotificationEvent['gate'];
 }
 
 const sha = (n: number): string => String(n).repeat(40).slice(0, 40);
@@ -181,6 +183,14 @@ const ROWS: Row[] = [
     kind: 'secret',
     log: secretLog(),
     failed: true,
+  },
+  {
+    name: 'the log cut after the banner, with a gate on deletes',
+    pr: 6,
+    sha: sha(6),
+    kind: 'gated',
+    log: UPDATE.slice(0, BANNER + 1),
+    gate: { gate: { operations: ['delete'] } },
   },
 ];
 
@@ -231,6 +241,7 @@ async function enriched(row: Row): Promise<NotificationEvent> {
       pullRequest: String(row.pr),
     },
     reportingController: 'pko-notification-controller',
+    ...(row.gate === undefined ? {} : { gate: row.gate }),
   };
   const attacher = new ChangeAttacher({
     kubeConfig: new KubeConfig(),
@@ -277,7 +288,7 @@ async function target(type: ProviderType): Promise<Target> {
         }),
         before: () => undefined,
         received: (r) => [
-          ...s.statuses('acme/app', r.sha).map((x) => x.description ?? ''),
+          ...s.statuses('acme/app', r.sha).flatMap((x) => [x.state, x.description ?? '']),
           ...s.comments('acme/app', r.pr).map((c) => c.body),
         ],
         close: () => s.close(),
@@ -518,7 +529,7 @@ describe('R21/R22: recorded agent logs × every provider type × its built-in te
 
   for (const type of PROVIDER_TYPES) {
     describe(`${type} (${USES(type)})`, () => {
-      const [whole, ...unknown] = ROWS.filter((r) => r.kind !== 'secret');
+      const [whole, ...unknown] = ROWS.filter((r) => r.kind !== 'secret' && r.kind !== 'gated');
 
       it(`R22: ${whole?.name ?? ''} reads its real counts`, () => {
         const b = bodies(type, whole as Row).map(shown);
@@ -573,6 +584,22 @@ describe('R21/R22: recorded agent logs × every provider type × its built-in te
           expect(all).toContain(head);
         });
       }
+
+      it('R22: a gated preview whose log was cut: the gate fails closed, the comment says why', () => {
+        const row = ROWS.find((r) => r.kind === 'gated') as Row;
+        const b = bodies(type, row).map(shown);
+        const all = b.join('\n');
+        expect(all).not.toMatch(/no changes/i);
+        expect(all).toContain('change set incomplete: ');
+        expect(all).toContain(incompleteReason(events.get(row.pr)));
+        if (!isGitProviderType(type)) return;
+        // Every forge's word for a failed status (github/gitea failure, gitlab/azure failed, bitbucket FAILED).
+        expect(b.some((x) => /^(failure|failed|FAILED)$/.test(x))).toBe(true);
+        expect(b.some((x) => /^(success|SUCCESSFUL|succeeded)$/.test(x))).toBe(false);
+        expect(b.some((x) => x.startsWith('gate: change set '))).toBe(true);
+        expect(all).toContain('**🚧 gate: change set ');
+        expect(all).toContain('**⚠️ change set incomplete: ');
+      });
 
       it('R21: a value the log marks "Secret":true is in no outbound body; [secret] instead', () => {
         const row = ROWS.find((r) => r.kind === 'secret') as Row;
