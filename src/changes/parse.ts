@@ -473,7 +473,8 @@ export class ChangeSetParser {
       if (run.policyTable && /^ {4}\S/.test(text)) return;
       if (KNOWN_AFTER.some((r) => r.test(text))) return;
       run.stray = true;
-      this.#displaced(run, text);
+      // A resource line with text before it: listed, and the lines under it read as its.
+      if (this.#displaced(run, text)) run.phase = 'steps';
       return;
     }
     if (KNOWN_TOP.some((r) => r.test(text))) return;

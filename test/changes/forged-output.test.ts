@@ -181,6 +181,17 @@ describe('B16: what a program writes into the log can add changes, never hide on
     }
   });
 
+  it('B16: a forged summary before the real delete, whose line then gets a partial-line prefix: still named', () => {
+    const log = spliced(DELETE_LINE, info('Resources:'), info('    3 unchanged'), info('')).split('\n');
+    const i = log.findIndex((l) => l.endsWith('\tpulumi\t    - pkotest:index:Value: (delete)'));
+    const cs = parse(prefixed(log, i, 'x').join('\n'));
+    neverHidden(cs);
+    expect(cs.resources.find((r) => r.op === 'delete')).toMatchObject({
+      name: 'b',
+      type: 'pkotest:index:Value',
+    });
+  });
+
   it('B16: a partial agent entry written into the agent stdout before a real line (two entries joined)', () => {
     const joined = [...DELETE];
     joined[DELETE_LINE] = `2026-12-01T16:00:00.000Z\tINFO\tpulumi\tx${DELETE[DELETE_LINE] ?? ''}`;
