@@ -347,6 +347,8 @@ export class ChangeSetParser {
     }
     this.#lines++;
     const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    // An empty line carries nothing (the agent writes none; a text's last newline may make one).
+    if (line === '') return;
     const m = ZAP_LINE.exec(line);
     const run = this.#runs.at(-1);
     if (!m) {

@@ -192,6 +192,39 @@ describe('recordings of the real agent', () => {
   });
 });
 
+describe('every run of every recording: complete, with the counts the summary alone gave before B16', () => {
+  // Counts before the change (summary + reads/refreshes from the lines), per recording and run.
+  const before: Record<string, Partial<Record<string, number>>[]> = {
+    '01-create': [{ create: 4 }, { create: 4 }],
+    '02-update': [
+      { update: 2, same: 2 },
+      { update: 2, same: 2 },
+    ],
+    '03-replace': [
+      { replace: 2, same: 2 },
+      { replace: 2, same: 2 },
+    ],
+    '04-delete': [
+      { delete: 1, same: 3 },
+      { delete: 1, same: 3 },
+    ],
+    '05-drift': [{ update: 1, same: 2, refresh: 1 }],
+    '06-error-program': [{ same: 3 }],
+    '07-error-up': [{ create: 1, same: 3 }, { same: 3 }],
+    '08-large': [{ create: 30, update: 1, same: 2 }],
+  };
+  it.each(Object.entries(before))('%s', (name, runs) => {
+    const lines = recording(name).split('\n');
+    const banners = lines.flatMap((l, i) => (/\tpulumi\t(?:Previewing|Updating) /.test(l) ? [i] : []));
+    expect(banners).toHaveLength(runs.length);
+    runs.forEach((counts, n) => {
+      const cs = parseWorkspaceLog(`${lines.slice(banners[n], banners[n + 1]).join('\n')}\n`);
+      expect(cs).toMatchObject({ complete: true, incomplete: [], countsFrom: 'summary' });
+      expect(cs.counts).toEqual(counts);
+    });
+  });
+});
+
 describe('logs that do not hold a whole run', () => {
   const preview = (): string => {
     const text = recording('02-update');
