@@ -468,7 +468,7 @@ export class ChangeAttacher {
     const red = base.withMarked(res.marked);
     if (typeof red === 'string') return { ok: false, reason: red };
     try {
-      return { ok: true, set: redactChangeSet(res.set, red), marked: res.marked };
+      return { ok: true, set: redactChangeSet(res.set, red, { work: 0 }, base), marked: res.marked };
     } catch (err) {
       if (err instanceof RedactionBudgetExceeded) return { ok: false, reason: err.message };
       throw err;
@@ -700,7 +700,8 @@ export class ChangeAttacher {
       if (marks.overflow !== undefined) return unavailable(marks.overflow);
       const red = base.withMarked([...marks.values]);
       if (typeof red === 'string') return unavailable(red);
-      return { set: redactChangeSet(set, red) };
+      // Marks (program output) never hide which resource changes: names and URNs keep them.
+      return { set: redactChangeSet(set, red, { work: 0 }, base) };
     } catch (err) {
       if (err instanceof RedactionBudgetExceeded) return unavailable(err.message);
       log.warn(

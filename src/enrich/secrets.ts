@@ -450,30 +450,39 @@ export function redactText(
 
 /**
  * `set` with every occurrence of each value — in every form of {@link secretRedactor}, and each
- * line of a multi-line value — replaced by `[redacted]` (a marked value: `[secret]`) in every text it holds (property lines,
- * names, types, URNs, error lines, the stack name, the note); a line the parser cut (ending in `…`) whose
- * cut end is the start of a value's form (at least 4 characters of it) loses that start too. A
- * changed property stays a changed property: `~ password: "[redacted]" => "[redacted]"`. Returns
- * a new object. Throws {@link RedactionBudgetExceeded} past {@link REDACTION_WORK_BUDGET}
- * (counted in `work`).
+ * line of a multi-line value — replaced by `[redacted]` (a marked value: `[secret]`) in every
+ * text it holds (property lines, names, types, URNs, error lines, the stack name, the note); a
+ * line the parser cut (ending in `…`) whose cut end is the start of a value's form (at least 4
+ * characters of it) loses that start too. A changed property stays a changed property:
+ * `~ password: "[redacted]" => "[redacted]"`. The resources' identity — type, name, URN — and
+ * the stack name go through `identity` when given (src/enrich/changes.ts passes the Stack's own
+ * Secrets without the marked values: a mark is program output, which may add to a change set but
+ * never hide which resource changes). Returns a new object. Throws
+ * {@link RedactionBudgetExceeded} past {@link REDACTION_WORK_BUDGET} (counted in `work`).
  */
 export function redactChangeSet(
   set: ChangeSet,
   values: SecretRedactor | readonly string[],
   work: RedactionWork = { work: 0 },
+  identity?: SecretRedactor,
 ): ChangeSet {
   const red = asRedactor(values);
-  if (red.size === 0) return set;
-  const r = (line: string): string =>
-    line.endsWith('…') ? `${red.redact(line.slice(0, -1), work, true)}…` : red.redact(line, work);
+  const id = identity ?? red;
+  if (red.size === 0 && id.size === 0) return set;
+  const with_ =
+    (x: SecretRedactor) =>
+    (line: string): string =>
+      line.endsWith('…') ? `${x.redact(line.slice(0, -1), work, true)}…` : x.redact(line, work);
+  const r = with_(red);
+  const i = with_(id);
   return {
     ...set,
-    ...(set.run ? { run: { ...set.run, stack: r(set.run.stack) } } : {}),
+    ...(set.run ? { run: { ...set.run, stack: i(set.run.stack) } } : {}),
     resources: set.resources.map((x) => ({
       ...x,
-      type: r(x.type),
-      name: r(x.name),
-      urn: r(x.urn),
+      type: i(x.type),
+      name: i(x.name),
+      urn: i(x.urn),
       diff: x.diff.map(r),
     })),
     errors: set.errors.map(r),

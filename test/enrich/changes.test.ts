@@ -400,6 +400,20 @@ describe('values the run marks secret (R21) and every encoding of a Secret value
     expect(JSON.stringify(ev.changes)).toContain('[secret]');
   });
 
+  it('R21: a mark (program output) never hides which resource changes', async () => {
+    // A program prints a "secret" that is the File resource's type: the type, name and URN stay.
+    const lines = [
+      ...PREVIEW.slice(0, 20),
+      '2026-12-01T15:24:31.140Z\tINFO\tpulumi\t{"Value":"pkotest:index:File","Secret":true}',
+      ...PREVIEW.slice(20),
+    ];
+    const a = attacher({ readSecret: () => Promise.resolve(undefined), readLog: logOf(lines) });
+    const ev = await a.attach(stack, event({ kind: 'update', name: 'u1' }, 'succeeded'));
+    const f = ev.changes?.set?.resources.find((r) => r.name === 'f');
+    expect(f?.type).toBe('pkotest:index:File');
+    expect(f?.urn).toBe('urn:pulumi:dev::pkonc-changes::pkotest:index:File::f');
+  });
+
   it('R21: the mark in the message itself (another logger, JSON quoted in a field) is enough', async () => {
     const a = attacher({ readSecret: () => Promise.resolve(undefined), readLog: logOf(PREVIEW) });
     const quoted = JSON.stringify({
