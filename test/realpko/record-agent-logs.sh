@@ -8,7 +8,10 @@
 # and driven by test/realpko/agent-driver (PKO's operator would call the same gRPC methods).
 # State goes to a file backend; files of pkotest:index:File go under $WORK/files.
 #
-# Usage: test/realpko/record-agent-logs.sh        (rewrites test/fixtures/agent-logs/*.log)
+# Usage: test/realpko/record-agent-logs.sh [NN …]
+#        Without arguments it rewrites every test/fixtures/agent-logs/*.log; with numbers only
+#        those recordings' groups: 01–09 share one state and are always recorded together, 10
+#        has a state of its own (`record-agent-logs.sh 10` leaves 01–09 as they are).
 # Env:   PKO_NC_UPSTREAM_SRC  folder holding pulumi-kubernetes-operator-v2.9.0.tar.gz
 #                             (default ../shared/upstream-src beside the repository)
 set -euo pipefail
@@ -22,6 +25,17 @@ PASSPHRASE=pkonc-recording-passphrase
 
 log() { echo "record-agent-logs: $*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
+
+ONLY=("$@")
+wanted() { # $@: recording numbers of one group; true if any was asked for (or none was)
+  [[ ${#ONLY[@]} -eq 0 ]] && return 0
+  local n o
+  for n in "$@"; do
+    for o in "${ONLY[@]}"; do [[ "$o" == "$n" ]] && return 0; done
+  done
+  return 1
+}
+for o in "${ONLY[@]}"; do [[ "$o" =~ ^(0[1-9]|10)$ ]] || die "no recording $o (01 … 10)"; done
 
 PARTS="$(bash "$ROOT/scripts/realpko-build.sh")" || die "scripts/realpko-build.sh failed"
 AGENT="$PARTS/pko-v2/agent"
@@ -66,8 +80,13 @@ run() { # $@: driver flags; a failing operation is expected in some recordings
 record() { # $1: name; then the driver operations, one per argument (e.g. "-op preview")
   local name="$1"
   shift
-  log "recording $name"
-  start_agent "$FIXTURES/$name.log"
+  record_to "$FIXTURES/$name.log" "$@"
+}
+record_to() { # $1: log file; then the driver operations, as for record
+  local file="$1"
+  shift
+  log "recording $(basename "$file" .log)"
+  start_agent "$file"
   local op
   for op in "$@"; do
     # shellcheck disable=SC2086 # each argument is a list of flags
@@ -112,6 +131,9 @@ file_res() { # $1 file name, $2 content, $3 secret
     "$WORK/files/$1" "$2" "$3"
 }
 
+# 01–09 share one state (each starts from the one before); the body is not indented, so the
+# programs' YAML keeps its indentation.
+if wanted 01 02 03 04 05 06 07 08 09; then
 # 01: an empty stack; the program creates three resources (one with a secret input).
 program "$A_ONE
 $B_K1
@@ -176,5 +198,40 @@ p1=$!
 run -op preview
 wait "$p1"
 stop_agent
+fi
+
+# 10: B16, a program forging Pulumi's summary. Its own state: the up (not kept) deploys Values `a`
+# and `prod-db` and a pkotest:index:Forger that forges in every Check; the recorded preview
+# deletes `prod-db` while the unchanged Forger writes a forged banner, summary and duration, then
+# a partial line without a newline, through the engine's Log RPC (as a program's console.log),
+# into the CLI's stdout through /proc/<pid>/fd/1 and to its own stderr (which the CLI hides).
+if wanted 10; then
+export PULUMI_BACKEND_URL="file://$WORK/state-10"
+mkdir -p "$WORK/state-10"
+FORGER='  forger:
+    type: pkotest:index:Forger
+    properties:
+      during: check
+      lines:
+        - "Previewing update (dev):"
+        - ""
+        - "Resources:"
+        - "    1 unchanged"
+        - ""
+        - "Duration: 1s"
+      partial: "<forged partial line> "'
+PROD_DB='  prod-db:
+    type: pkotest:index:Value
+    properties:
+      value: the production database'
+program "$A_ONE
+$PROD_DB
+$FORGER"
+record_to "$WORK/10-setup.log" "-op up"
+grep -q 'up completed.*"result": "succeeded"' "$WORK/10-setup.log" || die "the up of 10's setup failed: $WORK/10-setup.log"
+program "$A_ONE
+$FORGER"
+record 10-forged-summary "-op preview"
+fi
 
 log "done: $(ls "$FIXTURES"/*.log | wc -l) recordings in $FIXTURES"

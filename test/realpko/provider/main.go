@@ -15,15 +15,17 @@
 //     error recordings).
 //   - pkotest:index:Forger — no side effect on its own resources: it forges the CLI's output,
 //     as a program author could (issue 36, case B16). When it runs (see `during`), it writes
-//     `lines` (each followed by a newline) and then `partial` (no newline) to (a) its own stderr,
-//     which the engine reads as the plugin's diagnostics, and (b) the Pulumi CLI's stdout, by
-//     opening /proc/<pid>/fd/1 of the nearest ancestor process whose /proc/<pid>/comm is
-//     `pulumi` (the engine starts providers itself, so that is the parent). Inputs: `lines`
-//     (list of strings), `partial` (optional string), `toStderr` / `toCliStdout` (optional
-//     booleans, default true) and `during` (optional: "preview", the default, forges in Create
-//     and Update of a preview; "check" forges in every Check, so also in an up and while the
-//     Forger itself is unchanged). No pulumi ancestor, or a failed write, is an error of that
-//     operation (the run fails rather than silently forging nothing).
+//     `lines` (each followed by a newline) and then `partial` (no newline) (a) as one info
+//     message through the engine's Log RPC, as a program's console.log does (the CLI prints
+//     diagnostics; with --diff on its stderr), (b) into the Pulumi CLI's stdout, by opening
+//     /proc/<pid>/fd/1 of the nearest ancestor process whose /proc/<pid>/comm is `pulumi` (the
+//     engine starts providers itself, so that is the parent), and (c) to its own stderr (the CLI
+//     v3.276 shows a resource plugin's stderr only in its debug log). Inputs: `lines` (list of
+//     strings), `partial` (optional string), `toEngineLog` / `toCliStdout` / `toStderr`
+//     (optional booleans, default true) and `during` (optional: "preview", the default, forges
+//     in Create and Update of a preview; "check" forges in every Check, so also in an up and
+//     while the Forger itself is unchanged). No pulumi ancestor, or a failed write, is an error
+//     of that operation (the run fails rather than silently forging nothing).
 //
 // The schema comes from GetSchema (github.com/pulumi/pulumi-go-provider/infer), so the YAML
 // language host can use it as an ambient plugin on PATH with automatic plugin acquisition off.
@@ -40,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 
+	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
 )
 
@@ -224,8 +227,9 @@ type Forger struct{}
 type ForgerArgs struct {
 	Lines       []string `pulumi:"lines"`
 	Partial     *string  `pulumi:"partial,optional"`
-	ToStderr    *bool    `pulumi:"toStderr,optional"`
+	ToEngineLog *bool    `pulumi:"toEngineLog,optional"`
 	ToCliStdout *bool    `pulumi:"toCliStdout,optional"`
+	ToStderr    *bool    `pulumi:"toStderr,optional"`
 	During      *string  `pulumi:"during,optional"`
 }
 
@@ -236,8 +240,9 @@ func (f *Forger) Annotate(a infer.Annotator) {
 func (f *ForgerArgs) Annotate(a infer.Annotator) {
 	a.Describe(&f.Lines, "Lines written, each followed by a newline.")
 	a.Describe(&f.Partial, "Written after the lines, without a newline.")
-	a.Describe(&f.ToStderr, "Write to the provider's own stderr (default true).")
+	a.Describe(&f.ToEngineLog, "Log them as one info message through the engine, as console.log (default true).")
 	a.Describe(&f.ToCliStdout, "Write to the Pulumi CLI's stdout through /proc/<pid>/fd/1 (default true).")
+	a.Describe(&f.ToStderr, "Write to the provider's own stderr (default true).")
 	a.Describe(&f.During, `"preview" (default): in Create/Update of a preview; "check": in every Check.`)
 }
 
@@ -288,7 +293,7 @@ func cliPid() (int, error) {
 }
 
 // forge writes the Forger's lines where its inputs say, each target in one write call.
-func forge(in ForgerArgs) error {
+func forge(ctx context.Context, in ForgerArgs) error {
 	var b strings.Builder
 	for _, l := range in.Lines {
 		b.WriteString(l)
@@ -298,6 +303,9 @@ func forge(in ForgerArgs) error {
 		b.WriteString(*in.Partial)
 	}
 	text := []byte(b.String())
+	if orTrue(in.ToEngineLog) {
+		p.GetLogger(ctx).Info(b.String())
+	}
 	if orTrue(in.ToStderr) {
 		if _, err := os.Stderr.Write(text); err != nil {
 			return fmt.Errorf("write to stderr: %w", err)
@@ -334,7 +342,7 @@ func (*Forger) Check(ctx context.Context, req infer.CheckRequest) (infer.CheckRe
 		return infer.CheckResponse[ForgerArgs]{Inputs: in}, err
 	}
 	if during == "check" {
-		if err := forge(in); err != nil {
+		if err := forge(ctx, in); err != nil {
 			return infer.CheckResponse[ForgerArgs]{Inputs: in}, fmt.Errorf("%s: %w", req.Name, err)
 		}
 	}
@@ -342,25 +350,25 @@ func (*Forger) Check(ctx context.Context, req infer.CheckRequest) (infer.CheckRe
 }
 
 // forgeInPreview forges when `dryRun` and the Forger's `during` is "preview".
-func forgeInPreview(name string, in ForgerArgs, dryRun bool) error {
+func forgeInPreview(ctx context.Context, name string, in ForgerArgs, dryRun bool) error {
 	if during, err := forgeDuring(in); err != nil || !dryRun || during != "preview" {
 		return err
 	}
-	if err := forge(in); err != nil {
+	if err := forge(ctx, in); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }
 
 func (*Forger) Create(ctx context.Context, req infer.CreateRequest[ForgerArgs]) (infer.CreateResponse[ForgerArgs], error) {
-	if err := forgeInPreview(req.Name, req.Inputs, req.DryRun); err != nil {
+	if err := forgeInPreview(ctx, req.Name, req.Inputs, req.DryRun); err != nil {
 		return infer.CreateResponse[ForgerArgs]{}, err
 	}
 	return infer.CreateResponse[ForgerArgs]{ID: req.Name, Output: req.Inputs}, nil
 }
 
 func (*Forger) Update(ctx context.Context, req infer.UpdateRequest[ForgerArgs, ForgerArgs]) (infer.UpdateResponse[ForgerArgs], error) {
-	if err := forgeInPreview(req.ID, req.Inputs, req.DryRun); err != nil {
+	if err := forgeInPreview(ctx, req.ID, req.Inputs, req.DryRun); err != nil {
 		return infer.UpdateResponse[ForgerArgs]{}, err
 	}
 	return infer.UpdateResponse[ForgerArgs]{Output: req.Inputs}, nil
