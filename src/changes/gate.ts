@@ -31,9 +31,11 @@ export function compileTypeGlob(glob: string): RE2JS {
 
 /**
  * Applies `rule` to `set`. A change set that is not complete (the log was cut, runs interleaved,
- * …) is `unknown`: a gate fails closed. Without `resourceTypes` the counts come from the CLI's
- * summary (exact); with them, from the resource lines read — and when some resource lines were
- * not kept (the parser's cap) while a gated operation is planned, the answer is `unknown`.
+ * a second summary or counts that disagree with the resource lines, lines the CLI does not print:
+ * every `incomplete` reason) is `unknown`: a gate fails closed. Without `resourceTypes` the
+ * answer comes from `counts` (every resource line counted, checked against the CLI's summary);
+ * with them, from the resource lines kept — and when some resource lines were not kept (the
+ * parser's cap) while a gated operation is planned, the answer is `unknown`.
  */
 export function evaluateGate(rule: GateRule, set: ChangeSet): GateResult {
   if (!set.complete) return { kind: 'unknown', why: `incomplete (${set.incomplete.join(', ')})` };
