@@ -142,3 +142,32 @@ describe('checkGate / parseGate', () => {
     expect(parseGate(' '.repeat(17 * 1024)).invalid).toBe('the gate annotation is over 16 KiB');
   });
 });
+
+describe('B16: the gate fails closed on every incomplete change set', () => {
+  const reasons: ChangeSet['incomplete'] = [
+    'no-run',
+    'no-summary',
+    'summary-twice',
+    'summary-mismatch',
+    'no-end',
+    'interleaved',
+    'unexpected-output',
+    'garbled',
+    'input-cap',
+    'partial-events',
+  ];
+  it.each(reasons)('B16 %s: unknown, even when nothing gated is listed', (reason) => {
+    // What a forged summary leaves when the parser is fooled: no delete listed, a "clean" count.
+    const fooled = set([res('same', 'pulumi:pulumi:Stack', 'app-dev')], {
+      complete: false,
+      incomplete: [reason],
+    });
+    expect(evaluateGate({ operations: ['delete'] }, fooled)).toEqual({
+      kind: 'unknown',
+      why: `incomplete (${reason})`,
+    });
+    expect(evaluateGate({ operations: ['delete'], resourceTypes: ['aws:rds/*'] }, fooled).kind).toBe(
+      'unknown',
+    );
+  });
+});
