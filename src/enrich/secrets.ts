@@ -242,7 +242,8 @@ interface Value {
  *
  * Matching looks, at each position of a text, only at the forms starting with the 4 characters
  * found there (a map from those 4 characters to forms), so a text costs its length plus the
- * characters compared with candidate forms, plus about 4 times the length of its base64 runs,
+ * characters compared with candidate forms, plus about 12 work units per character of its mixed-case
+ * base64 runs (each decoded from 4 offsets and searched; ~60 ms per 100 KB of dense base64),
  * and never more than the budget.
  */
 export function secretRedactor(
