@@ -326,11 +326,25 @@ describe('B14: a tenant never receives another namespace’s events or change se
       (err: unknown) => errorMessage(err),
     );
     expect(update).toContain(`may not list stacks.pulumi.com in namespace ${b}`);
-    // 64 sources (the CRD's maximum), each another namespace: within CEL's cost limits, refused by name.
-    const many = Array.from({ length: 64 }, (_, i) => ({ kind: 'Stack', namespace: `${b}-${String(i)}` }));
-    expect(await createAlert(tenant, 'many', { eventSources: many })).toContain(
+    // 64 sources (the CRD's maximum), each another namespace: over 8 distinct ones is refused by
+    // count (each authorizer check is costly in CEL), 8 are each checked, repeats count once.
+    const other = (n: number): { kind: string; namespace: string }[] =>
+      Array.from({ length: n }, (_, i) => ({ kind: 'Stack', namespace: `${b}-${String(i)}` }));
+    expect(await createAlert(tenant, 'many', { eventSources: other(64) })).toContain(
+      `spec.eventSources names 64 namespaces other than the Alert's own (${b}-0, ${b}-1, `,
+    );
+    expect(await createAlert(tenant, 'nine', { eventSources: other(9) })).toContain(
+      "; at most 8 are checked: split the Alert, or select '*'",
+    );
+    const eight = [...Array.from({ length: 7 }, () => ({ kind: 'Stack', namespace: c })), ...other(7)];
+    expect(await createAlert(tenant, 'eight', { eventSources: eight })).toContain(
       `may not list stacks.pulumi.com in namespace ${b}-0,`,
     );
+    const cOnly = [
+      ...Array.from({ length: 60 }, () => ({ kind: 'Update', namespace: c })),
+      { kind: 'Stack', namespace: c },
+    ];
+    expect(await createAlert(tenant, 'c-repeated', { eventSources: cOnly })).toBeUndefined();
   });
 
   it('B14: with the default flags an Alert selecting b or * is Ready=False CrossNamespaceForbidden; nothing of b is read', async () => {
