@@ -661,7 +661,9 @@ export class ChangeSetParser {
     let mine = this.#runs.findIndex((r, i) => i > 0 && r.bannerAt > window);
     if (mine < 0) mine = this.#runs.length;
     const later = this.#runs.slice(mine);
-    const mixed = later.some((r) => !(r.minAt > window));
+    // A later run that is not as the CLI prints one is not trusted to be one either (e.g. this
+    // run's lines, each written after a forged later entry's head).
+    const mixed = later.some((r) => !(r.minAt > window) || r.stray || r.garbled);
     const runs = mixed ? this.#runs : this.#runs.slice(0, mine);
     const interleaved = runs.length > 1;
     const run = runs.length === 1 ? first : merge(runs, this.#limits.maxErrors);

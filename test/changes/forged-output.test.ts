@@ -118,6 +118,7 @@ describe('B16: what a program writes into the log can add changes, never hide on
     const forged = (stamp: string): string[] => [
       `${stamp}\tINFO\tpulumi\tPreviewing update (dev):`,
       `${stamp}\tINFO\tpulumi\t  pulumi:pulumi:Stack: (same)`,
+      `${stamp}\tINFO\tpulumi\t    [urn=urn:pulumi:dev::pkonc-changes::pulumi:pulumi:Stack::pkonc-changes-dev]`,
       `${stamp}\tINFO\tpulumi\tResources:`,
       `${stamp}\tINFO\tpulumi\t    4 unchanged`,
       `${stamp}\tINFO\tserver\tpreview completed`,
@@ -150,6 +151,21 @@ describe('B16: what a program writes into the log can add changes, never hide on
     neverHidden(future);
     expect(future.incomplete).toContain('interleaved');
     expect(future.resources.some((r) => r.op === 'delete' && r.name === 'b')).toBe(true);
+  });
+
+  it('B16: a forged later run whose head is written before each real line after it: read as this run', () => {
+    const future = '2026-12-01T16:00:00.000Z\tINFO\tpulumi\t';
+    const log = [
+      ...DELETE.slice(0, DELETE_LINE),
+      info('Resources:'),
+      info('    3 unchanged'),
+      `${STAMP}\tINFO\tserver\tpreview completed`,
+      `${future}Previewing update (dev):`,
+      ...DELETE.slice(DELETE_LINE).map((l) => `${future}x${l}`),
+    ];
+    const cs = parse(`${log.join('\n')}\n`);
+    neverHidden(cs);
+    expect(cs.incomplete).toContain('interleaved');
   });
 
   it("B16: a forged 'server preview completed' neither ends the run nor hides what follows", () => {
