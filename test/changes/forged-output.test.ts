@@ -23,15 +23,18 @@ const SEED = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED)
 const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'agent-logs');
 const recording = (name: string): string => readFileSync(join(FIXTURES, name), 'utf8');
 
-/** The preview runs of every recording: from its first banner to the next banner (or the end). */
+/**
+ * The preview run of every recording: up to the first banner after the agent's first end line
+ * (09: the whole log, two previews at once; 10-*: a program forged lines in it, banners too).
+ */
 const previews = readdirSync(FIXTURES)
   .filter((f) => f.endsWith('.log'))
   .sort()
   .map((f) => {
     const lines = recording(f).split('\n');
-    const banners = lines.flatMap((l, i) => (/\tpulumi\t(?:Previewing|Updating) /.test(l) ? [i] : []));
-    const next = f.startsWith('09-') ? undefined : banners[1];
-    const run = lines.slice(0, next);
+    const end = lines.findIndex((l) => /\tserver\t(?:preview|up|refresh|destroy) completed/.test(l));
+    const next = lines.findIndex((l, i) => i > end && /\tpulumi\t(?:Previewing|Updating) /.test(l));
+    const run = lines.slice(0, f.startsWith('09-') || next < 0 ? undefined : next);
     // The Update's end as PKO writes it (whole seconds): the run's last line's second.
     const last = run.filter((l) => /^\d{4}-/.test(l)).at(-1) ?? '';
     const endTime = `${last.slice(0, 19)}Z`;
@@ -240,6 +243,45 @@ describe('B16: what a program writes into the log can add changes, never hide on
     expect(cs.counts.delete).toBe(2);
     expect(evaluateGate({ operations: ['delete'] }, cs).kind).toBe('unknown');
   });
+});
+
+describe('B16: recorded with the real CLI on the real PKO v2.9.0 agent, a program forging lines', () => {
+  // test/fixtures/agent-logs/10-forged-summary.log (README): a preview that deletes prod-db; the
+  // program wrote a banner, 'Resources:', '    1 unchanged', 'Duration: 1s' and a partial line
+  // into the CLI's stdout (and the same through console.log: WARN lines).
+  const ten = previews.find((p) => p.name === '10-forged-summary.log');
+  const lines = (ten?.lines ?? []).filter((l) => l !== '');
+  const status = { runComplete: true, endTime: ten?.endTime ?? '' };
+  const deleted = (cs: ChangeSet) => cs.resources.find((r) => r.op === 'delete');
+
+  it.runIf(ten !== undefined)(
+    'B16 10-forged-summary.log: the delete of prod-db listed, incomplete, the gate fails',
+    () => {
+      const cs = parseWorkspaceLog(`${lines.join('\n')}\n`, {}, status);
+      expect(cs.complete).toBe(false);
+      expect(cs.incomplete).toEqual(['interleaved']);
+      expect(deleted(cs)).toMatchObject({ type: 'pkotest:index:Value', name: 'prod-db' });
+      expect(cs.counts.delete).toBe(1);
+      expect(evaluateGate({ operations: ['delete'] }, cs).kind).toBe('unknown');
+    },
+  );
+
+  it.runIf(ten !== undefined)(
+    'B16 10-forged-summary.log without the forged banner: two summaries, the delete still listed',
+    () => {
+      const forgedBanner = lines.findIndex(
+        (l, i) =>
+          i > lines.findIndex((x) => x.endsWith('\tINFO\tpulumi\tPreviewing update (dev):')) &&
+          l.endsWith('\tINFO\tpulumi\tPreviewing update (dev):'),
+      );
+      expect(forgedBanner).toBeGreaterThan(0);
+      const cs = parseWorkspaceLog(`${lines.filter((_, i) => i !== forgedBanner).join('\n')}\n`, {}, status);
+      expect(cs.complete).toBe(false);
+      expect(cs.incomplete).toEqual(['summary-twice', 'unexpected-output']);
+      expect(deleted(cs)).toMatchObject({ name: 'prod-db' });
+      expect(evaluateGate({ operations: ['delete'] }, cs).kind).toBe('unknown');
+    },
+  );
 });
 
 /** CLI-looking lines a program could print, and ways to put them in. */
