@@ -8,7 +8,7 @@
 import type { KubeConfig } from './kube/kubeconfig.ts';
 import { Registry, collectDefaultMetrics } from './kube/prom.ts';
 import type { Alert, DriftDetection, Provider, PullRequestPreview } from './api/v1alpha1.ts';
-import { GROUP, VERSION } from './api/v1alpha1.ts';
+import { ALERT_SOURCES_POLICY_NAME, GROUP, VERSION } from './api/v1alpha1.ts';
 import type { Stack, Update } from './api/pko.ts';
 import {
   STACK_GROUP,
@@ -55,7 +55,7 @@ import { Previews, type PreviewsOptions } from './preview/index.ts';
 import { resolveClusterName } from './kube/cluster-name.ts';
 import { DriftController, REMEDIATION_POLICY_NAME, type DriftControllerOptions } from './drift/controller.ts';
 import { driftEventsFor } from './drift/events.ts';
-import { ALERT_SOURCES_POLICY_NAME, AdmissionPolicyCheck } from './preview/admission.ts';
+import { AdmissionPolicyCheck } from './preview/admission.ts';
 
 export const CONTROLLER_NAME = 'pko-notification-controller';
 

@@ -10,6 +10,13 @@ export const GROUP = 'notification.pko.dev';
 export const VERSION = 'v1alpha1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
+/**
+ * Name of the ValidatingAdmissionPolicy and binding that admit an Alert selecting other
+ * namespaces only from a writer who may list Stacks there
+ * (config/admission/alert_sources_policy.yaml; case B14).
+ */
+export const ALERT_SOURCES_POLICY_NAME = 'pko-notification-controller-alert-sources';
+
 /** Git forges: they receive commit statuses and PR/MR comments (docs/providers/README.md). */
 export const GIT_PROVIDER_TYPES = [
   'github',

@@ -16,7 +16,7 @@
  *
  * The same rule serves the other policies of config/admission, by `name` and `kind`: DriftDetection
  * remediation (src/drift/controller.ts) and Alerts selecting other namespaces
- * ({@link ALERT_SOURCES_POLICY_NAME}, src/reconcile/alert.ts; case B14).
+ * (`ALERT_SOURCES_POLICY_NAME` of src/api/v1alpha1.ts, src/reconcile/alert.ts; case B14).
  */
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';
@@ -24,11 +24,6 @@ import type { SecretEnvRefsVerdict } from './stack.ts';
 
 /** Name of the shipped ValidatingAdmissionPolicy and of its binding (config/admission). */
 export const ADMISSION_POLICY_NAME = 'pko-notification-controller-preview-overrides';
-/**
- * Name of the policy and binding that admit an Alert selecting other namespaces only from a writer
- * who may list Stacks there (config/admission/alert_sources_policy.yaml; case B14).
- */
-export const ALERT_SOURCES_POLICY_NAME = 'pko-notification-controller-alert-sources';
 /** How long one look-up of the policy and its binding is reused, ms. */
 export const ADMISSION_CHECK_TTL_MS = 60_000;
 /**

@@ -22,14 +22,9 @@ import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Logger } from '../log.ts';
 import { compileAlert, firstCrossNamespaceSource, type CompiledAlert } from '../alert/compile.ts';
-import {
-  ADMISSION_CHECK_TTL_MS,
-  ALERT_SOURCES_POLICY_NAME,
-  type AdmissionPolicyCheck,
-} from '../preview/admission.ts';
 import type { AlertIndex } from '../alert/routed.ts';
 import type { AlertTemplates, TemplateCompiler } from '../template/index.ts';
-import { GROUP, VERSION } from '../api/v1alpha1.ts';
+import { ALERT_SOURCES_POLICY_NAME, GROUP, VERSION } from '../api/v1alpha1.ts';
 import { KubeApiError, kubeRequest, objectPath } from '../kube/client.ts';
 import type { ReadyState } from '../kube/status.ts';
 import { keyOf, settleReady, specChanged, splitKey } from './common.ts';
@@ -55,13 +50,30 @@ export interface AlertReconcilerDeps {
    * `Alert`). Asked only for Alerts with sources outside their namespace while
    * `allowCrossNamespace`; absent: every such Alert is `CrossNamespaceUnchecked`.
    */
-  crossNamespaceAdmission?: Pick<AdmissionPolicyCheck, 'checked'>;
+  crossNamespaceAdmission?: AdmissionVerdicts;
   /** Compiles templates (the template sandbox). */
   templates: TemplateCompiler;
   /** Template ConfigMaps, watched. */
   configMaps: TemplateSource;
   now?: () => Date;
 }
+
+/**
+ * Whether an object created at `created` was checked by an admission policy in force (src/preview/admission.ts
+ * `AdmissionPolicyCheck.checked`); `what` names what was checked in the reason.
+ */
+export interface AdmissionVerdicts {
+  checked(
+    created: string | Date | undefined,
+    what: string,
+  ): Promise<{ allowed: true } | { allowed: false; why: string }>;
+}
+
+/**
+ * How often an Alert selecting other namespaces is checked again, ms: the reuse of one look-up of
+ * the policy (src/preview/admission.ts `ADMISSION_CHECK_TTL_MS`).
+ */
+const CROSS_NAMESPACE_RECHECK_MS = 60_000;
 
 /** Template checks that did not finish (see `retry`) before the last answer stands, per Alert. */
 const MAX_UNFINISHED_CHECKS = 5;
@@ -232,7 +244,7 @@ export class AlertReconciler {
     await settleReady(this.#d, 'Alert', alert, state, { alert: key });
     // An Alert selecting other namespaces is checked again when the look-up of the policy expires:
     // a policy deleted or changed since stops it, one installed later does not start it.
-    if (cross !== undefined) return { requeueAfterMs: ADMISSION_CHECK_TTL_MS };
+    if (cross !== undefined) return { requeueAfterMs: CROSS_NAMESPACE_RECHECK_MS };
     // A missing Provider comes back through the Provider informer (it re-queues referencing
     // Alerts), a missing or changed ConfigMap through its watch: nothing to poll.
     return undefined;

@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { Alert } from '../../src/api/v1alpha1.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
-import { ALERT_SOURCES_POLICY_NAME } from '../../src/preview/admission.ts';
+import { ALERT_SOURCES_POLICY_NAME } from '../../src/api/v1alpha1.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, startInProcess } from '../support/controller.ts';
 import { installAlertSourcesPolicy } from '../support/alert-sources.ts';

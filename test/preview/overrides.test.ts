@@ -10,6 +10,7 @@ import { parse } from 'yaml';
 import type { Stack } from '../../src/api/pko.ts';
 import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
 import { ADMISSION_POLICY_NAME } from '../../src/preview/admission.ts';
+import { ALERT_SOURCES_POLICY_NAME } from '../../src/api/v1alpha1.ts';
 import { REMEDIATION_POLICY_NAME } from '../../src/drift/controller.ts';
 import {
   CONTROLLER_SPEC_FIELDS,
@@ -417,7 +418,7 @@ describe('CRD and admission policy agree with src/preview/stack.ts', () => {
       {
         apiGroups: ['admissionregistration.k8s.io'],
         resources: ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'],
-        resourceNames: [ADMISSION_POLICY_NAME, REMEDIATION_POLICY_NAME],
+        resourceNames: [ADMISSION_POLICY_NAME, REMEDIATION_POLICY_NAME, ALERT_SOURCES_POLICY_NAME],
         verbs: ['get'],
       },
     ]);

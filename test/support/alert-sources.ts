@@ -5,7 +5,8 @@
  * (src/reconcile/alert.ts).
  */
 import { kubeRequest, objectPath } from '../../src/kube/client.ts';
-import { ALERT_SOURCES_POLICY_NAME, POLICY_SETTLE_MS } from '../../src/preview/admission.ts';
+import { ALERT_SOURCES_POLICY_NAME } from '../../src/api/v1alpha1.ts';
+import { POLICY_SETTLE_MS } from '../../src/preview/admission.ts';
 import { installAdmission } from './admission.ts';
 import { kubeConfig } from './cluster.ts';
 
