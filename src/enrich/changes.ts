@@ -6,8 +6,9 @@
  * `startTime`), parsed (src/changes/parse.ts) and stripped of every value of every Secret the
  * Stack references and of every value the run marks secret (its log lines, an `up`'s outputs
  * Secret; ./secrets.ts), in every encoding of `secretRedactor`. One read per Update, cached (bounded LRU): started at the
- * run's `started` event with `follow` (bounded in number, time and bytes) and stopped a short
- * grace after the run's result (never by a log line: the program can print any), so a pod PKO
+ * run's `started` event with `follow` (bounded in number, time and bytes) and stopped when the
+ * run's result arrived from the API and the agent's end line was read, or a short grace after the
+ * result (never by a log line alone: the program can print any), so a pod PKO
  * deletes right after the run (`workspaceReclaimPolicy: Delete`) still yields its change set; else read when the result comes. An event waits for it
  * at most `waitMs` (default 3 s), so a status or comment is never held up longer.
  *
@@ -191,8 +192,26 @@ async function runStatusOf(updates: () => (Update | undefined)[], tries: number)
   }
 }
 
+/** The agent's end-of-run line (logger `server`; the program cannot write on that logger through the CLI). */
+const AGENT_RUN_END = /^\S+\t[A-Z]+\tserver\t(?:preview|up|refresh|destroy) completed/;
+/** A CLI banner line (logger `pulumi`): a run's lines start after it. */
+const CLI_BANNER = /^\S+\tINFO\tpulumi\t(?:Previewing |Updating |Refreshing |Destroying |Importing )/;
+
+/**
+ * A run's log being followed. It stops at the latest {@link ChangeAttacherOptions.followGraceMs}
+ * after the run's result arrived from the API, and at once when the result has arrived and the
+ * agent's end line (after a banner) has been read: the agent writes that line after the CLI
+ * exited and before it answers PKO, so every line of the run is read by then. A log line alone
+ * never stops it (a forged end line would end the read before the real deletes, case B16).
+ */
 interface Follow {
   stop: AbortController;
+  /** A banner line was read. */
+  banner: boolean;
+  /** The agent's end line was read after a banner. */
+  endRead: boolean;
+  /** The run's result arrived (the Update is complete in the API). */
+  resulted: boolean;
 }
 
 /** Enriches routed events with their run's change set (see the module comment). */
@@ -298,10 +317,14 @@ export class ChangeAttacher {
     const key = runKey(stack, update, run.name);
     const follow = this.#follows.get(key);
     if (follow !== undefined) {
-      // The run is over: its last lines are in the log or on their way; stop after a grace.
-      setTimeout(() => {
-        follow.stop.abort();
-      }, this.#o.followGraceMs ?? 2_000).unref();
+      // The run is over (the API says so): its last lines are in the log or on their way. Stop
+      // now when the agent's end line was read, else after a grace.
+      follow.resulted = true;
+      if (follow.endRead) follow.stop.abort();
+      else
+        setTimeout(() => {
+          follow.stop.abort();
+        }, this.#o.followGraceMs ?? 2_000).unref();
       this.#follows.delete(key);
     }
     let entry = this.#cache.get(key);
@@ -587,12 +610,12 @@ export class ChangeAttacher {
       const oldest = this.#followed.values().next().value;
       if (oldest !== undefined) this.#followed.delete(oldest);
     }
-    const follow: Follow = { stop: new AbortController() };
+    const follow: Follow = { stop: new AbortController(), banner: false, endRead: false, resulted: false };
     this.#follows.set(key, follow);
     const marks = new SecretMarks();
     const entry: ReadEntry = {
       marks,
-      p: this.#read(stack, update, marks, follow.stop).then((r) => {
+      p: this.#read(stack, update, marks, follow).then((r) => {
         if (this.#follows.get(key) === follow) this.#follows.delete(key);
         // Nothing found (e.g. it started before the pod): the run's result reads once more.
         if (r.changes.set === undefined && this.#cache.get(key) === entry) this.#cache.delete(key);
@@ -611,7 +634,7 @@ export class ChangeAttacher {
     return this.#changes(stack, update, new SecretMarks());
   }
 
-  async #read(stack: Stack, update: Update, marks: SecretMarks, follow?: AbortController): Promise<Read> {
+  async #read(stack: Stack, update: Update, marks: SecretMarks, follow?: Follow): Promise<Read> {
     return { changes: await this.#changes(stack, update, marks, follow) };
   }
 
@@ -620,12 +643,7 @@ export class ChangeAttacher {
    * asked again for {@link FORBIDDEN_TTL_MS}, and warned about once), then the Stack's Secrets;
    * every line goes through `marks` (the values the run marks secret), which are removed too.
    */
-  async #changes(
-    stack: Stack,
-    update: Update,
-    marks: SecretMarks,
-    follow?: AbortController,
-  ): Promise<EventChanges> {
+  async #changes(stack: Stack, update: Update, marks: SecretMarks, follow?: Follow): Promise<EventChanges> {
     const log = this.#o.logger;
     const where = `${stack.metadata.namespace ?? ''}/${stack.metadata.name ?? ''}`;
     try {
@@ -648,6 +666,13 @@ export class ChangeAttacher {
         (line) => {
           parser.push(`${line}\n`);
           marks.take(line);
+          if (follow !== undefined) {
+            if (CLI_BANNER.test(line)) follow.banner = true;
+            else if (follow.banner && AGENT_RUN_END.test(line)) {
+              follow.endRead = true;
+              if (follow.resulted) follow.stop.abort();
+            }
+          }
         },
         follow === undefined
           ? { kubeConfig: this.#o.kubeConfig, timeoutMs: 20_000, ...this.#o.log }
@@ -656,7 +681,7 @@ export class ChangeAttacher {
               ...this.#o.log,
               timeoutMs: this.#o.followTimeoutMs ?? 30 * 60_000,
               follow: true,
-              signal: follow.signal,
+              signal: follow.stop.signal,
             },
       );
       if (!res.ok) {

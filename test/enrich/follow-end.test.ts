@@ -110,4 +110,69 @@ describe('B16: the follow of a run ends by the Update, never by a log line', () 
     expect(set?.incomplete).toContain('summary-twice');
     a.stop();
   });
+  it('the result of a run whose end line was read stops the follow at once, not after the grace', async () => {
+    const update: Update = {
+      metadata: { name: 'u1', namespace: 'team-a', uid: 'uid-u2' },
+      spec: { workspaceName: 'app', type: 'preview' },
+      status: { startTime: new Date(Date.now() - 5_000).toISOString() },
+    };
+    let release: () => void = () => undefined;
+    const written = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let abortedAt: number | undefined;
+    const readLog: typeof readWorkspaceLog = async (_run, sink, opts) => {
+      for (const l of PREVIEW) await sink(l);
+      release();
+      if (opts.signal !== undefined && !opts.signal.aborted)
+        await new Promise((r) => opts.signal?.addEventListener('abort', r, { once: true }));
+      abortedAt = Date.now();
+      return {
+        ok: true,
+        pod: 'app-workspace-0',
+        lines: PREVIEW.length,
+        bytes: 0,
+        cutLines: 0,
+        end: 'stopped',
+        restartedDuringRun: false,
+        droppedFragment: false,
+        message: 'read',
+      };
+    };
+    const a = new ChangeAttacher({
+      kubeConfig: new KubeConfig(),
+      update: () => update,
+      readSecret: () => Promise.resolve(undefined),
+      logger: createLogger({ level: 'silent' }),
+      readLog,
+      // Longer than the event's wait: a follow that waited for it would send no change set.
+      followGraceMs: 10_000,
+      waitMs: 3_000,
+    });
+    await a.attach(stack, event('started'));
+    await written;
+    // The end line alone stops nothing: the API has not said the run is over.
+    await new Promise((r) => setTimeout(r, 50));
+    expect(abortedAt).toBeUndefined();
+    update.status = {
+      ...update.status,
+      endTime: new Date().toISOString(),
+      conditions: [
+        {
+          type: 'Complete',
+          status: 'True',
+          reason: 'Updated',
+          message: '',
+          lastTransitionTime: new Date().toISOString(),
+        },
+      ],
+    };
+    const resultAt = Date.now();
+    const done = await a.attach(stack, event('succeeded'));
+    expect(abortedAt).toBeDefined();
+    expect((abortedAt ?? Infinity) - resultAt).toBeLessThan(1_000);
+    expect(done.changes?.set?.complete).toBe(true);
+    expect(done.changes?.set?.counts.delete).toBe(1);
+    a.stop();
+  });
 });
