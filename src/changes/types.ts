@@ -148,6 +148,25 @@ export type IncompleteReason =
   /** Pulumi Cloud's engine events of the run were not all read (an error, a cap, or the run still going): `note` says why. */
   | 'partial-events';
 
+/**
+ * What each {@link IncompleteReason} means, in words a reviewer can read (templates, status
+ * descriptions, the gate's description): one clause each, no trailing period.
+ */
+export const INCOMPLETE_REASON_TEXT: Readonly<Record<IncompleteReason, string>> = {
+  'no-run': 'the start of the run was not in the log',
+  'no-summary':
+    'the log has no summary of the run (cut, rotated, or the run stopped early): counts are a lower bound',
+  'summary-twice': "the program printed text that looks like Pulumi's summary: the log holds more than one",
+  'summary-mismatch': "the summary's counts disagree with the resources listed",
+  'no-end': 'the end of the run was not in the log',
+  interleaved: 'two runs wrote to the log at the same time',
+  'unexpected-output':
+    'the log holds lines the Pulumi CLI does not print there (text the program wrote into its output)',
+  garbled: 'some lines of the log could not be read',
+  'input-cap': 'the log was longer than the controller reads',
+  'partial-events': "not all of Pulumi Cloud's engine events of the run were read",
+};
+
 /** The change set of one run. */
 export interface ChangeSet {
   /**

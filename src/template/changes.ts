@@ -8,10 +8,10 @@
  */
 import type { EventChanges } from '../api/event.ts';
 import {
+  INCOMPLETE_REASON_TEXT as INCOMPLETE,
   STEP_OPS,
   STEP_OP_GLYPH,
   type ChangeSet,
-  type IncompleteReason,
   type StepOp,
 } from '../changes/types.ts';
 import { formatCount } from '../text.ts';
@@ -185,21 +185,6 @@ const PAST: Readonly<Record<StepOp, string>> = {
   'remove-pending-replace': 'pending replacements removed',
   import: 'imported',
   'import-replacement': 'imported for replacement',
-};
-
-const INCOMPLETE: Readonly<Record<IncompleteReason, string>> = {
-  'no-run': 'the start of the run was not in the log',
-  'no-summary':
-    'the log has no summary of the run (cut, rotated, or the run stopped early): counts are a lower bound',
-  'summary-twice': "the program printed text that looks like Pulumi's summary: the log holds more than one",
-  'summary-mismatch': "the summary's counts disagree with the resources listed",
-  'no-end': 'the end of the run was not in the log',
-  interleaved: 'two runs wrote to the log at the same time',
-  'unexpected-output':
-    'the log holds lines the Pulumi CLI does not print there (text the program wrote into its output)',
-  garbled: 'some lines of the log could not be read',
-  'input-cap': 'the log was longer than the controller reads',
-  'partial-events': "not all of Pulumi Cloud's engine events of the run were read",
 };
 
 function glyphOf(op: StepOp): string {

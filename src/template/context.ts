@@ -103,7 +103,8 @@ export interface TemplateContext {
   followsPreview: boolean;
   /**
    * Why the PullRequestPreview's gate fails this preview (`gate: 1 to delete: <type>::<name>`,
-   * `gate: change set unavailable: …`); null without a gate or when it passes. The commit status
+   * `gate: change set unavailable: …`, `gate: change set incomplete: …`, `gate: 1 to delete or
+   * more: <type>::<name> (change set incomplete: …)`); null without a gate or when it passes. The commit status
    * is then `failure` with this description (docs/previews.md).
    */
   gate: string | null;

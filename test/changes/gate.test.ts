@@ -2,7 +2,12 @@
 import { describe, expect, it } from 'vitest';
 import { checkGate, parseGate } from '../../src/api/gate.ts';
 import { compileTypeGlob, evaluateGate, gateDescription } from '../../src/changes/gate.ts';
-import type { ChangeSet, ResourceChange, StepOp } from '../../src/changes/types.ts';
+import {
+  INCOMPLETE_REASON_TEXT,
+  type ChangeSet,
+  type ResourceChange,
+  type StepOp,
+} from '../../src/changes/types.ts';
 
 const res = (op: StepOp, type: string, name: string): ResourceChange => ({
   op,
@@ -87,7 +92,21 @@ describe('evaluateGate', () => {
   it('fails closed: an incomplete change set, or gated operations on resources whose lines were not kept', () => {
     expect(
       evaluateGate({ operations: ['delete'] }, set([value], { complete: false, incomplete: ['no-summary'] })),
-    ).toEqual({ kind: 'unknown', why: 'incomplete (no-summary)' });
+    ).toEqual({
+      kind: 'unknown',
+      why: 'change set incomplete: the log has no summary of the run (cut, rotated, or the run stopped early): counts are a lower bound',
+    });
+    // A gated resource read in an incomplete set is named: the program cannot remove the CLI's lines.
+    const db = res('delete', 'aws:rds/instance:Instance', 'prod-db');
+    const partial = evaluateGate(
+      { operations: ['delete'] },
+      set([value, db], { complete: false, incomplete: ['summary-twice'] }),
+    );
+    expect(partial).toMatchObject({ kind: 'match', counts: [['delete', 1]], resources: [db] });
+    if (partial.kind === 'pass') throw new Error('expected a match');
+    expect(gateDescription(partial)).toBe(
+      "gate: 1 to delete or more: aws:rds/instance:Instance::prod-db (change set incomplete: the program printed text that looks like Pulumi's summary: the log holds more than one)",
+    );
     const capped = set([value], {
       counts: { update: 1, delete: 3 },
       omitted: { resources: 3, diffLines: 0, longLines: 0, errors: 0 },
@@ -95,9 +114,7 @@ describe('evaluateGate', () => {
     const r = evaluateGate({ operations: ['delete'], resourceTypes: ['aws:*'] }, capped);
     expect(r).toEqual({ kind: 'unknown', why: '3 resource lines were not kept, so their types are unknown' });
     if (r.kind === 'pass') throw new Error('expected unknown');
-    expect(gateDescription(r)).toBe(
-      'gate: change set unavailable: 3 resource lines were not kept, so their types are unknown',
-    );
+    expect(gateDescription(r)).toBe('gate: 3 resource lines were not kept, so their types are unknown');
     // Without types the summary's count is exact: a match, whatever was kept.
     expect(evaluateGate({ operations: ['delete'] }, capped)).toMatchObject({
       kind: 'match',
@@ -164,7 +181,7 @@ describe('B16: the gate fails closed on every incomplete change set', () => {
     });
     expect(evaluateGate({ operations: ['delete'] }, fooled)).toEqual({
       kind: 'unknown',
-      why: `incomplete (${reason})`,
+      why: `change set incomplete: ${INCOMPLETE_REASON_TEXT[reason]}`,
     });
     expect(evaluateGate({ operations: ['delete'], resourceTypes: ['aws:rds/*'] }, fooled).kind).toBe(
       'unknown',
