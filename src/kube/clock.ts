@@ -1,3 +1,5 @@
+import { timerDelay } from './timer.ts';
+
 /**
  * Time source for the controller runtime. Injected (never patched globally) so tests can drive
  * backoff and expiry deterministically. `setTimeout` returns an opaque handle that is only ever
@@ -10,10 +12,10 @@ export interface Clock {
   clearTimeout(handle: unknown): void;
 }
 
-/** The process clock: `Date.now` and Node's timers. */
+/** The process clock: `Date.now` and Node's timers, every delay clamped by {@link timerDelay}. */
 export const systemClock: Clock = {
   now: () => Date.now(),
-  setTimeout: (cb, ms) => setTimeout(cb, ms),
+  setTimeout: (cb, ms) => setTimeout(cb, timerDelay(ms)),
   clearTimeout: (handle) => {
     clearTimeout(handle as NodeJS.Timeout);
   },

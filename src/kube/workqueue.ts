@@ -5,7 +5,8 @@
  * - adding a key while it is being reconciled makes it run once more right after;
  * - a reconcile that throws is retried after a per-key exponential backoff
  *   (`baseMs * 2^(failures-1)`, capped at `maxMs`); a success forgets the key's failures;
- * - a reconcile may ask for a later run with `{ requeueAfterMs }`.
+ * - a reconcile may ask for a later run with `{ requeueAfterMs }`; a delay longer than a timer
+ *   holds (2^31 − 1 ms, ~24.8 days: Node would fire it after 1 ms) is waited in parts (B17).
  * Keys are opaque strings (conventionally `namespace/name`). Order is FIFO among ready keys,
  * unless `fairBy` groups them (e.g. by namespace): then ready keys are taken round-robin across
  * groups, a group with a key running yields to a waiting group without one, and one group never
@@ -15,6 +16,7 @@ import type { Registry } from 'prom-client';
 import type { Logger } from '../log.ts';
 import { errorMessage } from './client.ts';
 import { systemClock, type Clock } from './clock.ts';
+import { timerDelay } from './timer.ts';
 import { counter, gauge, histogram } from './metrics.ts';
 
 export interface ReconcileResult {
@@ -119,11 +121,23 @@ export class WorkQueue {
       if (existing.due <= due) return;
       this.clock.clearTimeout(existing.handle);
     }
-    const handle = this.clock.setTimeout(() => {
-      this.delayed.delete(key);
-      this.add(key);
-    }, delayMs);
-    this.delayed.set(key, { due, handle });
+    const entry: { due: number; handle: unknown } = { due, handle: undefined };
+    // A delay beyond what a timer holds (2^31 − 1 ms) is waited in parts, never fired early.
+    const arm = (): unknown =>
+      this.clock.setTimeout(
+        () => {
+          const rest = due - this.clock.now();
+          if (rest > 0) {
+            entry.handle = arm();
+            return;
+          }
+          this.delayed.delete(key);
+          this.add(key);
+        },
+        timerDelay(due - this.clock.now()),
+      );
+    entry.handle = arm();
+    this.delayed.set(key, entry);
   }
 
   /** Starts the workers (keys added before start wait until then). */
@@ -155,7 +169,7 @@ export class WorkQueue {
       new Promise<boolean>((resolve) => {
         timer = this.clock.setTimeout(() => {
           resolve(false);
-        }, deadlineMs);
+        }, timerDelay(deadlineMs));
       }),
     ]);
     this.clock.clearTimeout(timer);
