@@ -121,6 +121,7 @@ const USAGE = `pko-notification-controller [flags]
   --leader-election-lease-duration=15s  how long followers wait after the last renewal before taking over
   --leader-election-renew-deadline=10s  how long the leader keeps trying to renew before it stops leading
   --leader-election-retry-period=2s     interval of renewals and acquisition attempts
+                                      (the three leader-election durations: at most 10m each)
   --watch-namespace=NS                only watch NS (default: all namespaces)
   --watch-label-selector=SEL          only serve Providers/Alerts matching SEL, e.g. sharding.fluxcd.io/key=shard1
   --cluster-name=NAME                 cluster name used in commit status contexts (default: derived from
@@ -132,10 +133,10 @@ const USAGE = `pko-notification-controller [flags]
                                       =false lets an Alert select other namespaces when the admission
                                       policy pko-notification-controller-alert-sources checked that its
                                       writer may list Stacks there
-  --relist-interval=10m               periodic full relist of watched objects
-  --shutdown-timeout=30s              deadline for in-flight work on SIGTERM
-  --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references
-  --stack-stuck-after=30m             a PKO v2 Stack Reconciling this long with no run is reported stuck (StackStalled NoProgress)
+  --relist-interval=10m               periodic full relist of watched objects (at most 24h)
+  --shutdown-timeout=30s              deadline for in-flight work on SIGTERM (at most 1h)
+  --secret-refresh-interval=30s       re-read interval of the Secrets a ready Provider references (1s–24h)
+  --stack-stuck-after=30m             a PKO v2 Stack Reconciling this long with no run is reported stuck (StackStalled NoProgress; 1s–24h)
   --github-write-pacing=true          space GitHub writes as GitHub asks (false: GHES without rate limits)
   --provider-window=16                events in flight per generic/generic-hmac Provider (1–256): after a
                                       kill at most this many repeat, with the same X-PKO-Event-Id
@@ -277,6 +278,18 @@ export function loadConfig(
     retryPeriodMs = parseDuration(v['leader-election-retry-period']);
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+  // B17: every duration flag has a ceiling, well inside what a timer holds (2^31 − 1 ms).
+  for (const [flag, ms, max] of [
+    ['relist-interval', relistIntervalMs, '24h'],
+    ['shutdown-timeout', shutdownTimeoutMs, '1h'],
+    ['secret-refresh-interval', secretRefreshMs, '24h'],
+    ['stack-stuck-after', stackStuckAfterMs, '24h'],
+    ['leader-election-lease-duration', leaseDurationMs, '10m'],
+    ['leader-election-renew-deadline', renewDeadlineMs, '10m'],
+    ['leader-election-retry-period', retryPeriodMs, '10m'],
+  ] as const) {
+    if (ms > parseDuration(max)) throw new UsageError(`--${flag} must be at most ${max}`);
   }
   if (secretRefreshMs < 1000) throw new UsageError('--secret-refresh-interval must be at least 1s');
   if (stackStuckAfterMs < 1000) throw new UsageError('--stack-stuck-after must be at least 1s');

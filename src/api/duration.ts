@@ -19,3 +19,37 @@ export function parseDuration(s: string): number {
   }
   return Math.round(total);
 }
+
+/** A tenant's duration as used: milliseconds, and why it differs from what is stored, if it does. */
+export interface BoundedDuration {
+  /** The duration used, ms, within `[minMs, maxMs]`. */
+  ms: number;
+  /** Set when the stored value was above the ceiling (stored before the CRD rule): says so. */
+  note?: string;
+}
+
+/**
+ * `raw` (a Go duration of field `field`, e.g. `spec.interval`) held to `[minMs, maxMs]`: a shorter
+ * one is raised to `minMs`, an unparsable one is `fallbackMs`, and one above `maxMs` (only stored
+ * before the CRD had its ceiling, B17) is lowered to it with a `note` naming the field, the value
+ * and the ceiling `maxLabel` (e.g. `24h`), for the object's condition.
+ */
+export function boundedDuration(
+  field: string,
+  raw: string,
+  o: { minMs: number; maxMs: number; maxLabel: string; fallbackMs: number },
+): BoundedDuration {
+  let ms: number;
+  try {
+    ms = parseDuration(raw);
+  } catch {
+    ms = o.fallbackMs;
+  }
+  if (ms > o.maxMs) {
+    return {
+      ms: o.maxMs,
+      note: `${field} ${raw} is above the ${o.maxLabel} ceiling and is not obeyed: ${o.maxLabel} is used; set ${o.maxLabel} or less`,
+    };
+  }
+  return { ms: Math.max(o.minMs, ms) };
+}

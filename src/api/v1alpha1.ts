@@ -213,7 +213,7 @@ export interface PullRequestPreviewSpec {
   providerRef: LocalObjectReference;
   /** Target branch of the previewed pull requests; default the base Stack's `spec.branch`. */
   branch?: string;
-  /** Polling interval (Go duration); CRD default `5m`. */
+  /** Polling interval (Go duration, 10s to 24h; CRD default `5m`). A stored value above 24h is used as 24h, and the Ready condition says so. */
   interval?: string;
   trust?: PreviewTrust;
   /** Most preview Stacks at a time; CRD default 5. Further pull requests wait (their PR says so). */
@@ -243,7 +243,7 @@ export interface PullRequestPreviewSpec {
   /**
    * How long a preview Stack may wait for PKO to run its commit (e.g. a workspace that never
    * becomes ready) before the pull request is told, with PKO's reason (Go duration; CRD default
-   * `10m`, at least `1m`).
+   * `10m`, from `1m` to `24h`; a stored value above 24h is used as 24h, and the condition says so).
    */
   startTimeout?: string;
 }
@@ -322,7 +322,10 @@ export interface DriftDetectionSpec {
   stackNames?: string[];
   /** Stacks of the namespace by label. */
   selector?: LabelSelector;
-  /** Go duration between two checks of one Stack, at least 10m (CRD default `1h`); each check is jittered by up to +10 %. */
+  /**
+   * Go duration between two checks of one Stack, 10m to 720h (CRD default `1h`); each check is
+   * jittered by up to +10 %. A stored value above 720h is used as 720h, and the condition says so.
+   */
   interval?: string;
   /** After drift, ask PKO to run the Stack (`pulumi.com/reconciliation-request`); default false. Needs the admission policy (docs/drift.md). */
   remediate?: boolean;

@@ -48,7 +48,9 @@ import {
   checkStackName,
   deferred,
   firstDue,
+  intervalNote,
   intervalOf,
+  latestDue,
   isDriftCheck,
   isRunning,
   nextDue,
@@ -257,6 +259,9 @@ export class DriftController {
         const due = e.nextCheckTime !== undefined ? Date.parse(e.nextCheckTime) : NaN;
         if (Number.isNaN(due)) {
           e = { ...e, nextCheckTime: kubeTime(new Date(firstDue(now, interval, this.#random))) };
+        } else if (due > latestDue(now, interval)) {
+          // Planned under a longer interval (e.g. one stored above the ceiling): planned again.
+          e = { ...e, nextCheckTime: kubeTime(new Date(nextDue(now, interval, this.#random))) };
         } else if (due <= now) {
           const r = readiness(base);
           if ('why' in r) {
@@ -303,7 +308,8 @@ export class DriftController {
         message:
           dd.spec.suspend === true
             ? `suspended: no new checks of the ${String(selected.length)} selected Stacks`
-            : `${String(selected.length)} Stack${selected.length === 1 ? '' : 's'} selected, checked every ${dd.spec.interval ?? '1h'}`,
+            : `${String(selected.length)} Stack${selected.length === 1 ? '' : 's'} selected, ` +
+              (intervalNote(dd) ?? `checked every ${dd.spec.interval ?? '1h'}`),
       },
       { stacks: listed, stacksOmitted: entries.length - listed.length },
       remediate,

@@ -27,6 +27,9 @@ import { boundText } from '../text.ts';
 
 /** Shortest `spec.interval` accepted: a check runs a whole preview in a workspace pod. */
 export const MIN_INTERVAL_MS = 10 * 60_000;
+/** Longest `spec.interval` (the CRD's ceiling); a longer one stored before the rule is lowered to it (B17). */
+export const MAX_INTERVAL = '720h';
+export const MAX_INTERVAL_MS = 720 * 3_600_000;
 /** Default `spec.interval` (also the CRD default). */
 export const DEFAULT_INTERVAL = '1h';
 /** Each due time is delayed by a random part of at most this fraction of the interval. */
@@ -102,7 +105,9 @@ export function selectStacks(dd: DriftDetection, stacks: Iterable<Stack>): Stack
 
 /**
  * `spec.interval` in ms, or a sentence saying why it is refused: not a Go duration, or shorter
- * than {@link MIN_INTERVAL_MS} (refused, never raised silently; the CRD refuses it too).
+ * than {@link MIN_INTERVAL_MS} (refused, never raised silently; the CRD refuses it too). One
+ * above {@link MAX_INTERVAL_MS} (stored before the CRD's ceiling) is lowered to it, and
+ * {@link intervalNote} says so.
  */
 export function intervalOf(dd: DriftDetection): number | string {
   const raw = dd.spec.interval ?? DEFAULT_INTERVAL;
@@ -115,7 +120,26 @@ export function intervalOf(dd: DriftDetection): number | string {
   if (ms < MIN_INTERVAL_MS) {
     return `spec.interval ${raw} is shorter than 10m: each check runs a pulumi preview --refresh in a workspace pod; set 10m or more`;
   }
-  return ms;
+  return Math.min(ms, MAX_INTERVAL_MS);
+}
+
+/** The sentence for the Ready condition when the stored `spec.interval` is above the ceiling; else undefined. */
+export function intervalNote(dd: DriftDetection): string | undefined {
+  const raw = dd.spec.interval ?? DEFAULT_INTERVAL;
+  let ms: number;
+  try {
+    ms = parseDuration(raw);
+  } catch {
+    return undefined;
+  }
+  return ms > MAX_INTERVAL_MS
+    ? `spec.interval ${raw} is above the ${MAX_INTERVAL} ceiling and is not obeyed: checked every ${MAX_INTERVAL}; set ${MAX_INTERVAL} or less`
+    : undefined;
+}
+
+/** Latest due time a check may have at `now` under `intervalMs` (a later stored one came from a longer interval), ms. */
+export function latestDue(now: number, intervalMs: number): number {
+  return now + intervalMs + Math.ceil(intervalMs * JITTER_FRACTION);
 }
 
 /** `from + interval` plus a random delay of at most {@link JITTER_FRACTION} of the interval, ms. */

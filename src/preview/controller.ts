@@ -34,7 +34,7 @@ import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { NotificationEvent } from '../api/event.ts';
 import type { Condition } from '../api/meta.ts';
 import { STACK_GROUP, STACK_VERSION, stackRef, type Stack } from '../api/pko.ts';
-import { parseDuration } from '../api/duration.ts';
+import { boundedDuration, type BoundedDuration } from '../api/duration.ts';
 import {
   API_VERSION,
   GROUP,
@@ -84,6 +84,9 @@ import {
 export const MIN_INTERVAL_MS = 10_000;
 /** Shortest `spec.startTimeout` (a shorter one is raised to it). */
 export const MIN_START_TIMEOUT_MS = 60_000;
+/** Longest `spec.interval` and `spec.startTimeout` (the CRD's ceiling; a longer stored one is lowered to it, B17). */
+export const MAX_DURATION = '24h';
+const MAX_DURATION_MS = 24 * 3_600_000;
 /** Re-check of a PullRequestPreview that cannot sync (missing Stack or Provider, forge error). */
 export const NOT_READY_RETRY_MS = 15_000;
 /** How long one sync may keep asking the forge; the rest is deferred to a sync {@link DEFERRED_RETRY_MS} later. */
@@ -334,7 +337,8 @@ export class PreviewReconciler {
     if (!(prp.metadata.finalizers ?? []).includes(PREVIEW_FINALIZER)) {
       await this.#patchFinalizers(prp, [...(prp.metadata.finalizers ?? []), PREVIEW_FINALIZER]);
     }
-    const interval = Math.max(MIN_INTERVAL_MS, safeDuration(prp.spec.interval ?? '5m'));
+    const intervalAt = previewInterval(prp);
+    const interval = intervalAt.ms;
     if (prp.spec.suspend === true) {
       await this.#writeStatus(prp, { ready: true, reason: 'Suspended', message: 'previews are suspended' });
       return undefined;
@@ -380,7 +384,10 @@ export class PreviewReconciler {
             blocked.map((p) => `; pull request #${String(p.number)} has none: ${p.reason ?? ''}`).join('') +
             (deferred > 0
               ? `; ${String(deferred)} pull request(s) not checked yet (sync deadline reached), continuing`
-              : ''),
+              : '') +
+            [intervalAt.note, startTimeoutOf(prp).note]
+              .map((n) => (n === undefined ? '' : `; ${n}`))
+              .join(''),
         },
         previews,
       );
@@ -637,7 +644,7 @@ export class PreviewReconciler {
       } else stopped.set(r.preview.number, r.preview.stackName);
     }
 
-    const startTimeout = Math.max(MIN_START_TIMEOUT_MS, safeDuration(prp.spec.startTimeout ?? '10m'));
+    const startTimeout = startTimeoutOf(prp).ms;
     const waiting = new Map<string, number>();
     let nextCheckMs = Number.POSITIVE_INFINITY;
     const noted = this.#nameTaken.get(key);
@@ -1154,12 +1161,24 @@ function objectOf(prp: PullRequestPreview): PullRequestPreview {
   return { ...prp, apiVersion: API_VERSION, kind: 'PullRequestPreview' };
 }
 
-function safeDuration(s: string): number {
-  try {
-    return parseDuration(s);
-  } catch {
-    return 5 * 60_000;
-  }
+/** `spec.interval` as used, ms: 10 s to 24h (default 5m); `note` when a stored value is above 24h. */
+function previewInterval(prp: PullRequestPreview): BoundedDuration {
+  return boundedDuration('spec.interval', prp.spec.interval ?? '5m', {
+    minMs: MIN_INTERVAL_MS,
+    maxMs: MAX_DURATION_MS,
+    maxLabel: MAX_DURATION,
+    fallbackMs: 5 * 60_000,
+  });
+}
+
+/** `spec.startTimeout` as used, ms: 1m to 24h (default 10m); `note` when a stored value is above 24h. */
+function startTimeoutOf(prp: PullRequestPreview): BoundedDuration {
+  return boundedDuration('spec.startTimeout', prp.spec.startTimeout ?? '10m', {
+    minMs: MIN_START_TIMEOUT_MS,
+    maxMs: MAX_DURATION_MS,
+    maxLabel: MAX_DURATION,
+    fallbackMs: 5 * 60_000,
+  });
 }
 
 /** The preview Stack name of a `preview` verdict: the existing Stack's, else the one created. */
