@@ -89,8 +89,8 @@ export function evaluateGate(rule: GateRule, set: ChangeSet): GateResult {
 
 /**
  * The commit status description of a gate that fails: `gate: 1 to delete, 2 to replace:
- * <type>::<name>, …` for a match (resources in the display's order; `gate: 1 to delete (or
- * more: change set incomplete: …): <type>::<name>` when read in an incomplete set), `gate: <why>`
+ * <type>::<name>, …` for a match (resources in the display's order; `gate: 1 to delete or
+ * more: <type>::<name> (change set incomplete: …)` when read in an incomplete set), `gate: <why>`
  * otherwise. Not bounded (the renderer fits it to the forge's limit, names first).
  */
 export function gateDescription(result: Exclude<GateResult, { kind: 'pass' }>): string {
