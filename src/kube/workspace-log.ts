@@ -78,8 +78,13 @@ export function workspaceRunOf(stack: Stack, update: Update): WorkspaceRun | str
   return { namespace, stackName, stackUid, workspaceName: workspaceName || stackName, startTime };
 }
 
-/** A line of the log, without its newline (a trailing `\r` is dropped too). */
-export type LogLineSink = (line: string) => void | Promise<void>;
+/**
+ * A line of the log, without its newline (a trailing `\r` is dropped too), and whether it was
+ * cut: longer than `maxLineBytes`, so only its first `maxLineBytes` bytes (at a character
+ * boundary) are passed and the rest is never read (counted in `cutLines`). {@link readWorkspaceLog}
+ * always passes `cut`; a caller that leaves it out (a test's reader) means a whole line.
+ */
+export type LogLineSink = (line: string, cut?: boolean) => void | Promise<void>;
 
 export interface WorkspaceLogOptions {
   kubeConfig: KubeConfig;
@@ -498,11 +503,12 @@ async function readChecked(ctx: Ctx, sink: LogLineSink): Promise<WorkspaceLogRes
     if (buf.byteLength > 0 && buf[buf.byteLength - 1] === 0x0d) buf = buf.subarray(0, buf.byteLength - 1);
     parts = [];
     partLen = 0;
-    if (line.cut) cutLines++;
+    const wasCut = line.cut;
+    if (wasCut) cutLines++;
     line.cut = false;
     lines++;
     try {
-      await sink(decoder.decode(buf));
+      await sink(decoder.decode(buf), wasCut);
     } catch (err) {
       throw new SinkError(err);
     }

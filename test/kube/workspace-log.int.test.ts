@@ -97,16 +97,18 @@ async function pkoStack(
 async function read(
   run: WorkspaceRun,
   opts: Partial<WorkspaceLogOptions> = {},
-): Promise<{ result: WorkspaceLogResult; lines: string[] }> {
+): Promise<{ result: WorkspaceLogResult; lines: string[]; cut: boolean[] }> {
   const lines: string[] = [];
+  const cut: boolean[] = [];
   const result = await readWorkspaceLog(
     run,
-    (l) => {
+    (l, c) => {
       lines.push(l);
+      cut.push(c === true);
     },
     { kubeConfig: kubeConfig('controller'), ...opts },
   );
-  return { result, lines };
+  return { result, lines, cut };
 }
 
 /** Requests the stand-in saw for one pod. */
@@ -275,8 +277,9 @@ describe('readWorkspaceLog through pods/log', () => {
       { time: t.during(0), line: huge },
       { time: t.during(0), line: agentLine(t.during(0), 'after') },
     ]);
-    const { result, lines } = await read(made.run(t.start), { maxLineBytes: 16_384 });
+    const { result, lines, cut } = await read(made.run(t.start), { maxLineBytes: 16_384 });
     expect(result).toMatchObject({ ok: true, lines: 3, cutLines: 1, end: 'eof' });
+    expect(cut).toEqual([false, true, false]); // the sink is told which line was cut
     expect(lines[0]).toMatch(/\tbefore$/);
     expect(lines[2]).toMatch(/\tafter$/);
     expect(Buffer.byteLength(lines[1] ?? '')).toBeLessThanOrEqual(16_384);
