@@ -95,7 +95,8 @@ if (
     ...(await yamlFilesIn(join(repoRoot, 'test', 'crds'))),
   ];
   await installCRDs(adminKc, await readCRDs(files));
-  // What `kubectl apply -k config/default` would add: the PullRequestPreview admission policy.
+  // What `kubectl apply -k config/default` would add: every admission policy and binding of
+  // config/admission (PullRequestPreview overrides, DriftDetection remediation, Alert sources).
   await installAdmissionObjects(
     adminKc,
     await readAdmissionObjects(await yamlFilesIn(join(repoRoot, 'config', 'admission'))),
