@@ -8,6 +8,7 @@
  */
 import picomatch from 'picomatch';
 import type { Alert, AlertSpec, EventReason, SourceKind } from '../api/v1alpha1.ts';
+import { ALERT_SOURCES_POLICY_NAME } from '../api/v1alpha1.ts';
 import { re2, type RE2JS } from '../text.ts';
 
 /** One `eventSources` entry, compiled. */
@@ -92,8 +93,13 @@ export function compileAlert(alert: Alert, opts: { allowCrossNamespace: boolean 
         message:
           `eventSources[${i}].namespace ${JSON.stringify(namespace)} selects events outside the Alert's namespace ` +
           `${JSON.stringify(alertNamespace)}, and this controller does not allow cross-namespace event sources ` +
-          `(--no-cross-namespace-refs, the default): put the Alert in that namespace, or ask the cluster's ` +
-          `administrator to run the controller with --no-cross-namespace-refs=false (docs/threat-model.md)`,
+          `(--no-cross-namespace-refs, the default): ` +
+          (namespace === '*'
+            ? `drop namespace '*' and create an Alert in each namespace whose Stacks it should follow, `
+            : `put the Alert in that namespace, `) +
+          `or ask the cluster's administrator to run the controller with --no-cross-namespace-refs=false ` +
+          `and the admission policy ${ALERT_SOURCES_POLICY_NAME} (steps: docs/install.md#alerts-across-namespaces; ` +
+          `why: docs/threat-model.md, "Namespaces")`,
       };
     }
     const glob = source.name ?? '*';

@@ -45,6 +45,11 @@ interface Policy {
   spec?: { failurePolicy?: string };
 }
 
+/** `kind` with its indefinite article: "an Alert", "a PullRequestPreview". */
+function article(kind: string): string {
+  return `${/^[AEIOU]/.test(kind) ? 'an' : 'a'} ${kind}`;
+}
+
 /** The policy and binding as last seen: in force since a time (ms), or why not. */
 type PolicyState = { enforcedSinceMs: number } | { why: string };
 
@@ -94,9 +99,16 @@ export class AdmissionPolicyCheck {
     if ('why' in state) return { allowed: false, why: state.why };
     const createdMs = created === undefined ? NaN : new Date(created).getTime();
     if (!(createdMs >= state.enforcedSinceMs + POLICY_SETTLE_MS)) {
+      const kind = this.#o.kind ?? 'PullRequestPreview';
+      const since = state.enforcedSinceMs + POLICY_SETTLE_MS;
       return {
         allowed: false,
-        why: `the ${this.#o.kind ?? 'PullRequestPreview'} was created before ValidatingAdmissionPolicyBinding ${this.#name} was in force (${new Date(state.enforcedSinceMs).toISOString()}), so ${what} never checked; delete and create it again`,
+        why:
+          `the ${kind} was created ${Number.isNaN(createdMs) ? '(no creationTimestamp)' : `at ${new Date(createdMs).toISOString()}`}, ` +
+          `before ${new Date(since).toISOString()}, from when ${kind}s count as checked by ValidatingAdmissionPolicy ${this.#name}: ` +
+          `the later creation of the policy and its binding (${new Date(state.enforcedSinceMs).toISOString()}) plus ` +
+          `${POLICY_SETTLE_MS / 1000} s for the API server to start enforcing them, so ${what} never checked; ` +
+          `delete and create it again`,
       };
     }
     return { allowed: true };
@@ -122,7 +134,10 @@ export class AdmissionPolicyCheck {
       } catch (err) {
         const code = errorStatusCode(err);
         if (code === 404) {
-          return { why: `${kind} ${this.#name} does not exist (install config/admission)`, keep: true };
+          return {
+            why: `${kind} ${this.#name} does not exist (install config/admission, or Helm with admissionPolicy.enabled=true, or the Pulumi program deploy/pulumi)`,
+            keep: true,
+          };
         }
         if (code === 403) {
           return {
@@ -172,7 +187,7 @@ export class AdmissionPolicyCheck {
     if ((policy.spec?.failurePolicy ?? 'Fail') !== 'Fail') {
       return {
         state: {
-          why: `ValidatingAdmissionPolicy ${this.#name} has failurePolicy ${policy.spec?.failurePolicy ?? ''}: a check that fails would let a ${this.#o.kind ?? 'PullRequestPreview'} through; set Fail (config/admission)`,
+          why: `ValidatingAdmissionPolicy ${this.#name} has failurePolicy ${policy.spec?.failurePolicy ?? ''}: a check that fails would let ${article(this.#o.kind ?? 'PullRequestPreview')} through; delete the policy and create it again as shipped (config/admission, failurePolicy Fail): setting Fail in place changes metadata.generation, which is refused too`,
         },
         keep: true,
       };

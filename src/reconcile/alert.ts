@@ -26,7 +26,7 @@ import type { AlertIndex } from '../alert/routed.ts';
 import type { AlertTemplates, TemplateCompiler } from '../template/index.ts';
 import { ALERT_SOURCES_POLICY_NAME, GROUP, VERSION } from '../api/v1alpha1.ts';
 import { KubeApiError, kubeRequest, objectPath } from '../kube/client.ts';
-import type { ReadyState } from '../kube/status.ts';
+import { findCondition, readyCondition, type ReadyState } from '../kube/status.ts';
 import { keyOf, settleReady, specChanged, splitKey } from './common.ts';
 
 /** Where the Alert reconciler reads template ConfigMaps (./template-configmap-informers.ts `TemplateConfigMaps`). */
@@ -241,7 +241,21 @@ export class AlertReconciler {
     // Selecting before Ready (after the Ready index is set, so only an Alert left out of it is
     // announced as new): the runs of its Stacks get their commits recorded meanwhile.
     this.#d.index.setSelecting(key, c.ok ? c.alert : undefined);
-    await settleReady(this.#d, 'Alert', alert, state, { alert: key });
+    const previous = findCondition(alert.status?.conditions, 'Ready');
+    const transitioned = await settleReady(this.#d, 'Alert', alert, state, { alert: key });
+    // settleReady reports a new reason; a new message under the same reason (a missing binding now
+    // present, but the Alert older than it) is new advice too, so it gets its own Warning Event —
+    // an identical repeat does not (and the recorder folds those).
+    const message = readyCondition(state, alert.metadata.generation ?? 0).message;
+    if (!transitioned && !state.ready && previous?.status === 'False' && previous.message !== message) {
+      this.#d.logger.warn({ alert: key, reason: state.reason }, state.message);
+      await this.#d.recorder.event(
+        { apiVersion: alert.apiVersion, kind: 'Alert', metadata: alert.metadata },
+        'Warning',
+        state.reason,
+        state.message,
+      );
+    }
     // An Alert selecting other namespaces is checked again when the look-up of the policy expires:
     // a policy deleted or changed since stops it, one installed later does not start it.
     if (cross !== undefined) return { requeueAfterMs: CROSS_NAMESPACE_RECHECK_MS };

@@ -95,6 +95,12 @@ describe('F18 namespace wildcard', () => {
       expect(r.reason).toBe('CrossNamespaceForbidden');
       expect(r.message).toContain('eventSources[0].namespace "*"');
       expect(r.message).toContain('does not allow cross-namespace');
+      // '*' is no namespace to move the Alert to: the advice fits it, and names the steps to open it.
+      expect(r.message).not.toContain('put the Alert in that namespace');
+      expect(r.message).toContain(
+        "drop namespace '*' and create an Alert in each namespace whose Stacks it should follow",
+      );
+      expect(r.message).toContain('docs/install.md#alerts-across-namespaces');
     }
   });
 

@@ -296,14 +296,16 @@ describe('B14: a tenant never receives another namespace’s events or change se
     );
     expect(getStack).toBe(403);
 
-    expect(await createAlert(tenant, 'to-b', { eventSources: [{ kind: 'Stack', namespace: b }] })).toContain(
-      `spec.eventSources: ${tenantName} may not list stacks.pulumi.com in namespace ${b}, so an Alert it writes in namespace ${a} may not select it`,
+    const toB = await createAlert(tenant, 'to-b', { eventSources: [{ kind: 'Stack', namespace: b }] });
+    expect(toB).toContain(
+      `spec.eventSources: ${tenantName} may not list stacks.pulumi.com in namespace ${b}, so an Alert they write in namespace ${a} may not select it`,
     );
+    expect(toB).toContain(`or have someone who may list Stacks in ${b} write the Alert`);
     const star = await createAlert(tenant, 'to-all', {
       eventSources: [{ kind: 'Stack' }, { kind: 'Update', namespace: '*' }],
     });
     expect(star).toContain(
-      `spec.eventSources: ${tenantName} may not list stacks.pulumi.com in every namespace (cluster-wide), so an Alert it writes may not select namespace '*'`,
+      `spec.eventSources: ${tenantName} may not list stacks.pulumi.com in every namespace (cluster-wide), so an Alert they write may not select namespace '*'`,
     );
     expect(star).toContain('ValidatingAdmissionPolicy');
     // Its own namespace, named or not, needs nothing more; c, where it may list Stacks, is admitted.
@@ -420,7 +422,7 @@ describe('B14: a tenant never receives another namespace’s events or change se
       const unchecked = await obj.waitReady('alerts', 'stored', 'False', 'CrossNamespaceUnchecked');
       expect(unchecked.message).toMatch(
         new RegExp(
-          `^eventSources\\[0\\]\\.namespace "${b}" selects events outside the Alert's namespace "${a}", which this controller honours only for Alerts that ValidatingAdmissionPolicy ${ALERT_SOURCES_POLICY_NAME} admitted \\(their writer may list Stacks there\\): the Alert was created before ValidatingAdmissionPolicyBinding ${ALERT_SOURCES_POLICY_NAME} was in force \\(.*\\), so its eventSources were never checked; delete and create it again$`,
+          `^eventSources\\[0\\]\\.namespace "${b}" selects events outside the Alert's namespace "${a}", which this controller honours only for Alerts that ValidatingAdmissionPolicy ${ALERT_SOURCES_POLICY_NAME} admitted \\(their writer may list Stacks there\\): the Alert was created at .*, before .*, from when Alerts count as checked by ValidatingAdmissionPolicy ${ALERT_SOURCES_POLICY_NAME}: the later creation of the policy and its binding \\(.*\\) plus 5 s for the API server to start enforcing them, so its eventSources were never checked; delete and create it again$`,
         ),
       );
       await obj.waitReady('alerts', 'mine-open');

@@ -23,7 +23,7 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api } from 
 import type { Stack } from '../../src/api/pko.ts';
 import type { PullRequestPreview } from '../../src/api/v1alpha1.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
-import { AdmissionPolicyCheck } from '../../src/preview/admission.ts';
+import { AdmissionPolicyCheck, POLICY_SETTLE_MS } from '../../src/preview/admission.ts';
 import { SYNC_REQUEST_ANNOTATION } from '../../src/preview/index.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, VERSION, startInProcess, type InProcessController } from '../support/controller.ts';
@@ -552,7 +552,7 @@ describe('AdmissionPolicyCheck against the API server', () => {
       return v.allowed ? 'allowed' : v.why;
     };
     expect(await why()).toBe(
-      `ValidatingAdmissionPolicyBinding ${name} does not exist (install config/admission)`,
+      `ValidatingAdmissionPolicyBinding ${name} does not exist (install config/admission, or Helm with admissionPolicy.enabled=true, or the Pulumi program deploy/pulumi)`,
     );
     const bindings = objectPath({ ...ADMISSION, plural: 'validatingadmissionpolicybindings' });
     await kubeRequest(admin, {
@@ -598,7 +598,9 @@ describe('AdmissionPolicyCheck against the API server', () => {
       `ValidatingAdmissionPolicyBinding ${name} has matchResources, so it may not check every PullRequestPreview; apply it as shipped (config/admission)`,
     );
     await replace(bindings, { spec: { policyName: name, validationActions: ['Deny'] } });
-    expect(await why()).toBe(`ValidatingAdmissionPolicy ${name} does not exist (install config/admission)`);
+    expect(await why()).toBe(
+      `ValidatingAdmissionPolicy ${name} does not exist (install config/admission, or Helm with admissionPolicy.enabled=true, or the Pulumi program deploy/pulumi)`,
+    );
     // A policy that applies nowhere (no namespace carries the label), so other tests are unaffected.
     const policySpec = (failurePolicy: string) => ({
       failurePolicy,
@@ -621,7 +623,7 @@ describe('AdmissionPolicyCheck against the API server', () => {
       body: { metadata: { name }, spec: policySpec('Ignore') },
     });
     expect(await why()).toBe(
-      `ValidatingAdmissionPolicy ${name} has failurePolicy Ignore: a check that fails would let a PullRequestPreview through; set Fail (config/admission)`,
+      `ValidatingAdmissionPolicy ${name} has failurePolicy Ignore: a check that fails would let a PullRequestPreview through; delete the policy and create it again as shipped (config/admission, failurePolicy Fail): setting Fail in place changes metadata.generation, which is refused too`,
     );
     await replace(policies, { spec: policySpec('Fail') });
     expect(await why()).toBe('allowed');
@@ -639,12 +641,21 @@ describe('AdmissionPolicyCheck against the API server', () => {
     );
     await replace(policies, { spec: policySpec('Fail') });
     expect(await why()).toBe('allowed');
-    expect(await why(admin, new Date(Date.now() - 3_600_000).toISOString())).toMatch(
-      new RegExp(
-        `^the PullRequestPreview was created before ValidatingAdmissionPolicyBinding ${name} was in force \\(.*\\), so its Secrets were never checked; delete and create it again$`,
-      ),
+    const iso = '(\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z)';
+    const beforeRe = new RegExp(
+      `^the PullRequestPreview was created at ${iso}, before ${iso}, from when PullRequestPreviews count as checked by ValidatingAdmissionPolicy ${name}: the later creation of the policy and its binding \\(${iso}\\) plus 5 s for the API server to start enforcing them, so its Secrets were never checked; delete and create it again$`,
     );
-    expect(await why(admin, new Date().toISOString())).not.toBe('allowed'); // within the settle margin
+    const hourAgo = beforeRe.exec(await why(admin, new Date(Date.now() - 3_600_000).toISOString()));
+    expect(hourAgo).not.toBeNull();
+    const enforcedSince = Date.parse(hourAgo?.[3] ?? '');
+    expect(Date.parse(hourAgo?.[2] ?? '') - enforcedSince).toBe(POLICY_SETTLE_MS);
+    // Created 4 s after the policy, within the settle margin: the message names the instant from
+    // which objects count as checked (creation + 5 s), not the creation, as the one it came before.
+    const fourAfter = new Date(enforcedSince + 4_000).toISOString();
+    expect(await why(admin, fourAfter)).toBe(
+      `the PullRequestPreview was created at ${fourAfter}, before ${new Date(enforcedSince + POLICY_SETTLE_MS).toISOString()}, from when PullRequestPreviews count as checked by ValidatingAdmissionPolicy ${name}: the later creation of the policy and its binding (${new Date(enforcedSince).toISOString()}) plus 5 s for the API server to start enforcing them, so its Secrets were never checked; delete and create it again`,
+    );
+    expect(await why(admin, new Date(enforcedSince + POLICY_SETTLE_MS).toISOString())).toBe('allowed');
     // The viewer may read nothing: the look-up says the controller lacks the permission.
     expect(await why(kubeConfig('viewer'))).toBe(
       `the controller may not read ValidatingAdmissionPolicyBinding ${name} (config/rbac/role.yaml)`,
@@ -660,7 +671,7 @@ describe('AdmissionPolicyCheck against the API server', () => {
     now += 2_000;
     expect(await cached.secretEnvRefs(later)).toEqual({
       allowed: false,
-      why: `ValidatingAdmissionPolicyBinding ${name} does not exist (install config/admission)`,
+      why: `ValidatingAdmissionPolicyBinding ${name} does not exist (install config/admission, or Helm with admissionPolicy.enabled=true, or the Pulumi program deploy/pulumi)`,
     });
     await kubeRequest(admin, {
       method: 'DELETE',

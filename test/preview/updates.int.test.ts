@@ -487,7 +487,7 @@ describe('reconcileBaseOnPush is honoured only under the admission policy', () =
     );
     expect(refused.type).toBe('Warning');
     expect(refused.message).toMatch(
-      /^not asking PKO to run Stack app for the push: the PullRequestPreview was created before ValidatingAdmissionPolicyBinding .* was in force .*, so its spec\.webhook\.reconcileBaseOnPush was never checked; delete and create it again$/,
+      /^not asking PKO to run Stack app for the push: the PullRequestPreview was created at .*, before .*, from when PullRequestPreviews count as checked by ValidatingAdmissionPolicy .*: the later creation of the policy and its binding \(.*\) plus 5 s for the API server to start enforcing them, so its spec\.webhook\.reconcileBaseOnPush was never checked; delete and create it again$/,
     );
     expect(await request()).toBe(first);
   }, 120_000);

@@ -281,6 +281,56 @@ describe('Alert reconciler', () => {
     expect(ctl.alertIndex.get(`${ns}/tpl`)).toBeUndefined();
   });
 
+  it('records a new Warning Event when the Ready message changes under the same reason, and none for an identical repeat', async () => {
+    const warnings = async (): Promise<{ reason?: string; message?: string; count?: number }[]> =>
+      (
+        await core.listNamespacedEvent({
+          namespace: ns,
+          fieldSelector: 'involvedObject.kind=Alert,involvedObject.name=msg',
+        })
+      ).items.filter((e) => e.type === 'Warning');
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'msg-templates' }, data: { message: 'result: {{stak}}\n' } },
+    });
+    await create('alerts', ns, 'msg', {
+      providerRef: { name: 'later' },
+      eventSources: [{ kind: 'Stack' }],
+      templateRef: { name: 'msg-templates' },
+    });
+    const first = await waitReady('alerts', ns, 'msg', 'False', 'InvalidTemplate');
+    expect(first.message).toContain('stak');
+    await waitFor(async () => ((await warnings()).length === 1 ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'the first InvalidTemplate Event',
+    });
+    // Same reason, another message: a second Event, so `kubectl describe` shows the new advice.
+    await core.replaceNamespacedConfigMap({
+      namespace: ns,
+      name: 'msg-templates',
+      body: { metadata: { name: 'msg-templates' }, data: { message: 'ok\nresult: {{reasn}}\n' } },
+    });
+    const second = await waitFor(
+      async () => {
+        const r = await readyCondition('alerts', ns, 'msg');
+        return r.c?.reason === 'InvalidTemplate' && r.c.message.includes('reasn') ? r.c : undefined;
+      },
+      { timeoutMs: 20_000, what: 'the second InvalidTemplate message' },
+    );
+    const events = await waitFor(
+      async () => {
+        const w = await warnings();
+        return w.some((e) => e.message === second.message) ? w : undefined;
+      },
+      { timeoutMs: 20_000, what: 'an Event with the second message' },
+    );
+    expect(events.map((e) => e.reason)).toEqual(['InvalidTemplate', 'InvalidTemplate']);
+    expect(events.map((e) => e.message).sort()).toEqual([first.message, second.message].sort());
+    // An unchanged condition records nothing more (a relist reconciles it again).
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect((await warnings()).map((e) => e.count ?? 1)).toEqual([1, 1]);
+  });
+
   it('reports InvalidRegex naming the pattern, and routes nothing with it', async () => {
     await create('alerts', ns, 'bad-re', {
       providerRef: { name: 'later' },
