@@ -91,7 +91,7 @@ export const MAX_REDACTED_CHARS = 1024 * 1024;
 /**
  * Work units (positions looked at plus characters compared) one redaction of a change set or a
  * message may take; beyond, the text is not shown (no details rather than a partial redaction).
- * About 0.1–0.5 s of one core at most.
+ * About 0.05–0.25 s of one core at most (each unit is charged about 10 ns of real work).
  */
 export const REDACTION_WORK_BUDGET = 32_000_000;
 
@@ -134,6 +134,24 @@ const KEY = 4;
 const HEAD = 16;
 /** A long form is compared whole only when its first this many characters match. */
 const PROBE = 64;
+
+/** Bits of the bitmap of forms' first {@link KEY} characters (128 KiB). */
+const KEY_BITS = 1 << 20;
+/** Work units of a position whose first characters are in that bitmap (two slices, two look-ups). */
+const LOOKUP_COST = 8;
+
+/** A hash of `t[p, p + KEY)` in [0, KEY_BITS). */
+function hashKey(t: string, p: number): number {
+  let h =
+    Math.imul(t.charCodeAt(p), 0x9e3779b1) ^
+    Math.imul(t.charCodeAt(p + 1), 0x85ebca77) ^
+    Math.imul(t.charCodeAt(p + 2), 0xc2b2ae3d) ^
+    Math.imul(t.charCodeAt(p + 3), 0x27d4eb2f);
+  h ^= h >>> 15;
+  h = Math.imul(h, 0x2c1b3c6d);
+  h ^= h >>> 12;
+  return h & (KEY_BITS - 1);
+}
 
 /** What {@link secretRedactor} puts in place of a value the run itself marks secret. */
 export const MARKED = '[secret]';
@@ -222,6 +240,13 @@ function isB64(c: number): boolean {
 const MIN_B64_RUN = 8;
 /** Base64 runs longer than this are not decoded (counted work; a real credential is shorter). */
 const MAX_B64_RUN = 64 * 1024;
+/**
+ * Work units one decoding of a base64 run costs besides its length: its slice, Buffer and string
+ * (about 1–2 µs of one core; a unit of the budget is about 10 ns). Measured: 600,000 runs of 8
+ * characters took 2.5 s before the budget stopped them when a decoding was charged its length
+ * only (issue 36).
+ */
+const DECODE_COST = 160;
 
 /** The values a redactor takes, with what they are replaced by. */
 interface Value {
@@ -241,10 +266,12 @@ interface Value {
  * {@link MAX_REDACTED_CHARS} characters.
  *
  * Matching looks, at each position of a text, only at the forms starting with the 4 characters
- * found there (a map from those 4 characters to forms), so a text costs its length plus the
- * characters compared with candidate forms, plus about 12 work units per character of its mixed-case
- * base64 runs (each decoded from 4 offsets and searched; ~60 ms per 100 KB of dense base64),
- * and never more than the budget.
+ * found there (a bitmap of those 4 characters' hashes passes most positions over; a map from them
+ * to forms), so a text costs 2 units per position, 8 more per position the bitmap lets through,
+ * plus the characters compared with candidate forms, plus for each decoding of a mixed-case base64
+ * run (from up to 4 offsets, only those long enough to hold the shortest form) 160 units and twice
+ * its length, plus the search of what it decodes to — and never more than the budget. Measured
+ * (issue 36, 2 loaded cores): a budget-blowing input fails within about 0.05–0.25 s.
  */
 export function secretRedactor(
   values: readonly string[],
@@ -289,10 +316,12 @@ function build(vs: readonly Value[]): SecretRedactor | string {
     else list.push(f);
   };
   const taken = new Set<string>();
+  let shortest = Infinity;
   for (const x of vs) {
     for (const { text, b64 } of formsOf(x.v)) {
       if (text.length < KEY || taken.has(text)) continue;
       taken.add(text);
+      shortest = Math.min(shortest, text.length);
       const f: Form = { text, marked: x.marked, b64 };
       if (text.length < HEAD) add(short, text.slice(0, KEY), f);
       else {
@@ -301,6 +330,14 @@ function build(vs: readonly Value[]): SecretRedactor | string {
       }
     }
   }
+  // A bitmap of the forms' first KEY characters (hashed): most positions are passed over by it,
+  // without a slice or a look-up.
+  const keys = new Uint8Array(KEY_BITS >>> 3);
+  for (const m of [short, longByKey])
+    for (const k of m.keys()) {
+      const h = hashKey(k, 0);
+      keys[h >>> 3] = (keys[h >>> 3] ?? 0) | (1 << (h & 7));
+    }
   const none: readonly Form[] = [];
   const charge = (work: RedactionWork, n: number): void => {
     work.work += n;
@@ -312,17 +349,22 @@ function build(vs: readonly Value[]): SecretRedactor | string {
     const len = text.length;
     for (let p = 0; p + KEY <= len; p++) {
       charge(work, 2);
+      const h = hashKey(text, p);
+      if (((keys[h >>> 3] ?? 0) & (1 << (h & 7))) === 0) continue;
+      // A position whose first KEY characters may start a form: its slices and look-ups.
+      charge(work, LOOKUP_COST);
       const rest = len - p;
       const key = text.slice(p, p + KEY);
-      const cands = [
-        ...(short.get(key) ?? none),
-        ...(rest >= HEAD
+      const a = short.get(key) ?? none;
+      const b =
+        rest >= HEAD
           ? (long.get(text.slice(p, p + HEAD)) ?? none)
           : cut
             ? (longByKey.get(key) ?? none)
-            : none),
-      ];
-      for (const f of cands) {
+            : none;
+      if (a.length === 0 && b.length === 0) continue;
+      for (let k = 0; k < a.length + b.length; k++) {
+        const f = k < a.length ? (a[k] as Form) : (b[k - a.length] as Form);
         // A comparison costs at most the shorter of the form and the rest of the text; a form
         // is compared whole only after its first PROBE characters matched.
         const t = f.text;
@@ -372,9 +414,11 @@ function build(vs: readonly Value[]): SecretRedactor | string {
       if (n >= MIN_B64_RUN && n <= MAX_B64_RUN && upper && lower) {
         const run = text.slice(p, e);
         const spans: Span[] = [];
-        for (let j = 0; j < 4 && spans.length === 0; j++) {
+        // A decoding of fewer bytes than the shortest form (UTF-16 units ≤ UTF-8 bytes) holds none.
+        for (let j = 0; j < 4 && spans.length === 0 && Math.floor(((n - j) * 3) / 4) >= shortest; j++) {
+          // Charged before it is done: a decoding costs its allocations (DECODE_COST) and its length.
+          charge(work, DECODE_COST + 2 * run.length);
           const decoded = Buffer.from(run.slice(j), 'base64').toString('utf8');
-          charge(work, run.length);
           find(decoded, work, false, spans);
         }
         if (spans.length > 0) out.push({ s: p, e: end, marked: spans.every((x) => x.marked) });
@@ -495,8 +539,6 @@ export function redactChangeSet(
 export const MAX_MARKED_VALUES = 1_000;
 /** A marked value longer than this (UTF-16 units) withholds the run's details. */
 export const MAX_MARKED_CHARS = 64 * 1024;
-/** `{` a line is parsed from at most (a parse goes on where the one before stopped). */
-const MAX_STARTS = 64;
 /** Nesting a parse follows at most; JSON inside a string is parsed at most this deep too. */
 const MAX_NESTING = 64;
 const MAX_EMBEDDED = 2;
@@ -512,9 +554,14 @@ export const SECRET_SIG = '1b47061264138c4ac30d75fd1eb44270';
  * that is `true` — the Automation API's `ConfigValue`, which PKO v2.0–2.1 agents logged in their
  * `up completed` summary (PKO #988, fixed in 2.2 by #990), and `pulumi config --json`'s
  * `{"value", "secret": true}` — and every object carrying Pulumi's secret signature with a
- * `plaintext` or `value` string. Any logger's line: the JSON may start at any `{` (up to 64 starts
- * per line), and JSON held in a string (a logger that quotes its fields) is parsed too
+ * `plaintext` or `value` string. Any logger's line: the JSON may start at any `{` (every one is
+ * looked at, no cap), and JSON held in a string (a logger that quotes its fields) is parsed too
  * (2 levels). An object cut off with its line is not taken; objects closed before the cut are.
+ * A line the log reader cut (longer than it reads, src/kube/workspace-log.ts `maxLineBytes`:
+ * `take(line, true)`) whose kept part may hold a mark — `secret` (any case) or the signature
+ * after a `{`, or a JSON value from a `{` still open at the cut — sets `overflow` (the rest,
+ * never read, may mark values secret that were printed elsewhere): the caller withholds the
+ * details (fail closed). Not seen: a mark in a cut line whose kept part has no `{`.
  *
  * Bounded: each line is parsed in time linear in its length (a parse goes on where the one before
  * stopped); at most
@@ -526,9 +573,16 @@ export class SecretMarks {
   /** Why not every marked value could be kept; set once. */
   overflow: string | undefined;
 
-  /** Collects the values `line` marks secret. */
-  take(line: string): void {
-    scanMarks(line, 0, this);
+  /**
+   * Collects the values `line` marks secret; `cut`: only the start of the line was read (the log
+   * reader's sink says so), and a start that may hold a mark sets {@link overflow}.
+   */
+  take(line: string, cut = false): void {
+    const open = scanMarks(line, 0, this, cut);
+    if (cut && this.overflow === undefined) {
+      const brace = line.indexOf('{');
+      if (brace >= 0 && (open || MAY_MARK.test(line.slice(brace)))) this.overflow = CUT_LINE_OVERFLOW;
+    }
   }
 
   /** @internal */
@@ -542,22 +596,30 @@ export class SecretMarks {
   }
 }
 
+/** Why a cut line withholds a run's details (see {@link SecretMarks}). */
+export const CUT_LINE_OVERFLOW =
+  'a log line that may mark values secret was longer than the controller reads';
+
 /** A quick test that a text may hold a marked value. */
 const MAY_MARK = new RegExp(`secret|${SIG_KEY}`, 'i');
 const NUMBER = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 
-function scanMarks(text: string, embedded: number, marks: SecretMarks): void {
-  if (!MAY_MARK.test(text)) return;
-  let tries = 0;
+/**
+ * Adds the marks of every JSON object in `text`; returns whether a value started at a `{` was
+ * still open at the end of `text` (only looked for when `whole`: a cut line is parsed even
+ * without a hint of a mark).
+ */
+function scanMarks(text: string, embedded: number, marks: SecretMarks, whole = false): boolean {
+  if (!whole && !MAY_MARK.test(text)) return false;
   let from = 0;
-  const at = { fail: 0 };
-  while (tries < MAX_STARTS) {
+  const at = { fail: 0, open: false };
+  for (;;) {
     const i = text.indexOf('{', from);
-    if (i < 0) return;
-    tries++;
+    if (i < 0) return at.open;
     at.fail = i;
     const end = parseJson(text, i, 0, embedded, marks, at);
-    // After a value, or where it stopped being JSON: every `{` before was parsed as part of it.
+    // After a value, or where it stopped being JSON: every `{` before was parsed as part of it,
+    // so each character is parsed from one start at most (linear, no cap on the starts).
     from = Math.max(end, at.fail, i + 1);
   }
 }
@@ -571,8 +633,8 @@ function skipWs(t: string, i: number): number {
   return i;
 }
 
-/** The JSON string starting at `t[i]` (a `"`): [end, value], or undefined. */
-function parseString(t: string, i: number): [number, string] | undefined {
+/** The JSON string starting at `t[i]` (a `"`): [end, value], or undefined (`at.open`: unterminated). */
+function parseString(t: string, i: number, at?: { open: boolean }): [number, string] | undefined {
   let j = i + 1;
   while (j < t.length) {
     const c = t.charCodeAt(j);
@@ -580,7 +642,10 @@ function parseString(t: string, i: number): [number, string] | undefined {
     else if (c === 0x22) break;
     else j++;
   }
-  if (j >= t.length) return undefined;
+  if (j >= t.length) {
+    if (at !== undefined) at.open = true;
+    return undefined;
+  }
   try {
     return [j + 1, JSON.parse(t.slice(i, j + 1)) as string];
   } catch {
@@ -598,14 +663,20 @@ function parseJson(
   depth: number,
   embedded: number,
   marks: SecretMarks,
-  at: { fail: number },
+  at: { fail: number; open: boolean },
 ): number {
   i = skipWs(t, i);
   at.fail = Math.max(at.fail, i);
-  if (i >= t.length || depth > MAX_NESTING) return -1;
+  /** Not JSON at `j`: the text ended there (`at.open`) or something else is. */
+  const fail = (j: number): number => {
+    if (j >= t.length) at.open = true;
+    return -1;
+  };
+  if (i >= t.length) return fail(i);
+  if (depth > MAX_NESTING) return -1;
   const c = t[i];
   if (c === '"') {
-    const s = parseString(t, i);
+    const s = parseString(t, i, at);
     if (s === undefined) return -1;
     if (embedded < MAX_EMBEDDED && s[1].includes('{')) scanMarks(s[1], embedded + 1, marks);
     return s[0];
@@ -618,12 +689,12 @@ function parseJson(
     for (;;) {
       let key = '';
       if (obj) {
-        if (t[j] !== '"') return -1;
-        const k = parseString(t, j);
+        if (t[j] !== '"') return fail(j);
+        const k = parseString(t, j, at);
         if (k === undefined) return -1;
         key = k[1];
         j = skipWs(t, k[0]);
-        if (t[j] !== ':') return -1;
+        if (t[j] !== ':') return fail(j);
         j = skipWs(t, j + 1);
       }
       const start = j;
@@ -639,7 +710,7 @@ function parseJson(
         j = skipWs(t, j + 1);
         continue;
       }
-      if (t[j] !== (obj ? '}' : ']')) return -1;
+      if (t[j] !== (obj ? '}' : ']')) return fail(j);
       if (obj) {
         const v = members.get('value');
         if (members.get('secret') === true && typeof v === 'string') marks.add(v);
@@ -663,6 +734,9 @@ function parseJson(
   if (t.startsWith('true', i)) return i + 4;
   if (t.startsWith('false', i)) return i + 5;
   if (t.startsWith('null', i)) return i + 4;
+  // A literal cut short by the end of the text (`tr`) is open too.
+  if (t.length - i < 5 && ['true', 'false', 'null'].some((w) => w.startsWith(t.slice(i))))
+    return fail(t.length);
   NUMBER.lastIndex = i;
   const m = NUMBER.exec(t);
   return m === null ? -1 : i + m[0].length;

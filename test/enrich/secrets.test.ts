@@ -17,7 +17,9 @@ import {
   REDACTION_WORK_BUDGET,
   RedactionBudgetExceeded,
   MAX_MARKED_VALUES,
+  CUT_LINE_OVERFLOW,
   redactChangeSet,
+  redactText,
   SecretMarks,
   secretOutputValues,
   secretRedactor,
@@ -223,6 +225,23 @@ describe('redaction work is bounded (tenant input: Secrets and program output)',
     expect(work.work).toBeLessThan(REDACTION_WORK_BUDGET / 4);
   });
 
+  it('N21: many short base64 runs are charged their decodings and fail closed at the budget', () => {
+    // 300,000 runs of 8 mixed-case base64 characters, each decodable into 6 bytes (a 4-character
+    // value fits): each decoding is charged its allocations, not only its 8 characters.
+    const text = 'AbCdEfGh '.repeat(300_000);
+    const work = { work: 0 };
+    expect(() => redactText(text, ['Zx9q'], work)).toThrow(RedactionBudgetExceeded);
+    expect(work.work).toBeGreaterThan(REDACTION_WORK_BUDGET);
+    expect(work.work).toBeLessThan(REDACTION_WORK_BUDGET + 1_000);
+    // A value no 6-byte decoding can hold: those runs are not decoded at all, and the text passes.
+    const cheap = { work: 0 };
+    expect(redactText(text, ['Zx9-value-QQ'], cheap)).toBe(text);
+    expect(cheap.work).toBeLessThan(4 * text.length);
+    // A run that does hold it still goes.
+    const b64 = Buffer.from('user:Zx9-value-QQ').toString('base64');
+    expect(redactText(`Basic ${b64} ok`, ['Zx9-value-QQ'])).toBe('Basic [redacted] ok');
+  });
+
   it('refuses more values or characters than it removes, saying so', () => {
     expect(
       secretRedactor(Array.from({ length: MAX_REDACTED_VALUES + 1 }, (_, i) => `value-${String(i)}`)),
@@ -306,6 +325,63 @@ describe('SecretMarks: the values a run marks secret (R21)', () => {
     const long = new SecretMarks();
     long.take(`{"Value":"${'v'.repeat(70_000)}","Secret":true}`);
     expect(long.overflow).toMatch(/longer than the 65536 characters/);
+  });
+
+  /** PKO 2.0/2.1's `up completed` with 300 plain config keys sorting before the marked one. */
+  const upCompleted = (secretKey: string, value: string): string => {
+    const cfg: Record<string, { Value: string; Secret: boolean }> = {};
+    for (let i = 0; i < 300; i++)
+      cfg[`aws:key${String(i).padStart(3, '0')}`] = { Value: 'x'.repeat(40), Secret: false };
+    cfg[secretKey] = { Value: value, Secret: true };
+    return `2026-12-01T15:24:37.100Z\tINFO\tserver\tup completed with an error\t${JSON.stringify({ summary: { config: cfg } })}`;
+  };
+  /** What src/kube/workspace-log.ts passes of a line longer than its 16 KiB. */
+  const cut16k = (line: string): string =>
+    Buffer.from(line)
+      .subarray(0, 16 * 1024)
+      .toString('utf8');
+
+  it('R21: a cut line whose kept part may mark values secret withholds (overflow); a line without a brace does not', () => {
+    const line = upCompleted('proj:dbPassword', 'Zx9-value-QQ');
+    const kept = cut16k(line);
+    expect(kept).not.toContain('dbPassword'); // the mark is in the part never read
+    const m = new SecretMarks();
+    m.take(kept, true);
+    expect(m.overflow).toBe(CUT_LINE_OVERFLOW);
+    expect(CUT_LINE_OVERFLOW).toBe(
+      'a log line that may mark values secret was longer than the controller reads',
+    );
+    // An object still open at the cut, even without `secret` in the kept part (a signature object
+    // may follow): withheld too.
+    const open = new SecretMarks();
+    open.take(`{"outputs":{"a":"${'y'.repeat(20_000)}`.slice(0, 16 * 1024), true);
+    expect(open.overflow).toBe(CUT_LINE_OVERFLOW);
+    // The same kept text, not cut (a whole line that ends so): nothing withheld.
+    const whole = new SecretMarks();
+    whole.take(kept);
+    expect(whole.overflow).toBeUndefined();
+    // A cut CLI line without a brace (a long property value), or whose objects all closed
+    // without a hint of a mark: the details stay.
+    const plain = new SecretMarks();
+    plain.take(`    ~ data: "${'é'.repeat(9_000)}`, true);
+    plain.take(`{"a":1} then ${'z'.repeat(20_000)}`, true);
+    expect(plain.overflow).toBeUndefined();
+  });
+
+  it('R21: every marked object of a line is collected, past 64 braces (no cap that drops marks)', () => {
+    const objs = Array.from(
+      { length: 290 },
+      (_, i) => `{"Value":"marked-${String(i).padStart(3, '0')}","Secret":true}`,
+    );
+    const m = new SecretMarks();
+    m.take(`text ${objs.join(' and ')}`);
+    expect(m.values.size).toBe(290);
+    expect(m.values.has('marked-289')).toBe(true);
+    expect(m.overflow).toBeUndefined();
+    // Non-JSON braces before them count for nothing either.
+    const n = new SecretMarks();
+    n.take(`${'{ x '.repeat(500)}{"Value":"after-the-braces","Secret":true}`);
+    expect([...n.values]).toEqual(['after-the-braces']);
   });
 
   it("an outputs Secret's secret keys (pulumi.com/secrets) give their values, strings decoded", () => {
