@@ -28,13 +28,14 @@ import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { NotificationEvent, EventChanges } from '../api/event.ts';
 import type { Stack, Update } from '../api/pko.ts';
 import { ChangeSetParser } from '../changes/parse.ts';
-import type { RunStatus } from '../changes/types.ts';
+import type { ChangeSet, IncompleteReason, RunStatus } from '../changes/types.ts';
 import type { SecretReader } from '../credential/provider.ts';
 import {
   readWorkspaceLog,
   workspaceRunOf,
   type MissingPermission,
   type WorkspaceLogOptions,
+  type WorkspaceLogRead,
 } from '../kube/workspace-log.ts';
 import type { Logger } from '../log.ts';
 import {
@@ -198,20 +199,28 @@ const AGENT_RUN_END = /^\S+\t[A-Z]+\tserver\t(?:preview|up|refresh|destroy) comp
 const CLI_BANNER = /^\S+\tINFO\tpulumi\t(?:Previewing |Updating |Refreshing |Destroying |Importing )/;
 
 /**
- * A run's log being followed. It stops at the latest {@link ChangeAttacherOptions.followGraceMs}
- * after the run's result arrived from the API, and at once when the result has arrived and the
- * agent's end line (after a banner) has been read: the agent writes that line after the CLI
- * exited and before it answers PKO, so every line of the run is read by then. A log line alone
- * never stops it (a forged end line would end the read before the real deletes, case B16).
+ * How long the log must stay quiet after the agent's end line before a follow whose result
+ * arrived stops, ms: a forged end line (written into the agent's output) may precede the real
+ * lines still on their way (case B16), and they keep the log busy.
+ */
+const FOLLOW_QUIET_MS = 500;
+
+/**
+ * A run's log being followed. After the run's result arrived from the API it stops at the
+ * latest {@link ChangeAttacherOptions.followGraceMs} later, and sooner when the last line read is
+ * the agent's end line (after a banner) and nothing came for {@link FOLLOW_QUIET_MS}: the agent
+ * writes that line after the CLI exited and before it answers PKO, so every line of the run was
+ * written by then. A log line alone never stops it (a forged end line would end the read before
+ * the real deletes).
  */
 interface Follow {
   stop: AbortController;
   /** A banner line was read. */
   banner: boolean;
-  /** The agent's end line was read after a banner. */
-  endRead: boolean;
-  /** The run's result arrived (the Update is complete in the API). */
-  resulted: boolean;
+  /** The last line read is the agent's end line, after a banner. */
+  lastIsEnd: boolean;
+  /** When the last line was read (ms, `now()`). */
+  lastAt: number;
 }
 
 /** Enriches routed events with their run's change set (see the module comment). */
@@ -318,13 +327,8 @@ export class ChangeAttacher {
     const follow = this.#follows.get(key);
     if (follow !== undefined) {
       // The run is over (the API says so): its last lines are in the log or on their way. Stop
-      // now when the agent's end line was read, else after a grace.
-      follow.resulted = true;
-      if (follow.endRead) follow.stop.abort();
-      else
-        setTimeout(() => {
-          follow.stop.abort();
-        }, this.#o.followGraceMs ?? 2_000).unref();
+      // once the agent's end line is the last line and the log stays quiet, or after a grace.
+      this.#stopFollow(follow);
       this.#follows.delete(key);
     }
     let entry = this.#cache.get(key);
@@ -596,6 +600,22 @@ export class ChangeAttacher {
     }
   }
 
+  /** Stops `follow` (its run's result arrived) as {@link Follow} says. */
+  #stopFollow(follow: Follow): void {
+    const now = this.#o.now ?? Date.now;
+    const until = now() + (this.#o.followGraceMs ?? 2_000);
+    const check = (): void => {
+      if (follow.stop.signal.aborted) return;
+      const t = now();
+      if (t >= until || (follow.lastIsEnd && t - follow.lastAt >= FOLLOW_QUIET_MS)) {
+        follow.stop.abort();
+        return;
+      }
+      setTimeout(check, 100).unref();
+    };
+    check();
+  }
+
   /** Starts following the log of the Update `name` of `stack`, unless one is cached or followed. */
   #follow(stack: Stack, name: string): void {
     const max = this.#o.maxFollows ?? 32;
@@ -610,7 +630,7 @@ export class ChangeAttacher {
       const oldest = this.#followed.values().next().value;
       if (oldest !== undefined) this.#followed.delete(oldest);
     }
-    const follow: Follow = { stop: new AbortController(), banner: false, endRead: false, resulted: false };
+    const follow: Follow = { stop: new AbortController(), banner: false, lastIsEnd: false, lastAt: 0 };
     this.#follows.set(key, follow);
     const marks = new SecretMarks();
     const entry: ReadEntry = {
@@ -668,10 +688,8 @@ export class ChangeAttacher {
           marks.take(line);
           if (follow !== undefined) {
             if (CLI_BANNER.test(line)) follow.banner = true;
-            else if (follow.banner && AGENT_RUN_END.test(line)) {
-              follow.endRead = true;
-              if (follow.resulted) follow.stop.abort();
-            }
+            follow.lastIsEnd = follow.banner && AGENT_RUN_END.test(line);
+            follow.lastAt = (this.#o.now ?? Date.now)();
           }
         },
         follow === undefined
@@ -704,14 +722,18 @@ export class ChangeAttacher {
         return unavailable(res.message);
       }
       // The end is the Update's (a followed run's, once its result came: at most 30 s more).
-      const set = parser.end(
-        await runStatusOf(
-          () => [
-            this.#o.update(update.metadata.namespace ?? run.namespace, update.metadata.name ?? ''),
-            update,
-          ],
-          follow === undefined ? 0 : 300,
+      const set = withReadCuts(
+        parser.end(
+          await runStatusOf(
+            () => [
+              this.#o.update(update.metadata.namespace ?? run.namespace, update.metadata.name ?? ''),
+              update,
+            ],
+            follow === undefined ? 0 : 300,
+          ),
         ),
+        res,
+        follow !== undefined && !this.#stopping.signal.aborted,
       );
       if (set.run === undefined) {
         return unavailable(
@@ -736,6 +758,29 @@ export class ChangeAttacher {
       return unavailable('reading the workspace log failed');
     }
   }
+}
+
+/**
+ * `set` made incomplete when the read did not see the whole log (a program can pad the log past
+ * the byte cap, or a line past the line cap, so that the CLI's real lines are not read: case
+ * B16): the byte cap (`input-cap`), a cut line (`input-cap`), a deadline or a broken connection
+ * or a fragment at the end (`no-end`), a container restart during the run (`no-run`). A follow
+ * the controller itself stopped after the run's result (`followed`) ends `stopped` as it should.
+ */
+function withReadCuts(set: ChangeSet, res: WorkspaceLogRead, followed: boolean): ChangeSet {
+  const cuts: IncompleteReason[] = [];
+  if (res.end === 'byteLimit' || res.cutLines > 0) cuts.push('input-cap');
+  if (
+    res.end === 'deadline' ||
+    res.end === 'interrupted' ||
+    (res.end === 'stopped' && !followed) ||
+    (res.end === 'eof' && res.droppedFragment)
+  )
+    cuts.push('no-end');
+  if (res.restartedDuringRun) cuts.push('no-run');
+  const added = cuts.filter((r) => !set.incomplete.includes(r));
+  if (added.length === 0) return set;
+  return { ...set, complete: false, incomplete: [...set.incomplete, ...added] };
 }
 
 /** The cache key of a run of `stack`: its uid and the Update's (its name when it has no uid). */
