@@ -109,6 +109,15 @@ const POLICY_PACKS = 'Policy Packs run:';
 const PULUMI_COLOR_TAG = /<\{%[^%]{0,40}%\}>/g;
 const ROOT_STACK = 'pulumi:pulumi:Stack';
 /**
+ * A control character other than TAB (C0, DEL, C1 — ESC and the C1 CSI/OSC introducers among
+ * them): the CLI writes none into the agent's log (it does not colorize: no recorded log holds
+ * one), while an unterminated escape in a partial line would, once stripped, take the CLI's own
+ * text after it along.
+ */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/;
+const URN_PREFIX = 'urn:pulumi:';
+/**
  * Operations the summary counts (`renderSummaryEvent` prints every operation of the run's
  * `Ops` but same and the reads; `Ops` counts the logical, non-internal steps,
  * `engine/update.go`): for these the summary must agree with the resource lines.
@@ -162,13 +171,16 @@ function displacedResource(text: string): { op: StepOp; type: string; retain: bo
   const op = m?.[1];
   if (m === null || op === undefined || !isStepOp(op)) return undefined;
   const before = text.slice(0, m.index);
-  const tok = /(\S+)$/.exec(before);
-  if (tok === null) return undefined;
-  const word = tok[1] ?? '';
+  // The last word before the tail, scanned back (a regex `(\S+)$` backtracks quadratically
+  // on a long line that ends in whitespace).
+  let start = before.length;
+  while (start > 0 && !isSpace(before.charCodeAt(start - 1))) start--;
+  if (start === before.length) return undefined;
+  const word = before.slice(start);
   const glyph = STEP_OP_GLYPH[op];
   let type: string;
   if (glyph.endsWith(' ')) {
-    if (!before.slice(0, tok.index).endsWith(glyph)) return undefined;
+    if (!before.slice(0, start).endsWith(glyph)) return undefined;
     type = word;
   } else {
     if (!word.startsWith(glyph)) return undefined;
@@ -177,8 +189,50 @@ function displacedResource(text: string): { op: StepOp; type: string; retain: bo
   return TYPE_TOKEN.test(type) ? { op, type, retain: m[2] !== undefined } : undefined;
 }
 
+/** Is the UTF-16 code unit whitespace as `\s` says (ECMAScript WhiteSpace and LineTerminator)? */
+function isSpace(c: number): boolean {
+  return (
+    (c >= 0x09 && c <= 0x0d) ||
+    c === 0x20 ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
+/**
+ * A URN as the engine writes it: `urn:pulumi:<stack>::<project>::<qualified type>::<name>`; the
+ * qualified type is the parents' types and the resource's, joined by `$` (`resource.NewURN`);
+ * the name may hold `::`. Undefined when `urn` is not one.
+ */
+function splitUrn(urn: string): { stack: string; project: string; type: string; name: string } | undefined {
+  if (!urn.startsWith(URN_PREFIX)) return undefined;
+  const parts = urn.slice(URN_PREFIX.length).split('::');
+  if (parts.length < 4) return undefined;
+  const [stack = '', project = '', qualified = ''] = parts;
+  const type = qualified.slice(qualified.lastIndexOf('$') + 1);
+  return { stack, project, type, name: parts.slice(3).join('::') };
+}
+
+/** Does a URN's stack name the banner's stack (`dev`, or a qualified `org/dev`, `org/project/dev`)? */
+function sameStack(banner: string, stack: string, project: string): boolean {
+  if (banner === stack) return true;
+  const parts = banner.split('/');
+  if (parts.at(-1) !== stack) return false;
+  return parts.length === 2 || (parts.length === 3 && parts[1] === project);
+}
+
 interface OpenResource {
   change: ResourceChange | undefined;
+  /** The type its resource line printed (unbounded: the URN's type must equal it). */
+  type: string;
+  op: StepOp;
   /** Nesting level (4 spaces each) of the resource line. */
   level: number;
   /** Inside a non-root `--outputs:--` block, whose lines cannot be told apart from a sibling's. */
@@ -230,6 +284,15 @@ interface Run {
    * and `[urn=…]` lines with it, in one write, before any other stdout line.
    */
   awaitingUrn: boolean;
+  /** A line of logger `pulumi` cut at `limits.maxLineChars`: its end, whatever it said, is not read. */
+  cut: boolean;
+  /** The project of the run's first URN: the same in every URN of one run. */
+  project: string | undefined;
+  /**
+   * The URNs read (at most `limits.maxResources` kept): the engine prints each resource once a
+   * run (a refresh step, then its other step, in a `--refresh` run).
+   */
+  urns: Set<string>;
   omitted: ChangeSet['omitted'];
 }
 
@@ -251,6 +314,9 @@ function newRun(info: RunInfo, bannerAt: number): Run {
     errors: [],
     open: [],
     awaitingUrn: false,
+    cut: false,
+    project: undefined,
+    urns: new Set(),
     omitted: { resources: 0, diffLines: 0, longLines: 0, errors: 0 },
   };
 }
@@ -376,7 +442,12 @@ export class ChangeSetParser {
       return;
     }
     if (logger !== 'pulumi') return;
-    if (cut && run) run.omitted.longLines++;
+    if (cut && run) {
+      run.omitted.longLines++;
+      run.cut = true;
+    }
+    // Decided on the raw text: stripping an unterminated escape would remove what follows it.
+    if (run && (level === 'INFO' || level === 'WARN') && CONTROL.test(message)) run.stray = true;
     const text = stripAnsi(message).replace(PULUMI_COLOR_TAG, '');
     if (level !== 'INFO') {
       // stderr (WARN): diagnostics, program output included; they add errors, never structure.
@@ -499,6 +570,27 @@ export class ChangeSetParser {
     return true;
   }
 
+  /**
+   * Cross-checks a resource's URN line against what the CLI guarantees: the URN's type is its
+   * resource line's, its stack the banner's, its project the run's other URNs', and no resource
+   * is printed twice in a run. Anything else is text the program wrote (e.g. a partial line that
+   * re-typed the CLI's resource line, or a forged block that takes a real resource's place).
+   */
+  #checkUrn(run: Run, top: OpenResource, urn: string): void {
+    const u = splitUrn(urn);
+    if (u === undefined) {
+      run.stray = true;
+      return;
+    }
+    if (u.type !== top.type || !sameStack(run.info.stack, u.stack, u.project)) run.stray = true;
+    if (run.project === undefined) run.project = u.project;
+    else if (run.project !== u.project) run.stray = true;
+    // A `--refresh` run prints a resource's refresh step and then its other step.
+    const key = top.op === 'refresh' ? `refresh ${urn}` : urn;
+    if (run.urns.has(key)) run.stray = true;
+    else if (run.urns.size < this.#limits.maxResources) run.urns.add(key);
+  }
+
   /** Reads one line of the `Resources:` block; false when the line is not part of it. */
   #summaryLine(run: Run, text: string): boolean {
     // Only the first block's counts are kept: a second one makes the set incomplete anyway.
@@ -569,7 +661,7 @@ export class ChangeSetParser {
       run.resources.push(change);
       this.#kept++;
     }
-    run.open.push({ change, level, inOutputs: false, pseudo: [] });
+    run.open.push({ change, type, op, level, inOutputs: false, pseudo: [] });
     run.awaitingUrn = true;
   }
 
@@ -607,12 +699,14 @@ export class ChangeSetParser {
       if (indent !== top.level * 4 + 4 || top.pseudo.includes(pseudo)) run.stray = true;
       if (top.pseudo.length < 3) top.pseudo.push(pseudo);
     }
+    const urnLine = pseudo === 'urn' ? URN.exec(text) : null;
+    if (urnLine) this.#checkUrn(run, top, urnLine[1] ?? '');
     if (!change) {
       run.omitted.diffLines++;
       return true;
     }
     if (pseudo !== undefined) {
-      const urn = URN.exec(text);
+      const urn = urnLine;
       if (urn && change.urn === '') {
         change.urn = boundText(urn[1] ?? '', 2000);
         const parts = (urn[1] ?? '').split('::');
@@ -677,6 +771,7 @@ export class ChangeSetParser {
     if (!status.runComplete || (run.summaries > 0 && !run.endSeen)) incomplete.push('no-end');
     if (run.stray && !interleaved) incomplete.push('unexpected-output');
     if (run.garbled) incomplete.push('garbled');
+    if (run.cut) incomplete.push('line-cut');
     if (this.#capped) incomplete.push('input-cap');
 
     const counts: Partial<Record<StepOp, number>> = {};
@@ -756,6 +851,7 @@ function merge(runs: readonly Run[], maxErrors: number): Run {
     out.failed ||= r.failed;
     out.garbled ||= r.garbled;
     out.stray ||= r.stray;
+    out.cut ||= r.cut;
     for (const e of r.errors) {
       if (out.errors.length >= maxErrors) out.omitted.errors++;
       else out.errors.push(e);

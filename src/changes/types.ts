@@ -145,6 +145,11 @@ export type IncompleteReason =
   | 'garbled'
   /** The parser stopped reading at `limits.maxLines` or `limits.maxBytes`. */
   | 'input-cap'
+  /**
+   * A CLI line inside the run was longer than `limits.maxLineChars` and was cut: what it said
+   * after the cut (e.g. the CLI's own line after text the program wrote before it) is not read.
+   */
+  | 'line-cut'
   /** Pulumi Cloud's engine events of the run were not all read (an error, a cap, or the run still going): `note` says why. */
   | 'partial-events';
 
@@ -164,6 +169,7 @@ export const INCOMPLETE_REASON_TEXT: Readonly<Record<IncompleteReason, string>> 
     'the log holds lines the Pulumi CLI does not print there (text the program wrote into its output)',
   garbled: 'some lines of the log could not be read',
   'input-cap': 'the log was longer than the controller reads',
+  'line-cut': 'a line of the log was longer than the controller reads, so its end is unknown',
   'partial-events': "not all of Pulumi Cloud's engine events of the run were read",
 };
 

@@ -171,6 +171,7 @@ describe('B16: the gate fails closed on every incomplete change set', () => {
     'unexpected-output',
     'garbled',
     'input-cap',
+    'line-cut',
     'partial-events',
   ];
   it.each(reasons)('B16 %s: unknown, even when nothing gated is listed', (reason) => {
