@@ -325,4 +325,45 @@ describe('no Secret value in anything posted, for every built-in template and pr
       { numRuns: RUNS, seed: SEED },
     );
   }, 600_000);
+
+  it('R21: marks after any number of other objects are all taken; a line cut anywhere after a `{` withholds or lost none', () => {
+    fc.assert(
+      fc.property(
+        fc.array(secretValue, { minLength: 1, maxLength: 3 }),
+        fc.integer({ min: 0, max: 300 }),
+        fc.constantFrom('zap', 'json', 'quoted', 'objects'),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (values, noise, how, at) => {
+          const config: Record<string, unknown> = {};
+          for (let i = 0; i < noise; i++)
+            config[`aws:k${String(i).padStart(3, '0')}`] = { Value: 'plain', Secret: false };
+          values.forEach((v, i) => {
+            config[`proj:secret${String(i)}`] = { Value: v, Secret: true };
+          });
+          const line =
+            how === 'zap'
+              ? `2026-12-01T15:24:33.115Z\tINFO\tserver\tup completed\t${JSON.stringify({ summary: { config } })}`
+              : how === 'json'
+                ? JSON.stringify({ level: 'info', msg: 'up completed', summary: { config } })
+                : how === 'quoted'
+                  ? JSON.stringify({ level: 'info', msg: 'config', config: JSON.stringify(config) })
+                  : Object.values(config)
+                      .map((o) => JSON.stringify(o))
+                      .join(' then ');
+          const whole = new SecretMarks();
+          whole.take(line);
+          if (whole.overflow !== undefined || !values.every((v) => v.length < 4 || whole.values.has(v)))
+            throw new Error(`not every mark was taken from a line of ${String(noise)} other objects`);
+          // The log reader keeps the start of a line longer than it reads: fail closed, or lose none.
+          const kept = line.slice(0, Math.floor(at * line.length));
+          fc.pre(kept.includes('{'));
+          const cut = new SecretMarks();
+          cut.take(kept, true);
+          if (cut.overflow === undefined && !values.every((v) => v.length < 4 || cut.values.has(v)))
+            throw new Error(`a cut line lost a mark without withholding: ${kept.slice(-80)}`);
+        },
+      ),
+      { numRuns: RUNS * 4, seed: SEED },
+    );
+  }, 600_000);
 });
