@@ -701,6 +701,8 @@ export class ChangeSetParser {
     }
     const urnLine = pseudo === 'urn' ? URN.exec(text) : null;
     if (urnLine) this.#checkUrn(run, top, urnLine[1] ?? '');
+    // `[urn=` that is not a whole `[urn=…]` line: not the CLI's (its URN is not checked either).
+    else if (pseudo === 'urn') run.stray = true;
     if (!change) {
       run.omitted.diffLines++;
       return true;

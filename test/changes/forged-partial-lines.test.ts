@@ -135,6 +135,12 @@ describe('B16: a partial line the program writes cannot hide the real delete', (
     expect(parse(log).incomplete).toEqual(['unexpected-output']);
   });
 
+  it('B16 3b: an unclosed `[urn=` line: unexpected-output', () => {
+    const log = DELETE.map((l) => l.replace(`[urn=${REAL}]`, `[urn=${REAL} `));
+    expect(log).not.toEqual(DELETE);
+    expect(parse(log).incomplete).toEqual(['unexpected-output']);
+  });
+
   it('B16 3b: a resource block printed twice in one run (the same URN): unexpected-output', () => {
     const log = withDecoy(DELETE).map((l) => l.replace('Value::scratch-tmp]', 'Value::b]'));
     const cs = parse(log);
