@@ -356,6 +356,10 @@ describe('SecretMarks: the values a run marks secret (R21)', () => {
     const open = new SecretMarks();
     open.take(`{"outputs":{"a":"${'y'.repeat(20_000)}`.slice(0, 16 * 1024), true);
     expect(open.overflow).toBe(CUT_LINE_OVERFLOW);
+    // Nesting deeper than the parse follows, cut: unknown, so withheld too.
+    const deep = new SecretMarks();
+    deep.take(`{"a":${'['.repeat(100)}1${']'.repeat(100)}} ${'z'.repeat(20_000)}`, true);
+    expect(deep.overflow).toBe(CUT_LINE_OVERFLOW);
     // The same kept text, not cut (a whole line that ends so): nothing withheld.
     const whole = new SecretMarks();
     whole.take(kept);
