@@ -559,9 +559,10 @@ export const SECRET_SIG = '1b47061264138c4ac30d75fd1eb44270';
  * (2 levels). An object cut off with its line is not taken; objects closed before the cut are.
  * A line the log reader cut (longer than it reads, src/kube/workspace-log.ts `maxLineBytes`:
  * `take(line, true)`) whose kept part may hold a mark — `secret` (any case) or the signature
- * after a `{`, or a JSON value from a `{` still open at the cut or nested deeper than 64 — sets `overflow` (the rest,
- * never read, may mark values secret that were printed elsewhere): the caller withholds the
- * details (fail closed). Not seen: a mark in a cut line whose kept part has no `{`.
+ * after a `{`, or a JSON value from a `{` still open at the cut or nested deeper than 64 —
+ * sets `overflow` (the rest, never read, may mark values secret that were printed elsewhere):
+ * the caller withholds the details (fail closed). Not seen: a mark in a cut line whose kept part
+ * has no `{`.
  *
  * Bounded: each line is parsed in time linear in its length (a parse goes on where the one before
  * stopped); at most
