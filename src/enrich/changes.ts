@@ -683,9 +683,9 @@ export class ChangeAttacher {
       const parser = new ChangeSetParser();
       const res = await (this.#o.readLog ?? readWorkspaceLog)(
         run,
-        (line) => {
+        (line, cut) => {
           parser.push(`${line}\n`);
-          marks.take(line);
+          marks.take(line, cut);
           if (follow !== undefined) {
             if (CLI_BANNER.test(line)) follow.banner = true;
             follow.lastIsEnd = follow.banner && AGENT_RUN_END.test(line);

@@ -48,9 +48,7 @@ function readerOf(lines: readonly (readonly [string, boolean])[]): typeof readWo
 }
 
 describe('a cut log line that may mark values secret (R21, issue 36 F1)', () => {
-  // Skipped until src/enrich/changes.ts's sink passes the reader's `cut` to `marks.take(line, cut)`
-  // (the lead's, /work/notes/marks-cut.md); it fails without that wiring and passes with it.
-  it.skip('R21: withholds the change set and the CLI output; the value is nowhere', async () => {
+  it('R21: withholds the change set and the CLI output; the value is nowhere', async () => {
     const line = upCompleted();
     expect(Buffer.byteLength(line)).toBeGreaterThan(16 * 1024);
     const kept = Buffer.from(line)
