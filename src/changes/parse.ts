@@ -533,7 +533,13 @@ export class ChangeSetParser {
           run.stray = true;
           run.phase = 'steps';
         }
-        this.#resource(run, op, (res[1] ?? '').length / 4, res[3] ?? '', res[5] !== undefined, res[6]);
+        const type = res[3] ?? '';
+        // PKO asks for no unchanged resources (`optpreview.Diff()` only, no `ShowSames`): the CLI
+        // prints a `(same)` line only for the root stack, or for a resource whose protection
+        // changes (with its lock, `shouldShow`). Another is text the program wrote — e.g. a
+        // partial line that turned the real delete into one, a decoy delete keeping the count.
+        if (op === 'same' && type !== ROOT_STACK && res[6] === undefined) run.stray = true;
+        this.#resource(run, op, (res[1] ?? '').length / 4, type, res[5] !== undefined, res[6]);
         return;
       }
     }

@@ -135,6 +135,33 @@ describe('B16: a partial line the program writes cannot hide the real delete', (
     expect(parse(log).incomplete).toEqual(['unexpected-output']);
   });
 
+  it('B16 3b: a (same) line of a resource but the root stack, without a lock: unexpected-output', () => {
+    const log = DELETE.map((l, i) =>
+      i === realAt
+        ? l.replace('    - pkotest:index:Value: (delete)', '      pkotest:index:Value: (same)')
+        : l,
+    );
+    const cs = parse(withDecoy(log));
+    expect(cs.incomplete).toEqual(['unexpected-output']);
+    expectNotHidden(cs);
+    // With a lock (its protection changes) the CLI prints one: the set stays complete.
+    const u = DELETE.findIndex((l) =>
+      l.includes('[urn=urn:pulumi:dev::pkonc-changes::pulumi:pulumi:Stack::'),
+    );
+    const S = '2026-12-01T15:24:37.200Z\tINFO\tpulumi\t';
+    const locked = [
+      ...DELETE.slice(0, u + 1),
+      `${S}      pkotest:index:Value: (same) 🔒`,
+      `${S}        [id=a]`,
+      `${S}        [urn=urn:pulumi:dev::pkonc-changes::pkotest:index:Value::a]`,
+      ...DELETE.slice(u + 1),
+    ];
+    expect(parse(locked)).toMatchObject({ complete: true, incomplete: [] });
+    expect(parse(locked.map((l) => l.replace(' (same) 🔒', ' (same)'))).incomplete).toEqual([
+      'unexpected-output',
+    ]);
+  });
+
   it('B16 3b: an unclosed `[urn=` line: unexpected-output', () => {
     const log = DELETE.map((l) => l.replace(`[urn=${REAL}]`, `[urn=${REAL} `));
     expect(log).not.toEqual(DELETE);
