@@ -28,7 +28,9 @@ try {
 } catch (err) {
   if (err instanceof UsageError) {
     const help = err.message === 'help requested';
-    writeSync(help ? 1 : 2, help ? err.usage : `${err.message}\n\n${err.usage}`);
+    // The error goes last too: a container's log is read from its tail (`kubectl logs --tail`),
+    // and the usage text is long.
+    writeSync(help ? 1 : 2, help ? err.usage : `${err.message}\n\n${err.usage}\n${err.message}\n`);
     process.exit(help ? 0 : 2);
   }
   throw err;

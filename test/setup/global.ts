@@ -265,6 +265,11 @@ async function startControlServer(cp: ControlPlane): Promise<ControlServer> {
   });
   server.requestTimeout = 0;
   server.headersTimeout = 0;
+  // Idle keep-alive sockets stay open until the client closes them (undici after 4 s): with
+  // Node's default 5 s server timeout, a loaded machine let a test file's lease DELETE go out on
+  // a socket the server was closing ("other side closed"), the lease was never released, and the
+  // API server restart test then waited 300 s for a file that had finished.
+  server.keepAliveTimeout = 0;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
