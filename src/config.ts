@@ -42,7 +42,7 @@ export interface ControllerOptions {
   kubeconfig: string | undefined;
   /**
    * Forbid Alerts from selecting sources in other namespaces (Flux's `--no-cross-namespace-refs`).
-   * Default true (case B14): `--no-cross-namespace-refs=false` opens it, and then an Alert that
+   * Default true: `--no-cross-namespace-refs=false` opens it, and then an Alert that
    * selects another namespace (or `*`) is honoured only when the admission policy of
    * config/admission checked that its writer may list Stacks there (src/reconcile/alert.ts).
    */
@@ -279,7 +279,7 @@ export function loadConfig(
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
-  // B17: every duration flag has a ceiling, well inside what a timer holds (2^31 − 1 ms).
+  // every duration flag has a ceiling, well inside what a timer holds (2^31 − 1 ms).
   for (const [flag, ms, max] of [
     ['relist-interval', relistIntervalMs, '24h'],
     ['shutdown-timeout', shutdownTimeoutMs, '1h'],

@@ -241,7 +241,7 @@ export async function startController(
     recorder,
     logger: child({ reconciler: 'alert' }),
     allowCrossNamespace: !opts.noCrossNamespaceRefs,
-    // Case B14: sources in other namespaces only for Alerts the admission policy checked.
+    // Sources in other namespaces only for Alerts the admission policy checked.
     crossNamespaceAdmission: new AdmissionPolicyCheck({
       kubeConfig: kc,
       name: ALERT_SOURCES_POLICY_NAME,

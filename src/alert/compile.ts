@@ -40,7 +40,7 @@ export type CompileResult =
 /**
  * The first `eventSources` entry of a compiled Alert that selects outside the Alert's own
  * namespace (another namespace, or `*`), with its index and namespace as written; undefined when
- * every entry stays in it (case B14: such an Alert needs the admission check,
+ * every entry stays in it (such an Alert needs the admission check,
  * src/reconcile/alert.ts).
  */
 export function firstCrossNamespaceSource(

@@ -586,7 +586,7 @@ export class Router {
     if (enrich) {
       // Only events some Ready Alert may take are enriched: a Stack no Alert covers gets no Secret,
       // log or Pulumi Cloud read (the message-based checks run on the enriched event below). An
-      // Alert not Ready — one refused another namespace (B14: CrossNamespaceForbidden or
+      // Alert not Ready — one refused another namespace (CrossNamespaceForbidden or
       // CrossNamespaceUnchecked, src/reconcile/alert.ts) included — is not in `alerts`.
       events = await Promise.all(
         events.map(async (e) =>

@@ -31,7 +31,7 @@ export interface BoundedDuration {
 /**
  * `raw` (a Go duration of field `field`, e.g. `spec.interval`) held to `[minMs, maxMs]`: a shorter
  * one is raised to `minMs`, an unparsable one is `fallbackMs`, and one above `maxMs` (only stored
- * before the CRD had its ceiling, B17) is lowered to it with a `note` naming the field, the value
+ * before the CRD had its ceiling) is lowered to it with a `note` naming the field, the value
  * and the ceiling `maxLabel` (e.g. `24h`), for the object's condition.
  */
 export function boundedDuration(

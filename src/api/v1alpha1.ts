@@ -13,7 +13,7 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 /**
  * Name of the ValidatingAdmissionPolicy and binding that admit an Alert selecting other
  * namespaces only from a writer who may list Stacks there
- * (config/admission/alert_sources_policy.yaml; case B14).
+ * (config/admission/alert_sources_policy.yaml).
  */
 export const ALERT_SOURCES_POLICY_NAME = 'pko-notification-controller-alert-sources';
 

@@ -27,7 +27,7 @@ import { boundText } from '../text.ts';
 
 /** Shortest `spec.interval` accepted: a check runs a whole preview in a workspace pod. */
 export const MIN_INTERVAL_MS = 10 * 60_000;
-/** Longest `spec.interval` (the CRD's ceiling); a longer one stored before the rule is lowered to it (B17). */
+/** Longest `spec.interval` (the CRD's ceiling); a longer one stored before the rule is lowered to it. */
 export const MAX_INTERVAL = '720h';
 export const MAX_INTERVAL_MS = 720 * 3_600_000;
 /** Default `spec.interval` (also the CRD default). */

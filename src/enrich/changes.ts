@@ -201,7 +201,7 @@ const CLI_BANNER = /^\S+\tINFO\tpulumi\t(?:Previewing |Updating |Refreshing |Des
 /**
  * How long the log must stay quiet after the agent's end line before a follow whose result
  * arrived stops, ms: a forged end line (written into the agent's output) may precede the real
- * lines still on their way (case B16), and they keep the log busy.
+ * lines still on their way, and they keep the log busy.
  */
 const FOLLOW_QUIET_MS = 500;
 
@@ -240,13 +240,13 @@ export class ChangeAttacher {
   readonly #secrets = new Map<string, StackSecrets>();
   /**
    * Namespace → until when (ms) its workspace logs are not read (a 403 was answered) and the
-   * permission that lacked: each Stack's text names that Stack (case N23), never the first one's.
+   * permission that lacked: each Stack's text names that Stack, never the first one's.
    */
   readonly #forbidden = new Map<string, { until: number; permission?: MissingPermission }>();
   /**
    * Stack uid, a hash of its access token and the run → its Pulumi Cloud read (bounded like the
-   * change sets; a failure kept 30 s). Looked up only after the Stack's own token was read (case
-   * B15): a Stack without one, or with another token, never gets another's read or failure.
+   * change sets; a failure kept 30 s). Looked up only after the Stack's own token was read: a
+   * Stack without one, or with another token, never gets another's read or failure.
    */
   readonly #cloud = new Map<string, CloudEntry>();
   /** Aborts every Pulumi Cloud read at shutdown. */
@@ -762,8 +762,8 @@ export class ChangeAttacher {
 
 /**
  * `set` made incomplete when the read did not see the whole log (a program can pad the log past
- * the byte cap, or a line past the line cap, so that the CLI's real lines are not read: case
- * B16): the byte cap (`input-cap`), a cut line (`input-cap`), a deadline or a broken connection
+ * the byte cap, or a line past the line cap, so that the CLI's real lines are not read): the
+ * byte cap (`input-cap`), a cut line (`input-cap`), a deadline or a broken connection
  * or a fragment at the end (`no-end`), a container restart during the run (`no-run`). A follow
  * the controller itself stopped after the run's result (`followed`) ends `stopped` as it should.
  */
@@ -792,7 +792,7 @@ function runKey(stack: Stack, update: Update, name: string): string {
 /**
  * The `no change details` text of a Stack whose namespace answered 403 less than
  * {@link FORBIDDEN_TTL_MS} ago: names this Stack and the permission that lacked (as
- * src/kube/workspace-log.ts says it), never the Stack that met the refusal (case N23).
+ * src/kube/workspace-log.ts says it), never the Stack that met the refusal.
  */
 export function forbiddenMessage(namespace: string, stackName: string, perm?: MissingPermission): string {
   const what =

@@ -1,7 +1,7 @@
 /**
  * The one clamp every timer of the controller goes through. Node's `setTimeout` takes a signed
  * 32-bit delay: a longer one (over ~24.8 days) fires after 1 ms with a TimeoutOverflowWarning,
- * and NaN fires at once too, so a long duration a tenant writes would become a hot loop (B17).
+ * and NaN fires at once too, so a long duration a tenant writes would become a hot loop.
  */
 
 /** Largest delay Node's `setTimeout` honours, ms (2^31 − 1, about 24.8 days). */

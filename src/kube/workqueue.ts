@@ -6,7 +6,7 @@
  * - a reconcile that throws is retried after a per-key exponential backoff
  *   (`baseMs * 2^(failures-1)`, capped at `maxMs`); a success forgets the key's failures;
  * - a reconcile may ask for a later run with `{ requeueAfterMs }`; a delay longer than a timer
- *   holds (2^31 − 1 ms, ~24.8 days: Node would fire it after 1 ms) is waited in parts (B17).
+ *   holds (2^31 − 1 ms, ~24.8 days: Node would fire it after 1 ms) is waited in parts.
  * Keys are opaque strings (conventionally `namespace/name`). Order is FIFO among ready keys,
  * unless `fairBy` groups them (e.g. by namespace): then ready keys are taken round-robin across
  * groups, a group with a key running yields to a waiting group without one, and one group never

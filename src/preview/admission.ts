@@ -16,7 +16,7 @@
  *
  * The same rule serves the other policies of config/admission, by `name` and `kind`: DriftDetection
  * remediation (src/drift/controller.ts) and Alerts selecting other namespaces
- * (`ALERT_SOURCES_POLICY_NAME` of src/api/v1alpha1.ts, src/reconcile/alert.ts; case B14).
+ * (`ALERT_SOURCES_POLICY_NAME` of src/api/v1alpha1.ts, src/reconcile/alert.ts).
  */
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../kube/client.ts';

@@ -84,7 +84,7 @@ import {
 export const MIN_INTERVAL_MS = 10_000;
 /** Shortest `spec.startTimeout` (a shorter one is raised to it). */
 export const MIN_START_TIMEOUT_MS = 60_000;
-/** Longest `spec.interval` and `spec.startTimeout` (the CRD's ceiling; a longer stored one is lowered to it, B17). */
+/** Longest `spec.interval` and `spec.startTimeout` (the CRD's ceiling; a longer stored one is lowered to it). */
 export const MAX_DURATION = '24h';
 const MAX_DURATION_MS = 24 * 3_600_000;
 /** Re-check of a PullRequestPreview that cannot sync (missing Stack or Provider, forge error). */

@@ -1,13 +1,13 @@
 /**
  * Alert reconciler: compiles the Alert (RE2 regexes, source selectors), checks that sources in
- * other namespaces are allowed (case B14), checks its Provider and
+ * other namespaces are allowed, checks its Provider and
  * template ConfigMap, writes `status.observedGeneration` + `Ready`, and publishes the compiled
  * Alert to the routing index. Regexes are compiled here, once per generation — never per event.
  * Templates are compiled and test-rendered in the template sandbox (src/template/sandbox.ts),
  * once per content; the `templateRef` ConfigMap is watched (./template-configmap-informers.ts), so an edit applies
  * at once.
  *
- * Sources outside the Alert's namespace (case B14, docs/threat-model.md): refused
+ * Sources outside the Alert's namespace (docs/threat-model.md): refused
  * (`CrossNamespaceForbidden`) unless the controller runs with `--no-cross-namespace-refs=false`;
  * then honoured only for an Alert the admission policy {@link ALERT_SOURCES_POLICY_NAME} checked —
  * in force as shipped, and the Alert created after it (src/preview/admission.ts) — else

@@ -93,7 +93,7 @@ export interface OperationGroup {
 /** `changes` in the template context (null when the event carries no change information). */
 export interface ChangesContext {
   /**
-   * What is known of the run's changes, in one line (case R22: unknown is never "no changes"):
+   * What is known of the run's changes, in one line (unknown is never "no changes"):
    * `+1 to create, ~1 to update, -1 to delete, +-1 to replace` (`created`… after a run that
    * applied) or `no changes` — only when `complete`; else `change set incomplete: <why>` (with
    * `(read so far: …)` when some resource was read) or `change set unavailable: <why>`.
@@ -211,9 +211,9 @@ function countsOf(set: ChangeSet | undefined): Record<StepOp, number> {
   return out;
 }
 
-/** Prefix of the summary of a change set that is not complete (case R22). */
+/** Prefix of the summary of a change set that is not complete. */
 export const INCOMPLETE_PREFIX = 'change set incomplete';
-/** Prefix of the summary of an event whose change set is unavailable (case R22). */
+/** Prefix of the summary of an event whose change set is unavailable. */
 export const UNAVAILABLE_PREFIX = 'change set unavailable';
 
 /**
@@ -250,7 +250,7 @@ function countsText(set: ChangeSet): { summary: string; short: string } | null {
 }
 
 /**
- * The summary line and its compact form of a change set (case R22: unknown is never "no changes"):
+ * The summary line and its compact form of a change set (unknown is never "no changes"):
  * - complete: `+1 to create, ~1 to update` / `+1 ~1` (past tense after a run that applied), or
  *   `no changes` for both when every count is 0 — the only case that says so;
  * - not complete: both `change set incomplete: <why>` ({@link incompleteText}), with what was

@@ -239,11 +239,11 @@ function renderMessage(
 
 /**
  * The commit status description, single-line, within `limit`. When too long: a change set not
- * read whole has its `changes.summary` (`change set incomplete: <why>`, case R22) cut with `…`
+ * read whole has its `changes.summary` (`change set incomplete: <why>`) cut with `…`
  * first, keeping at least its first 60 code points, so that the run's own summary and last line
  * still fit; then the `summary` is cut (with `…`) so that the end of the description — the
  * built-in template's `lastLine`, the error — still fits when it can ("where it fits");
- * otherwise the whole is cut with a trailing `…` (case F13).
+ * otherwise the whole is cut with a trailing `…`.
  */
 function statusDescription(
   set: TemplateSet,
