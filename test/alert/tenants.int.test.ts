@@ -17,13 +17,14 @@
  *   one the admin creates now is Ready and gets b's event with its change set (the scene does
  *   read `b` when allowed: the negative assertions are not vacuous).
  */
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { Alert } from '../../src/api/v1alpha1.ts';
 import { errorMessage, errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import { ALERT_SOURCES_POLICY_NAME } from '../../src/api/v1alpha1.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, VERSION, startInProcess } from '../support/controller.ts';
+import { rewriteStoredObject } from '../support/admission.ts';
 import { installAlertSourcesPolicy } from '../support/alert-sources.ts';
 import { KubeletStandIn, placeWorkspacePod } from '../support/kubelet-standin.ts';
 import { PkoSimulator } from '../support/pko.ts';
@@ -97,29 +98,7 @@ async function createAlert(
  * (compare-and-swap on the revision; retried for up to 30 s).
  */
 async function rewriteStoredAlert(name: string, edit: (o: Alert) => void): Promise<void> {
-  const etcd = inject('etcdUrl');
-  const key = Buffer.from(`/registry/${GROUP}/alerts/${a}/${name}`).toString('base64');
-  const call = async <R>(path: string, body: unknown): Promise<R> => {
-    const res = await fetch(`${etcd}${path}`, { method: 'POST', body: JSON.stringify(body) });
-    if (!res.ok) throw new Error(`etcd ${path}: HTTP ${String(res.status)}`);
-    return (await res.json()) as R;
-  };
-  await waitFor(
-    async () => {
-      const got = await call<{ kvs?: { value: string; mod_revision: string }[] }>('/v3/kv/range', { key });
-      const kv = got.kvs?.[0];
-      if (kv === undefined) throw new Error(`${name} is not in etcd`);
-      const obj = JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as Alert;
-      edit(obj);
-      obj.metadata.generation = (obj.metadata.generation ?? 1) + 1;
-      const txn = await call<{ succeeded?: boolean }>('/v3/kv/txn', {
-        compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: kv.mod_revision }],
-        success: [{ requestPut: { key, value: Buffer.from(JSON.stringify(obj)).toString('base64') } }],
-      });
-      return txn.succeeded === true;
-    },
-    { timeoutMs: 30_000, what: `${name} rewritten in etcd` },
-  );
+  await rewriteStoredObject('alerts', a, name, edit);
 }
 
 /**

@@ -10,11 +10,12 @@
  * Reconciles are counted from the controller's `pkonc_reconcile_total` metric, forge requests
  * from the GitHub contract server's log.
  */
-import { describe, expect, inject, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { errorStatusCode, kubeRequest, objectPath } from '../../src/kube/client.ts';
 import type { DriftDetection, PullRequestPreview } from '../../src/api/v1alpha1.ts';
 import { createTestNamespace, kubeConfig, waitFor } from '../support/cluster.ts';
 import { GROUP, Objects, startInProcess, type InProcessController } from '../support/controller.ts';
+import { rewriteStoredObject } from '../support/admission.ts';
 import { PkoSimulator } from '../support/pko.ts';
 import { startGitHubServer } from '../forge/github/server.ts';
 
@@ -46,7 +47,7 @@ async function create(
 
 /**
  * Rewrites the stored object in etcd as an API server before the CRD's ceiling stored it
- * (compare-and-swap on the revision; the generation raised as for a spec change).
+ * ({@link rewriteStoredObject}: the generation raised as for a spec change).
  */
 async function rewriteStored(
   plural: string,
@@ -54,31 +55,11 @@ async function rewriteStored(
   name: string,
   edit: (o: { spec: Record<string, unknown> }) => void,
 ): Promise<void> {
-  const etcd = inject('etcdUrl');
-  const key = Buffer.from(`/registry/${GROUP}/${plural}/${ns}/${name}`).toString('base64');
-  const call = async <R>(p: string, body: unknown): Promise<R> => {
-    const res = await fetch(`${etcd}${p}`, { method: 'POST', body: JSON.stringify(body) });
-    if (!res.ok) throw new Error(`etcd ${p}: HTTP ${String(res.status)}`);
-    return (await res.json()) as R;
-  };
-  await waitFor(
-    async () => {
-      const got = await call<{ kvs?: { value: string; mod_revision: string }[] }>('/v3/kv/range', { key });
-      const kv = got.kvs?.[0];
-      if (kv === undefined) throw new Error(`${name} is not in etcd`);
-      const obj = JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as {
-        spec: Record<string, unknown>;
-        metadata: { generation?: number };
-      };
-      edit(obj);
-      obj.metadata.generation = (obj.metadata.generation ?? 1) + 1;
-      const txn = await call<{ succeeded?: boolean }>('/v3/kv/txn', {
-        compare: [{ key, target: 'MOD', result: 'EQUAL', mod_revision: kv.mod_revision }],
-        success: [{ requestPut: { key, value: Buffer.from(JSON.stringify(obj)).toString('base64') } }],
-      });
-      return txn.succeeded === true;
-    },
-    { ...WAIT, what: `${name} rewritten in etcd` },
+  await rewriteStoredObject<{ spec: Record<string, unknown>; metadata: { generation?: number } }>(
+    plural,
+    ns,
+    name,
+    edit,
   );
 }
 

@@ -76,18 +76,22 @@ export async function installAdmission(): Promise<void> {
 }
 
 /**
- * Rewrites the stored PullRequestPreview `namespace/name` in etcd, as an API server before the CRD
- * rules and the admission policy would have stored it, or as an object stored long ago
- * (compare-and-swap on the revision, so a concurrent status write is not lost; retried for up to
- * 30 s). The generation is raised as the API server does for a spec change.
+ * Rewrites the stored object `<plural>.notification.pko.dev` `namespace/name` in etcd, as an
+ * API server before the CRD rules and the admission policies would have stored it, or as an
+ * object stored long ago (compare-and-swap on the revision, so a concurrent status write is not
+ * lost; retried for up to 30 s). The generation is raised as the API server does for a spec
+ * change.
  */
-export async function rewriteStoredPreview(
+// T carries the caller's kind to `edit` (Alert, PullRequestPreview, …).
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters
+export async function rewriteStoredObject<T extends { metadata: { generation?: number } }>(
+  plural: string,
   namespace: string,
   name: string,
-  edit: (o: PullRequestPreview) => void,
+  edit: (o: T) => void,
 ): Promise<void> {
   const etcd = inject('etcdUrl');
-  const key = Buffer.from(`/registry/${GROUP}/pullrequestpreviews/${namespace}/${name}`).toString('base64');
+  const key = Buffer.from(`/registry/${GROUP}/${plural}/${namespace}/${name}`).toString('base64');
   const call = async <R>(path: string, body: unknown): Promise<R> => {
     const res = await fetch(`${etcd}${path}`, { method: 'POST', body: JSON.stringify(body) });
     if (!res.ok) throw new Error(`etcd ${path}: HTTP ${String(res.status)}`);
@@ -98,7 +102,7 @@ export async function rewriteStoredPreview(
       const got = await call<{ kvs?: { value: string; mod_revision: string }[] }>('/v3/kv/range', { key });
       const kv = got.kvs?.[0];
       if (kv === undefined) throw new Error(`${name} is not in etcd`);
-      const obj = JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as PullRequestPreview;
+      const obj = JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as T;
       edit(obj);
       obj.metadata.generation = (obj.metadata.generation ?? 1) + 1;
       const txn = await call<{ succeeded?: boolean }>('/v3/kv/txn', {
@@ -109,4 +113,13 @@ export async function rewriteStoredPreview(
     },
     { timeoutMs: 30_000, what: `${name} rewritten in etcd` },
   );
+}
+
+/** {@link rewriteStoredObject} for a PullRequestPreview. */
+export async function rewriteStoredPreview(
+  namespace: string,
+  name: string,
+  edit: (o: PullRequestPreview) => void,
+): Promise<void> {
+  await rewriteStoredObject('pullrequestpreviews', namespace, name, edit);
 }
