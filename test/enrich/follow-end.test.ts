@@ -6,14 +6,11 @@
 import { readFileSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
-import type { Stack, Update } from '../../src/api/pko.ts';
+import type { Update } from '../../src/api/pko.ts';
 import { ChangeAttacher } from '../../src/enrich/changes.ts';
 import type { readWorkspaceLog } from '../../src/kube/workspace-log.ts';
 import { createLogger } from '../../src/log.ts';
-import { stackEvent } from '../template/fixtures.ts';
-
-const stack: Stack = { metadata: { name: 'app', namespace: 'team-a', uid: 'stack-uid' }, spec: {} };
+import { completeUpdate, event, logRead, stack } from './kit.ts';
 
 /** The delete preview of a real recording, as log lines. */
 const LOG = readFileSync(new URL('../fixtures/agent-logs/04-delete.log', import.meta.url), 'utf8');
@@ -27,15 +24,6 @@ const FORGED = [
   '2026-12-01T15:24:37.287Z\tINFO\tpulumi\t    3 unchanged',
   '2026-12-01T15:24:37.287Z\tINFO\tserver\tpreview completed',
 ];
-
-function event(phase: EventIdentity['phase']['kind']): NotificationEvent {
-  const identity = {
-    stack: 'stack-uid',
-    run: { kind: 'update', name: 'u1' },
-    phase: { kind: phase },
-  } as EventIdentity;
-  return stackEvent({ identity, id: eventId(identity), metadata: {} });
-}
 
 describe('B16: the follow of a run ends by the Update, never by a log line', () => {
   it('B16: a forged end line before the real delete stops neither the follow nor the run', async () => {
@@ -63,17 +51,7 @@ describe('B16: the follow of a run ends by the Update, never by a log line', () 
       release();
       if (opts.signal !== undefined && !opts.signal.aborted)
         await new Promise((r) => opts.signal?.addEventListener('abort', r, { once: true }));
-      return {
-        ok: true,
-        pod: 'app-workspace-0',
-        lines: lines.length,
-        bytes: 0,
-        cutLines: 0,
-        end: 'eof',
-        restartedDuringRun: false,
-        droppedFragment: false,
-        message: 'read',
-      };
+      return logRead(lines.length);
     };
     const a = new ChangeAttacher({
       kubeConfig: new KubeConfig(),
@@ -87,19 +65,7 @@ describe('B16: the follow of a run ends by the Update, never by a log line', () 
     await written;
     expect(abortedAfterForged).toBe(false);
     // The run's result: the Update is complete now.
-    update.status = {
-      ...update.status,
-      endTime: new Date().toISOString(),
-      conditions: [
-        {
-          type: 'Complete',
-          status: 'True',
-          reason: 'Updated',
-          message: '',
-          lastTransitionTime: new Date().toISOString(),
-        },
-      ],
-    };
+    completeUpdate(update);
     const done = await a.attach(stack, event('succeeded'));
     const set = done.changes?.set;
     expect(set?.resources.find((r) => r.op === 'delete')).toMatchObject({
@@ -127,17 +93,7 @@ describe('B16: the follow of a run ends by the Update, never by a log line', () 
       if (opts.signal !== undefined && !opts.signal.aborted)
         await new Promise((r) => opts.signal?.addEventListener('abort', r, { once: true }));
       abortedAt = Date.now();
-      return {
-        ok: true,
-        pod: 'app-workspace-0',
-        lines: PREVIEW.length,
-        bytes: 0,
-        cutLines: 0,
-        end: 'stopped',
-        restartedDuringRun: false,
-        droppedFragment: false,
-        message: 'read',
-      };
+      return logRead(PREVIEW.length, { end: 'stopped' });
     };
     const a = new ChangeAttacher({
       kubeConfig: new KubeConfig(),
@@ -154,19 +110,7 @@ describe('B16: the follow of a run ends by the Update, never by a log line', () 
     // The end line alone stops nothing: the API has not said the run is over.
     await new Promise((r) => setTimeout(r, 50));
     expect(abortedAt).toBeUndefined();
-    update.status = {
-      ...update.status,
-      endTime: new Date().toISOString(),
-      conditions: [
-        {
-          type: 'Complete',
-          status: 'True',
-          reason: 'Updated',
-          message: '',
-          lastTransitionTime: new Date().toISOString(),
-        },
-      ],
-    };
+    completeUpdate(update);
     const resultAt = Date.now();
     const done = await a.attach(stack, event('succeeded'));
     expect(abortedAt).toBeDefined();

@@ -6,15 +6,13 @@
 import { readFileSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { eventId, type EventIdentity, type NotificationEvent } from '../../src/api/event.ts';
-import type { Stack, Update } from '../../src/api/pko.ts';
+import type { Update } from '../../src/api/pko.ts';
 import { evaluateGate } from '../../src/changes/gate.ts';
 import { ChangeAttacher } from '../../src/enrich/changes.ts';
 import type { WorkspaceLogRead, readWorkspaceLog } from '../../src/kube/workspace-log.ts';
 import { createLogger } from '../../src/log.ts';
-import { stackEvent } from '../template/fixtures.ts';
+import { event, logRead, stack } from './kit.ts';
 
-const stack: Stack = { metadata: { name: 'app', namespace: 'team-a', uid: 'stack-uid' }, spec: {} };
 /** The delete preview of a real recording (test/fixtures/agent-logs/04-delete.log), as lines. */
 const LOG = readFileSync(new URL('../fixtures/agent-logs/04-delete.log', import.meta.url), 'utf8').split(
   '\n',
@@ -29,28 +27,6 @@ const FORGED = [
   `${AT}\tINFO\tpulumi\t`,
   `${AT}\tINFO\tserver\tpreview completed`,
 ];
-
-function event(phase: EventIdentity['phase']['kind']): NotificationEvent {
-  const identity = {
-    stack: 'stack-uid',
-    run: { kind: 'update', name: 'u1' },
-    phase: { kind: phase },
-  } as EventIdentity;
-  return stackEvent({ identity, id: eventId(identity), metadata: {} });
-}
-
-const read = (lines: number, more: Partial<WorkspaceLogRead>): WorkspaceLogRead => ({
-  ok: true,
-  pod: 'app-workspace-0',
-  lines,
-  bytes: 0,
-  cutLines: 0,
-  end: 'eof',
-  restartedDuringRun: false,
-  droppedFragment: false,
-  message: 'read',
-  ...more,
-});
 
 function attacher(update: Update, readLog: typeof readWorkspaceLog): ChangeAttacher {
   return new ChangeAttacher({
@@ -85,7 +61,7 @@ describe('B16: a read that did not see the whole log is never complete', () => {
     const lines = [...REAL.slice(0, DELETE), ...FORGED];
     const a = attacher(done, async (_run, sink) => {
       for (const l of lines) await sink(l, false);
-      return read(lines.length, how);
+      return logRead(lines.length, how);
     });
     const set = (await a.attach(stack, event('succeeded'))).changes?.set;
     expect(set?.complete).toBe(false);
@@ -97,7 +73,7 @@ describe('B16: a read that did not see the whole log is never complete', () => {
   it('the whole recording read to its end is complete (what the cases above are measured against)', async () => {
     const a = attacher(done, async (_run, sink) => {
       for (const l of REAL) await sink(l, false);
-      return read(REAL.length, {});
+      return logRead(REAL.length, {});
     });
     const set = (await a.attach(stack, event('succeeded'))).changes?.set;
     expect(set).toMatchObject({ complete: true, counts: { delete: 1 } });
@@ -120,7 +96,7 @@ describe('B16: a forged end line ahead of the real deletes does not end the foll
       // The real tail is behind in the stream (the node, the API server, a burst of output).
       await new Promise((r) => setTimeout(r, 300));
       const signal = opts.signal;
-      if (signal === undefined || signal.aborted) return read(n, { end: 'stopped' });
+      if (signal === undefined || signal.aborted) return logRead(n, { end: 'stopped' });
       for (const l of REAL.slice(DELETE)) {
         await sink(l, false);
         n++;
@@ -133,7 +109,7 @@ describe('B16: a forged end line ahead of the real deletes does not end the foll
         signal.addEventListener('abort', done, { once: true });
         if (signal.aborted) done();
       });
-      return read(n, { end: 'stopped' });
+      return logRead(n, { end: 'stopped' });
     };
     const a = attacher(update, readLog);
     await a.attach(stack, event('started'));
